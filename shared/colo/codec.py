@@ -1,0 +1,49 @@
+"""JSON codec for wire messages (msgspec).
+
+Encoding is deterministic (struct field order). Decoding validates types and
+raises :class:`DecodeError` with a reason suitable for a dead letter.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+_encoder = msgspec.json.Encoder()
+
+
+class DecodeError(ValueError):
+    """A payload that is not valid JSON or does not match the expected message type."""
+
+
+def encode(msg: Any) -> bytes:
+    """Encode a message (or any msgspec-encodable value) to JSON bytes."""
+    return _encoder.encode(msg)
+
+
+@lru_cache(maxsize=None)
+def _decoder(type_: type[Any]) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(type_)
+
+
+def decode(data: bytes | str, type_: type[T]) -> T:
+    """Decode JSON ``data`` into ``type_``.
+
+    Raises DecodeError naming the offending field path when the payload is
+    malformed or does not validate.
+    """
+    try:
+        return _decoder(type_).decode(data)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as exc:
+        raise DecodeError(f"invalid {type_.__name__}: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise DecodeError(f"malformed JSON for {type_.__name__}: {exc}") from exc
+
+
+def to_builtins(msg: Any) -> Any:
+    """A message as plain dicts/lists (for reports and the CLI)."""
+    return msgspec.to_builtins(msg)

@@ -1,0 +1,464 @@
+"""Wire message types shared by every Colo service.
+
+All messages are frozen, keyword-only :class:`msgspec.Struct` types encoded as JSON
+(see :mod:`colo.codec`). Evolution is additive only: new fields get defaults and
+unknown fields are ignored on decode, so older and newer services interoperate.
+
+Units inside the system are integers: CPU in **milli-cores**, memory in **bytes**;
+times are **seconds** on the service clock (wall time in production, virtual time
+in simulation, see :mod:`colo.clock`). Kubernetes quantity strings (``"500m"``,
+``"2Gi"``) are accepted only at the edges (:mod:`colo.quantity`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+PriorityClass = Literal["prod", "mid", "batch", "free", "none"]
+"""Koordinator priority classes (REFERENCE.md §1)."""
+
+QoSClass = Literal["SYSTEM", "LSE", "LSR", "LS", "BE"]
+"""Koordinator QoS classes (REFERENCE.md §1)."""
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+"""Kubernetes pod phases."""
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every wire message: frozen, keyword-only, defaults omitted on the wire, unknown fields ignored."""
+
+
+# --------------------------------------------------------------------------- resources
+
+
+class Resources(Message):
+    """A resource vector.
+
+    ``cpu``, ``batch_cpu``, ``mid_cpu`` in milli-cores; ``memory``, ``batch_memory``,
+    ``mid_memory`` in bytes; ``pods`` a count (used for capacity/allocatable only,
+    every pod implicitly requests one). ``batch_*`` / ``mid_*`` are the extended
+    resources ``kubernetes.io/batch-cpu`` etc. of REFERENCE.md §1.
+    """
+
+    cpu: int = 0
+    memory: int = 0
+    batch_cpu: int = 0
+    batch_memory: int = 0
+    mid_cpu: int = 0
+    mid_memory: int = 0
+    pods: int = 0
+
+
+RESOURCE_NAMES: tuple[str, ...] = (
+    "cpu",
+    "memory",
+    "batch_cpu",
+    "batch_memory",
+    "mid_cpu",
+    "mid_memory",
+    "pods",
+)
+"""Field names of :class:`Resources`, in column order for vectorized code."""
+
+KUBERNETES_RESOURCE_NAMES: dict[str, str] = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "kubernetes.io/batch-cpu": "batch_cpu",
+    "kubernetes.io/batch-memory": "batch_memory",
+    "kubernetes.io/mid-cpu": "mid_cpu",
+    "kubernetes.io/mid-memory": "mid_memory",
+    "pods": "pods",
+}
+"""Kubernetes resource name → :class:`Resources` field."""
+
+
+class Usage(Message):
+    """Measured usage: ``cpu`` milli-cores, ``memory`` bytes."""
+
+    cpu: int = 0
+    memory: int = 0
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+class Taint(Message):
+    """A Kubernetes node taint; ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Toleration(Message):
+    """A Kubernetes toleration; ``operator`` Equal or Exists; empty ``effect`` matches all."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(Message):
+    """A node as registered by its node agent (subject ``node.registered``).
+
+    ``capacity`` is the machine; ``allocatable`` what Kubernetes would offer pods
+    (capacity minus node reservations). ``reserved_cpus`` lists CPU ids reserved
+    for the system (REFERENCE.md §3 NodeReserved). ``cpus`` is the logical CPU count.
+    """
+
+    name: str
+    capacity: Resources
+    allocatable: Resources
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    taints: list[Taint] = []
+    reserved_cpus: str = ""
+    reserved: Resources = Resources()
+    cpus: int = 0
+    registered_at: float = 0.0
+
+
+class NodeResource(Message):
+    """Batch and mid allocatable of one node computed by slo-manager (REFERENCE.md §3).
+
+    ``batch_cpu``/``mid_cpu`` milli-cores, ``batch_memory``/``mid_memory`` bytes.
+    ``reset`` is true when the node's metric went stale and the node stops offering
+    batch/mid resources until fresh data arrives (all four values are then 0).
+    """
+
+    node: str
+    batch_cpu: int = 0
+    batch_memory: int = 0
+    mid_cpu: int = 0
+    mid_memory: int = 0
+    reset: bool = False
+    reason: str = ""
+    at: float = 0.0
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class PodMetric(Message):
+    """Usage of one pod over the report window; ``cpu`` milli-cores, ``memory`` bytes."""
+
+    uid: str
+    cpu: int = 0
+    memory: int = 0
+    qos_class: QoSClass | None = None
+    priority_class: PriorityClass | None = None
+    cpu_throttled_ratio: float = 0.0
+
+
+class AggregatedUsage(Message):
+    """Node usage statistic ``stat`` (avg, p50, p90, p95, p99) over ``window_s`` seconds."""
+
+    window_s: int
+    stat: Literal["avg", "p50", "p90", "p95", "p99"]
+    cpu: int = 0
+    memory: int = 0
+
+
+class NodeMetric(Message):
+    """A node agent's report (REFERENCE.md §2): averages over ``window_s`` ending at ``at``.
+
+    ``node_usage`` = node used; ``system_usage`` = max(node − Σpods − Σhost apps, 0);
+    ``pods`` per-pod usage; ``aggregated`` percentiles of node usage; ``be_cpu_allowed``
+    the CPU suppress budget in milli-cores (−1 when suppress is off).
+    """
+
+    node: str
+    at: float
+    window_s: float = 300.0
+    node_usage: Usage = Usage()
+    system_usage: Usage = Usage()
+    host_apps_usage: Usage = Usage()
+    pods: list[PodMetric] = []
+    aggregated: list[AggregatedUsage] = []
+    be_cpu_allowed: int = -1
+    ls_cpu_demand: int = 0
+    ls_cpu_served: int = 0
+
+
+# --------------------------------------------------------------------------- pods
+
+
+class SimWorkload(Message):
+    """What a pod does under the ``sim`` node backend.
+
+    ``kind="series"``: a long-running service whose demand follows a usage series
+    sampled every ``step_s`` seconds starting at the pod's start (cyclic):
+    demand_cpu(t) = ``cpu_util[i]`` × ``cpu_scale_milli``, demand_memory(t) =
+    ``memory_util[i]`` × ``memory_scale_bytes`` (fractions 0–1).
+    ``kind="batch"``: a task that needs ``cpu_milli`` while running and completes after
+    ``duration_s`` seconds of full service (slower when served less), holding
+    ``memory_bytes``.
+    """
+
+    kind: Literal["series", "batch"]
+    step_s: float = 300.0
+    cpu_util: list[float] = []
+    memory_util: list[float] = []
+    cpu_scale_milli: int = 0
+    memory_scale_bytes: int = 0
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    duration_s: float = 0.0
+
+
+class PodSpec(Message):
+    """A pod as submitted (subject ``pod.submitted``).
+
+    ``requests``/``limits`` in milli-cores and bytes. ``priority`` is the Kubernetes
+    priority value; ``priority_class`` / ``qos_class`` the Koordinator labels (None =
+    derive, REFERENCE.md §1). ``app`` names the owning workload; ``max_instance_per_node``
+    caps its pods per node (−1 = no cap). ``command`` is run by the ``host`` backend,
+    ``sim`` by the ``sim`` backend. ``created_at`` is the submission time (seconds).
+    """
+
+    uid: str
+    name: str
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    priority: int | None = None
+    priority_class: PriorityClass | None = None
+    qos_class: QoSClass | None = None
+    scheduler_name: str = "colo-scheduler"
+    requests: Resources = Resources()
+    limits: Resources = Resources()
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+    app: str = ""
+    max_instance_per_node: int = -1
+    daemonset: bool = False
+    command: list[str] = []
+    env: dict[str, str] = {}
+    sim: SimWorkload | None = None
+    created_at: float = 0.0
+
+
+class PodAdmitted(Message):
+    """A pod accepted by admission, with colocation profiles applied (subject ``pod.admitted``)."""
+
+    spec: PodSpec
+    at: float
+    profile: str = ""
+
+
+class PodRejected(Message):
+    """A pod refused by admission; ``reason`` is human readable (subject ``pod.rejected``)."""
+
+    uid: str
+    name: str
+    reason: str
+    at: float
+
+
+class PodBound(Message):
+    """A pod bound to ``node`` in the store (subject ``pod.bound.<node>``).
+
+    ``attempt_ms`` is the wall time of the scheduling attempt that placed it
+    (filter, score, reserve and bind), ``queued_s`` the clock time it waited.
+    """
+
+    spec: PodSpec
+    node: str
+    at: float
+    attempt_ms: float = 0.0
+    queued_s: float = 0.0
+
+
+class PodUnschedulable(Message):
+    """A scheduling attempt that found no node (subject ``pod.unschedulable``).
+
+    ``reasons`` maps a rejection reason (e.g. ``"Insufficient cpu"``) to the number
+    of nodes rejected for it, as the Kubernetes scheduler reports.
+    """
+
+    uid: str
+    name: str
+    reasons: dict[str, int]
+    message: str
+    at: float
+    attempts: int = 1
+
+
+class PodStatus(Message):
+    """A pod lifecycle change reported by a node agent (subject ``pod.status.<node>``).
+
+    ``phase`` Running/Succeeded/Failed; ``reason`` e.g. ``Evicted``, ``OOMKilled``,
+    ``Completed``. ``requests`` repeats the pod's requests so that consumers can free
+    resources without a lookup.
+    """
+
+    uid: str
+    node: str
+    phase: PodPhase
+    at: float
+    reason: str = ""
+    message: str = ""
+    requests: Resources = Resources()
+    qos_class: QoSClass | None = None
+    priority_class: PriorityClass | None = None
+
+
+class EvictionCommand(Message):
+    """An order to evict pod ``uid`` from ``node`` (subject ``pod.evict.<node>``)."""
+
+    uid: str
+    node: str
+    reason: str
+    at: float
+    by: str = ""
+
+
+class PodRecord(Message):
+    """A pod's state in the store: spec, phase, node (empty when unbound)."""
+
+    spec: PodSpec
+    phase: PodPhase = "Pending"
+    node: str = ""
+    reason: str = ""
+    updated_at: float = 0.0
+    bound_at: float = 0.0
+
+
+# --------------------------------------------------------------------------- policy
+
+
+class CPUSuppressStrategy(Message):
+    """CPU suppress (REFERENCE.md §5): BE budget = capacity × threshold% − non-BE used − system."""
+
+    enabled: bool = True
+    threshold_percent: int = 65
+    min_percent: int = 0
+    policy: Literal["cpuset", "cfsQuota"] = "cpuset"
+
+
+class MemoryEvictStrategy(Message):
+    """BE memory eviction (REFERENCE.md §5): start at ``threshold_percent``, free down to lower."""
+
+    enabled: bool = True
+    threshold_percent: int = 70
+    lower_percent: int | None = None
+    cooldown_s: float = 4.0
+
+
+class CPUEvictStrategy(Message):
+    """BE CPU eviction by satisfaction (REFERENCE.md §5, oracle O10)."""
+
+    enabled: bool = False
+    upper_percent: int = 40
+    lower_percent: int = 30
+    usage_threshold_percent: int = 90
+    window_s: float = 60.0
+    cooldown_s: float = 20.0
+
+
+class CPUBurstStrategy(Message):
+    """CPU burst for LS pods (REFERENCE.md §5)."""
+
+    policy: Literal["none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"] = "none"
+    burst_percent: int = 1000
+    quota_scale_max_percent: int = 300
+    share_pool_threshold_percent: int = 50
+
+
+class MemoryQoSStrategy(Message):
+    """Memory QoS (REFERENCE.md §5): memory.min/low/high from requests."""
+
+    enabled: bool = False
+    min_percent: int = 0
+    low_percent: int = 0
+    throttling_percent: int = 0
+
+
+class NodeSLO(Message):
+    """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``)."""
+
+    node: str
+    at: float = 0.0
+    cpu_suppress: CPUSuppressStrategy = CPUSuppressStrategy()
+    memory_evict: MemoryEvictStrategy = MemoryEvictStrategy()
+    cpu_evict: CPUEvictStrategy = CPUEvictStrategy()
+    cpu_burst: CPUBurstStrategy = CPUBurstStrategy()
+    memory_qos: MemoryQoSStrategy = MemoryQoSStrategy()
+    be_cpu_idle: bool = True
+    pool: str = ""
+
+
+# --------------------------------------------------------------------------- events
+
+
+class QoSEvent(Message):
+    """A node agent action (subject ``node.qos.<node>``).
+
+    ``kind``: ``suppress`` (BE CPU budget changed), ``evict``, ``cgroup`` (a write),
+    ``burst``, ``oom``. ``detail`` carries numbers with units in their keys.
+    """
+
+    node: str
+    kind: Literal["suppress", "evict", "cgroup", "burst", "oom"]
+    at: float
+    reason: str = ""
+    pods: list[str] = []
+    detail: dict[str, float | int | str] = {}
+
+
+class PodPrediction(Message):
+    """Predicted peak of one pod: ``cpu_peak`` milli-cores, ``memory_peak`` bytes."""
+
+    uid: str
+    cpu_peak: int
+    memory_peak: int
+    cold: bool = False
+
+
+class NodeProfile(Message):
+    """Profiler output for one node (subject ``profile.node.<node>``), REFERENCE.md §7.
+
+    ``prod_reclaimable`` = min(pod-based, class-based) reclaimable prod resources,
+    in milli-cores / bytes; ``system_peak`` and ``prod_peak`` the predicted peaks.
+    """
+
+    node: str
+    at: float
+    prod_reclaimable: Usage = Usage()
+    system_peak: Usage = Usage()
+    prod_peak: Usage = Usage()
+    pods: list[PodPrediction] = []
+
+
+class DeadLetter(Message):
+    """A message that could not be decoded or handled (subject ``dlq.<service>``)."""
+
+    service: str
+    subject: str
+    reason: str
+    data: str
+    at: float
+    headers: dict[str, str] = {}
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+class Tick(Message):
+    """Virtual-time tick: the service processes everything due up to ``now`` then acks."""
+
+    seq: int
+    now: float
+    step_s: float
+
+
+class TickAck(Message):
+    """A service's answer to a :class:`Tick`; ``stats`` are counters for the report."""
+
+    service: str
+    seq: int
+    stats: dict[str, float] = {}
+    error: str = ""
