@@ -1,0 +1,1 @@
+"""pytest fixtures (real servers); filled in by the test kit."""
