@@ -1,0 +1,60 @@
+# Colo — one command runs the demo, one runs the tests; both install what they need.
+#   make demo                 default scenario (100 nodes, 6 trace hours), baseline vs colo
+#   make demo NODES=20 HOURS=1
+#   make test
+#   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
+#   make traces               download the public traces into the cache (machines without ../shared/traces)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NODES  ?= 100
+HOURS  ?= 6
+SEED   ?= 7
+OUT    ?= out/demo
+PYTEST_ARGS ?=
+
+SERVICES := scheduler descheduler slo-manager node-agent profiler
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test up traces lint clean redis-server
+
+install: $(STAMP) redis-server
+
+$(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach s,$(SERVICES),services/$(s)/pyproject.toml)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Colo needs Python 3.11 or newer")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e shared $(foreach s,$(SERVICES),-e services/$(s))
+	touch $(STAMP)
+
+# redis-server comes from the system; install it with apt when it is missing and we may.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing redis-server with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else \
+	    echo "redis-server is not on PATH: install it (e.g. 'sudo apt-get install redis-server' or 'brew install redis')" >&2; exit 1; \
+	  fi; }
+
+demo: install
+	$(PY) -m colo.sim --nodes $(NODES) --hours $(HOURS) --seed $(SEED) --out $(OUT)
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+up: install
+	$(VENV)/bin/colo up
+
+traces: install
+	$(VENV)/bin/colo traces fetch
+
+lint: install
+	$(PY) -m pip install -q ruff==0.17.5 mypy==2.4.1
+	$(VENV)/bin/ruff check shared services tests bench
+	$(VENV)/bin/mypy shared/colo $(foreach s,$(SERVICES),services/$(s))
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis
