@@ -1,0 +1,23 @@
+"""The committed AsyncAPI document and subject table match the subject registry."""
+
+from pathlib import Path
+
+import pytest
+
+from colo import asyncapi, subjects
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize("name", sorted(asyncapi.render()))
+def test_generated_docs_are_current(name: str) -> None:
+    committed = (DOCS / name).read_text()
+    assert committed == asyncapi.render()[name], f"docs/{name} is stale: run python -m colo.asyncapi"
+
+
+def test_every_subject_has_a_channel_and_schema() -> None:
+    doc = asyncapi.document()
+    addresses = {c["address"] for c in doc["channels"].values()}
+    assert addresses == {s.pattern for s in subjects.ALL}
+    for s in subjects.ALL:
+        assert s.type.__name__ in doc["components"]["schemas"]
