@@ -1,0 +1,33 @@
+"""Profiler settings (environment prefix ``COLO_PROFILER``), defaults from REFERENCE.md §7."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+
+
+class ProfilerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Settings of the profiler service; every default is REFERENCE.md §7 unless noted."""
+
+    cpu_half_life_s: Seconds = 12 * 3600.0
+    """Half-life of the CPU histograms, seconds (12 h)."""
+    memory_half_life_s: Seconds = 24 * 3600.0
+    """Half-life of the memory histograms, seconds (24 h)."""
+    cpu_percentile: Fraction = 0.95
+    """Percentile of the CPU peak (p95)."""
+    memory_percentile: Fraction = 0.98
+    """Percentile of the memory peak (p98)."""
+    margin_percent: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 10
+    """Safety margin on top of the percentile: peak = percentile × (100 + margin)/100."""
+    cold_start_s: Annotated[float, msgspec.Meta(ge=0)] = 24 * 3600.0
+    """Pods younger than this count at their full request (24 h)."""
+    expiry_s: Seconds = 30 * 60.0
+    """Models (pods, nodes) unseen in metrics for this long are dropped (30 min)."""
+    publish_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    """Minimum time between two NodeProfiles of one node, seconds (one report interval)."""
+    tick_interval_s: Seconds = 10.0
+    """Period of tick() under the wall clock, seconds (this project's choice)."""
