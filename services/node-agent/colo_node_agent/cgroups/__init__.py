@@ -1,0 +1,36 @@
+"""The cgroup layer: logical resources mapped to v1/v2 files, a filesystem seam and one executor.
+
+Strategies name *logical* resources (``cpu.shares``, ``cpuset.cpus``, ``memory.limit_in_bytes`` ...) with
+v1-style values; :mod:`.resources` maps them to the files of the detected hierarchy and converts values;
+:mod:`.fs` roots every path at an injectable directory (or an in-memory tree for the ``sim`` backend);
+:mod:`.executor` applies plans: skip unchanged, order parent/child writes, refuse empty cpusets, audit.
+"""
+
+from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
+from colo_node_agent.cgroups.fs import CgroupFS, HostFS, MemoryFS, detect_version
+from colo_node_agent.cgroups.resources import (
+    RESOURCES,
+    CgroupVersion,
+    Resource,
+    cpuset_format,
+    cpuset_parse,
+    shares_to_weight,
+    weight_to_shares,
+)
+
+__all__ = [
+    "RESOURCES",
+    "CgroupFS",
+    "CgroupVersion",
+    "CgroupWrite",
+    "Executor",
+    "HostFS",
+    "MemoryFS",
+    "Resource",
+    "WriteRecord",
+    "cpuset_format",
+    "cpuset_parse",
+    "detect_version",
+    "shares_to_weight",
+    "weight_to_shares",
+]
