@@ -1,0 +1,1 @@
+"""Simulation: a scenario from real traces, the virtual-time coordinator and the report (DESIGN.md §8)."""

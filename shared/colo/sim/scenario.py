@@ -1,0 +1,282 @@
+"""Scenario assembly from the real traces, deterministic from a seed (docs/scenario.md).
+
+A :class:`Scenario` is a list of nodes (``NodeSpec``), online LS pods submitted at
+time 0 whose demand follows Bitbrains VM series, and batch pods with arrival times
+from the Alibaba v2017 batch tasks. Every number comes from a trace file or from a
+documented scaling rule below; the same ``ScenarioParams`` always give the same
+scenario, byte for byte.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from colo.messages import NodeSpec, PodSpec, Resources, SimWorkload
+from colo.sim import traces as tr
+
+V2017_MACHINES = 1313
+"""Machines of the v2017 trace (``server_event.csv``); batch instances scale by nodes / this."""
+V2017_MACHINE_CORES = 64
+"""CPU cores of every v2017 machine (``server_event.csv`` column 5)."""
+PODS_PER_NODE = 110
+"""Kubernetes' default max pods per node, used as allocatable pods."""
+LS_PRIORITY = 9500
+BATCH_PRIORITY = 5500
+LOAD_AWARE_CPU_THRESHOLD = 0.65
+"""LoadAware CPU filter threshold (REFERENCE.md §4), used to keep LS packing placeable."""
+LOAD_AWARE_CPU_FACTOR = 0.85
+"""LoadAware CPU estimation factor (REFERENCE.md §4)."""
+VM_STEP_S = 300.0
+"""Bitbrains sampling interval (README §5)."""
+
+
+@dataclass(frozen=True)
+class ScenarioParams:
+    """Inputs of :func:`build_scenario`; see docs/scenario.md for each rule.
+
+    ``nodes`` count sampled from the v2023 node list (``node_kind`` "all" or "cpu");
+    ``hours`` of virtual time; ``ls_cpu_fraction`` target share of cluster CPU requested
+    by LS pods; ``batch_scale`` multiplies the nodes/1313 instance scaling;
+    ``batch_window_start_s`` trace second where the batch window starts;
+    ``min_batch_duration_s`` drops shorter tasks (below the tick resolution);
+    ``max_batch_pod_cpu_milli`` caps the CPU of a pod made of grouped instances.
+    """
+
+    nodes: int = 100
+    hours: float = 6.0
+    seed: int = 1
+    node_kind: str = "all"
+    ls_cpu_fraction: float = 0.6
+    batch_scale: float = 0.5
+    batch_window_start_s: int = 21600
+    min_batch_duration_s: int = 600
+    max_batch_pod_cpu_milli: int = 8000
+
+    def problems(self) -> list[str]:
+        """Every invalid parameter (empty when valid)."""
+        out: list[str] = []
+        if self.nodes < 1:
+            out.append(f"nodes must be ≥ 1, got {self.nodes}")
+        if self.hours <= 0:
+            out.append(f"hours must be > 0, got {self.hours}")
+        if self.node_kind not in ("all", "cpu"):
+            out.append(f"node_kind must be 'all' or 'cpu', got {self.node_kind!r}")
+        if not 0 <= self.ls_cpu_fraction <= 1:
+            out.append(f"ls_cpu_fraction must be within 0..1, got {self.ls_cpu_fraction}")
+        if self.batch_scale < 0:
+            out.append(f"batch_scale must be ≥ 0, got {self.batch_scale}")
+        if self.max_batch_pod_cpu_milli < 1:
+            out.append("max_batch_pod_cpu_milli must be ≥ 1")
+        return out
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A pod submitted at virtual time ``at`` (seconds from the start of the run)."""
+
+    at: float
+    pod: PodSpec
+
+
+@dataclass
+class Scenario:
+    """Nodes and pod arrivals (sorted by time, then uid) plus a description for the report."""
+
+    params: ScenarioParams
+    nodes: list[NodeSpec]
+    arrivals: list[Arrival]
+    description: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the run in seconds (``hours`` × 3600)."""
+        return self.params.hours * 3600.0
+
+    def ls_pods(self) -> list[PodSpec]:
+        """The online pods."""
+        return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "ls"]
+
+    def batch_pods(self) -> list[PodSpec]:
+        """The batch pods."""
+        return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "batch"]
+
+
+def _nodes(params: ScenarioParams, rng: random.Random, root: Path | None) -> list[NodeSpec]:
+    pool = tr.load_nodes(root)
+    if params.node_kind == "cpu":
+        pool = [n for n in pool if n.gpu == 0]
+    if params.nodes > len(pool):
+        raise ValueError(f"asked for {params.nodes} nodes, the trace has {len(pool)} ({params.node_kind})")
+    chosen = sorted(rng.sample(pool, params.nodes), key=lambda n: n.sn)
+    out = []
+    for n in chosen:
+        res = Resources(cpu=n.cpu_milli, memory=n.memory_bytes, pods=PODS_PER_NODE)
+        out.append(NodeSpec(name=n.sn, capacity=res, allocatable=res, cpus=n.cpu_milli // 1000,
+                            labels={"colo.sim/gpu": str(n.gpu)}))
+    return out
+
+
+class _Rooms:
+    """LS packing state over all nodes as arrays (one entry per node)."""
+
+    def __init__(self, nodes: list[NodeSpec]) -> None:
+        self.cpu_cap = np.array([n.allocatable.cpu for n in nodes], dtype=np.int64)
+        self.mem_cap = np.array([n.allocatable.memory for n in nodes], dtype=np.int64)
+        self.cpu = np.zeros(len(nodes), dtype=np.int64)
+        self.cpu_limit = np.zeros(len(nodes), dtype=np.int64)
+        self.mem = np.zeros(len(nodes), dtype=np.int64)
+        self.apps: dict[str, np.ndarray] = {}
+
+    def place(self, s: tr.TraceService) -> bool:
+        """Best-fit placement of ``s`` (least CPU left afterwards, ties by node order); False if none fits."""
+        fits = ((self.cpu + s.cpu_request_milli <= self.cpu_cap)
+                & ((self.cpu_limit + s.cpu_limit_milli) * LOAD_AWARE_CPU_FACTOR
+                   <= LOAD_AWARE_CPU_THRESHOLD * self.cpu_cap)
+                & (self.mem + s.memory_request_bytes <= self.mem_cap))
+        if s.max_instance_per_node >= 0 and s.app in self.apps:
+            fits &= self.apps[s.app] < s.max_instance_per_node
+        if not fits.any():
+            return False
+        left = np.where(fits, self.cpu_cap - self.cpu - s.cpu_request_milli, np.iinfo(np.int64).max)
+        i = int(np.argmin(left))
+        self.cpu[i] += s.cpu_request_milli
+        self.cpu_limit[i] += s.cpu_limit_milli
+        self.mem[i] += s.memory_request_bytes
+        self.apps.setdefault(s.app, np.zeros(len(self.cpu), dtype=np.int64))[i] += 1
+        return True
+
+
+def _series(vm: tr.VMSeries, offset: int, samples: int) -> tuple[list[float], list[float]]:
+    n = len(vm.cpu_util)
+    idx = [(offset + i) % n for i in range(samples)]
+    return [round(vm.cpu_util[i], 4) for i in idx], [round(vm.memory_util[i], 4) for i in idx]
+
+
+def _ls_pods(params: ScenarioParams, nodes: list[NodeSpec], rng: random.Random,
+             root: Path | None) -> tuple[list[Arrival], dict[str, object]]:
+    services = tr.load_services(root)
+    rng.shuffle(services)
+    rooms = _Rooms(nodes)
+    cluster_cpu = sum(n.allocatable.cpu for n in nodes)
+    target = params.ls_cpu_fraction * cluster_cpu
+    chosen: list[tr.TraceService] = []
+    requested = 0
+    for s in services:
+        if requested >= target:
+            break
+        if rooms.place(s):
+            requested += s.cpu_request_milli
+            chosen.append(s)
+    vms = tr.list_vms(root)
+    cache: dict[str, tr.VMSeries] = {}
+    samples = int(params.hours * 3600 // VM_STEP_S) + 1
+    arrivals = []
+    for s in sorted(chosen, key=lambda s: s.instance):
+        vm_id = rng.choice(vms)
+        vm = cache.get(vm_id) or cache.setdefault(vm_id, tr.load_vm(vm_id, root))
+        cpu_util, mem_util = _series(vm, rng.randrange(len(vm.cpu_util)), samples)
+        res = Resources(cpu=s.cpu_request_milli, memory=s.memory_request_bytes)
+        lim = Resources(cpu=s.cpu_limit_milli, memory=s.memory_limit_bytes)
+        pod = PodSpec(
+            uid=f"ls-{s.instance.replace('_', '-')}", name=s.instance.replace("_", "-"),
+            namespace="online", labels={"app": s.app, "colo.sim/kind": "ls", "colo.sim/vm": vm_id},
+            priority=LS_PRIORITY, priority_class="prod", qos_class="LS", requests=res, limits=lim,
+            app=s.app, max_instance_per_node=s.max_instance_per_node,
+            sim=SimWorkload(kind="series", step_s=VM_STEP_S, cpu_util=cpu_util, memory_util=mem_util,
+                            cpu_scale_milli=s.cpu_limit_milli, memory_scale_bytes=s.memory_limit_bytes),
+        )
+        arrivals.append(Arrival(0.0, pod))
+    desc = {
+        "ls_instances_in_trace": len(services),
+        "ls_pods": len(arrivals),
+        "ls_cpu_requested_milli": requested,
+        "ls_cpu_requested_fraction": round(requested / cluster_cpu, 4) if cluster_cpu else 0.0,
+        "ls_memory_requested_fraction": round(
+            sum(s.memory_request_bytes for s in chosen) / max(1, sum(n.allocatable.memory for n in nodes)), 4),
+        "ls_apps": len({s.app for s in chosen}),
+        "bitbrains_vms_used": len(cache),
+    }
+    return arrivals, desc
+
+
+def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
+                root: Path | None) -> tuple[list[Arrival], dict[str, object]]:
+    tasks = tr.load_batch_tasks(root)
+    m_norm = tr.v2017_median_machine_memory(root)
+    cluster_cpu = sum(n.allocatable.cpu for n in nodes)
+    cluster_mem = sum(n.allocatable.memory for n in nodes)
+    bytes_per_milli = cluster_mem / max(1, cluster_cpu)
+    machine_bytes = V2017_MACHINE_CORES * 1000 * bytes_per_milli
+    start = params.batch_window_start_s
+    end = start + params.hours * 3600
+    window = [t for t in tasks if t.status == "Terminated" and start <= t.create_s < end
+              and t.duration_s >= params.min_batch_duration_s and t.plan_cpu > 0]
+    window.sort(key=lambda t: (t.create_s, t.job_id, t.task_id))
+    scale = params.nodes / V2017_MACHINES * params.batch_scale
+    arrivals: list[Arrival] = []
+    offered_milli_s = 0.0
+    offered_byte_s = 0.0
+    for t in window:
+        cpu_inst = t.plan_cpu * 10
+        group = max(1, params.max_batch_pod_cpu_milli // cpu_inst)
+        expected = t.instances * scale / group
+        task_rng = random.Random(f"{params.seed}-{t.job_id}-{t.task_id}")
+        count = int(expected) + (1 if task_rng.random() < expected - int(expected) else 0)
+        cpu = cpu_inst * group
+        memory = round(t.plan_mem / m_norm * machine_bytes) * group
+        res = Resources(cpu=cpu, memory=memory)
+        for k in range(count):
+            uid = f"batch-{t.job_id}-{t.task_id}-{k}"
+            pod = PodSpec(
+                uid=uid, name=uid, namespace="batch",
+                labels={"app": f"job-{t.job_id}", "colo.sim/kind": "batch"},
+                priority=BATCH_PRIORITY, qos_class="BE", requests=res, limits=res,
+                app=f"job-{t.job_id}", created_at=float(t.create_s - start),
+                sim=SimWorkload(kind="batch", cpu_milli=cpu, memory_bytes=memory,
+                                duration_s=float(t.duration_s)),
+            )
+            arrivals.append(Arrival(float(t.create_s - start), pod))
+            offered_milli_s += cpu * t.duration_s
+            offered_byte_s += memory * t.duration_s
+    desc = {
+        "batch_tasks_in_trace": len(tasks),
+        "batch_tasks_in_window": len(window),
+        "batch_pods": len(arrivals),
+        "batch_instance_scale": round(scale, 6),
+        "v2017_machine_memory_normalized": round(m_norm, 4),
+        "v2017_machine_memory_bytes": round(machine_bytes),
+        "batch_offered_cpu_fraction": round(offered_milli_s / (cluster_cpu * params.hours * 3600), 4),
+        "batch_offered_memory_fraction": round(offered_byte_s / (cluster_mem * params.hours * 3600), 4),
+    }
+    return arrivals, desc
+
+
+def build_scenario(params: ScenarioParams | None = None, root: Path | None = None) -> Scenario:
+    """Assemble the scenario for ``params`` from the traces under ``root`` (default :func:`traces_dir`).
+
+    Raises ValueError for invalid parameters (every problem listed) and TraceError when a
+    trace file is missing.
+    """
+    params = params or ScenarioParams()
+    problems = params.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    rng = random.Random(params.seed)
+    nodes = _nodes(params, rng, root)
+    ls, ls_desc = _ls_pods(params, nodes, rng, root)
+    batch, batch_desc = _batch_pods(params, nodes, root)
+    arrivals = sorted(ls + batch, key=lambda a: (a.at, a.pod.uid))
+    desc: dict[str, object] = {
+        "params": asdict(params),
+        "traces_dir": str(root or tr.traces_dir()),
+        "nodes": len(nodes),
+        "cluster_cpu_milli": sum(n.allocatable.cpu for n in nodes),
+        "cluster_memory_bytes": sum(n.allocatable.memory for n in nodes),
+        **ls_desc,
+        **batch_desc,
+    }
+    return Scenario(params=params, nodes=nodes, arrivals=arrivals, description=desc)
