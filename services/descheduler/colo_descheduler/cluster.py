@@ -1,0 +1,160 @@
+"""The descheduler's view of the cluster, kept fresh from events (no I/O).
+
+Holds node allocatable (NodeSpec), the latest NodeMetric per node, bound pods and
+the migrations in flight. Turns them into LowNodeLoad inputs. A migration counts
+from the eviction until the pod's PodStatus reports it ended (Succeeded/Failed,
+or running on another node), or until the job TTL passes; only these running
+migrations count against the per-node cap (REFERENCE.md §11).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from colo.classes import priority_class_of, qos_class_of
+from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus
+
+from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad
+
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+"""Kubernetes system-critical priority: such pods are never evicted."""
+
+
+@dataclass
+class PodEntry:
+    """A bound pod: its spec, node, phase and the time it was bound (seconds)."""
+
+    spec: PodSpec
+    node: str
+    phase: str
+    bound_at: float
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A pod evicted from ``source`` towards ``target``, started at ``started_at`` seconds."""
+
+    uid: str
+    source: str
+    target: str
+    workload: str
+    started_at: float
+
+
+def workload_of(spec: PodSpec) -> str:
+    """``namespace/app`` of the owning workload ("" for a standalone pod)."""
+    app = spec.app or spec.labels.get("app", "")
+    return f"{spec.namespace}/{app}" if app else ""
+
+
+def evictable(spec: PodSpec) -> bool:
+    """Not a DaemonSet pod, not SYSTEM QoS, not system-critical priority."""
+    if spec.daemonset or qos_class_of(spec) == "SYSTEM":
+        return False
+    return (spec.priority or 0) < SYSTEM_CRITICAL_PRIORITY
+
+
+class ClusterView:
+    """Nodes, fresh metrics, pods and migrations as the descheduler sees them."""
+
+    def __init__(self) -> None:
+        self.allocatable: dict[str, tuple[int, int]] = {}
+        self.metrics: dict[str, NodeMetric] = {}
+        self.pods: dict[str, PodEntry] = {}
+        self.migrations: dict[str, Migration] = {}
+
+    # ------------------------------------------------------------------ events
+
+    def on_node(self, spec: NodeSpec) -> None:
+        """A node registration: remember its allocatable (cpu m, memory B)."""
+        self.allocatable[spec.name] = (spec.allocatable.cpu, spec.allocatable.memory)
+
+    def on_metric(self, metric: NodeMetric) -> None:
+        """Keep the newest metric per node (older, replayed reports are ignored)."""
+        old = self.metrics.get(metric.node)
+        if old is None or metric.at >= old.at:
+            self.metrics[metric.node] = metric
+
+    def on_bound(self, msg: PodBound) -> None:
+        """A binding; a pod bound elsewhere than its migration source ends that migration."""
+        self.pods[msg.spec.uid] = PodEntry(msg.spec, msg.node, "Pending", msg.at)
+        mig = self.migrations.get(msg.spec.uid)
+        if mig is not None and mig.source != msg.node:
+            del self.migrations[msg.spec.uid]
+
+    def on_status(self, status: PodStatus) -> None:
+        """Pod lifecycle: Running updates the phase; Succeeded/Failed forget the pod and end its migration."""
+        if status.phase in ("Succeeded", "Failed"):
+            entry = self.pods.get(status.uid)
+            if entry is not None and entry.node == status.node:
+                del self.pods[status.uid]
+            mig = self.migrations.get(status.uid)
+            if mig is not None and mig.source == status.node:
+                del self.migrations[status.uid]
+            return
+        entry = self.pods.get(status.uid)
+        if entry is not None and entry.node == status.node:
+            entry.phase = status.phase
+
+    def start_migration(self, ev: Eviction, now: float) -> None:
+        """Record an eviction just sent."""
+        self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now)
+
+    def expire(self, now: float, migration_ttl_s: float) -> int:
+        """Drop migrations older than the TTL; returns how many."""
+        old = [u for u, m in self.migrations.items() if now - m.started_at > migration_ttl_s]
+        for uid in old:
+            del self.migrations[uid]
+        return len(old)
+
+    # ------------------------------------------------------------------ round inputs
+
+    def fresh_loads(self, now: float, expiry_s: float) -> list[NodeLoad]:
+        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6)."""
+        loads: list[NodeLoad] = []
+        for name, metric in self.metrics.items():
+            alloc = self.allocatable.get(name)
+            if alloc is None or now - metric.at > expiry_s:
+                continue
+            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods)
+            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods)
+            loads.append(NodeLoad(name, alloc, (max(cpu, 0), max(mem, 0))))
+        return loads
+
+    def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
+        """Evictable pods per node: known, bound there, in its metric, not already migrating."""
+        out: dict[str, list[Candidate]] = {}
+        for load in loads:
+            pods: list[Candidate] = []
+            for pm in self.metrics[load.name].pods:
+                entry = self.pods.get(pm.uid)
+                if entry is None or entry.node != load.name or pm.uid in self.migrations:
+                    continue
+                if not evictable(entry.spec):
+                    continue
+                spec = entry.spec
+                pods.append(Candidate(pm.uid, load.name, (max(pm.cpu, 0), max(pm.memory, 0)),
+                                      priority_class_of(spec), spec.priority or 0, qos_class_of(spec),
+                                      workload_of(spec)))
+            out[load.name] = pods
+        return out
+
+    def migrating_per_node(self) -> dict[str, int]:
+        """Running migrations per source node."""
+        out: dict[str, int] = {}
+        for m in self.migrations.values():
+            out[m.source] = out.get(m.source, 0) + 1
+        return out
+
+    def workload_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(migrating pods, known replicas) per workload."""
+        unavailable: dict[str, int] = {}
+        for m in self.migrations.values():
+            if m.workload:
+                unavailable[m.workload] = unavailable.get(m.workload, 0) + 1
+        replicas: dict[str, int] = {}
+        for e in self.pods.values():
+            w = workload_of(e.spec)
+            if w:
+                replicas[w] = replicas.get(w, 0) + 1
+        return unavailable, replicas

@@ -1,0 +1,49 @@
+"""Descheduler settings (environment prefix ``COLO_DESCHEDULER``), defaults from REFERENCE.md §6."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]
+
+
+class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Usage thresholds in percent of node allocatable, per resource."""
+
+    cpu: Percent
+    """CPU threshold, percent."""
+    memory: Percent
+    """Memory threshold, percent."""
+
+
+class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Settings of the descheduler (LowNodeLoad); defaults are the reference's shipped example.
+
+    The reference ships LowNodeLoad disabled; Colo runs it by default (``enabled``)
+    because the descheduler has no other job.
+    """
+
+    enabled: bool = True
+    """Run LowNodeLoad rounds at all; when false tick() only keeps state fresh."""
+    low_thresholds: Thresholds = Thresholds(cpu=45, memory=55)
+    """A node is *low* when every resource is at or below these percentages."""
+    high_thresholds: Thresholds = Thresholds(cpu=75, memory=80)
+    """A node is *high* when any resource is above these percentages."""
+    interval_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """Minimum time between two rounds, seconds (0 = every tick, as in the demo)."""
+    consecutive_high_rounds: Annotated[int, msgspec.Meta(ge=0)] = 5
+    """A high node becomes a source only after MORE than this many consecutive high rounds."""
+    metric_expiry_s: Annotated[float, msgspec.Meta(gt=0)] = 180.0
+    """NodeMetrics older than this are stale and ignored (REFERENCE.md §2)."""
+    max_migrating_per_node: Annotated[int, msgspec.Meta(ge=0)] = 2
+    """At most this many running migrations off one node."""
+    eviction_rate_per_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """Token-bucket refill rate of evictions, per second of the service clock."""
+    eviction_burst: Annotated[int, msgspec.Meta(ge=1)] = 10
+    """Token-bucket size (evictions that may go out at once)."""
+    migration_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """A migration whose end was never reported stops counting after this long (job TTL 5 min)."""
+    tick_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """Period of tick() under the wall clock, seconds."""
