@@ -1,0 +1,169 @@
+"""Pod admission: colocation profiles and class validation (REFERENCE.md §1). Pure functions.
+
+A submitted :class:`~colo.messages.PodSpec` is either admitted — with the first
+matching colocation profile applied — or rejected with every problem found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import msgspec
+
+from colo.classes import (
+    PRIORITY_CLASS_LABEL,
+    PRIORITY_RANGES,
+    QOS_CLASS_LABEL,
+    priority_class_of,
+    priority_class_of_value,
+    qos_class_of,
+    validate_classes,
+)
+from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
+
+from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
+
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
+"""uid / name / namespace: a letter or digit, then letters, digits, ``_ . -`` (usable as a message id)."""
+
+_RESOURCE_FIELDS = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
+
+
+def probability_bucket(profile_name: str, uid: str) -> int:
+    """A stable bucket 0..99 for ``uid`` under ``profile_name`` (sha256, independent of process/hash seed).
+
+    A profile with ``probability_percent`` p applies to the pod when the bucket is < p,
+    so replays of the same pods decide the same.
+    """
+    digest = hashlib.sha256(f"{profile_name}/{uid}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+def profile_matches(profile: ColocationProfile, pod: PodSpec) -> bool:
+    """True when every selector of ``profile`` matches ``pod`` and the uid falls under its probability.
+
+    Classes are resolved from the pod as submitted (REFERENCE.md §1, :mod:`colo.classes`).
+    """
+    if profile.namespaces and pod.namespace not in profile.namespaces:
+        return False
+    if any(pod.labels.get(k) != v for k, v in profile.match_labels.items()):
+        return False
+    if profile.match_qos_classes and qos_class_of(pod) not in profile.match_qos_classes:
+        return False
+    if profile.match_priority_classes and priority_class_of(pod) not in profile.match_priority_classes:
+        return False
+    return probability_bucket(profile.name, pod.uid) < profile.probability_percent
+
+
+def _fill_request_from_limit(requests: Resources, limits: Resources) -> Resources:
+    """Requests with every zero request set to its non-zero limit (Kubernetes defaulting)."""
+    changes = {
+        f: getattr(limits, f)
+        for f in _RESOURCE_FIELDS
+        if getattr(requests, f) == 0 and getattr(limits, f) > 0
+    }
+    return _replace(requests, **changes) if changes else requests
+
+
+def _replace(res: Resources, **changes: int) -> Resources:
+    values = {f: getattr(res, f) for f in (*_RESOURCE_FIELDS, "pods")}
+    values.update(changes)
+    return Resources(**values)
+
+
+def translate_resources(res: Resources, target: PriorityClass) -> Resources:
+    """Move native cpu/memory of ``res`` into batch-* (target batch/free) or mid-* (target mid).
+
+    Amounts add to any batch-*/mid-* already present; other targets return ``res`` unchanged.
+    Units are kept: milli-cores and bytes (REFERENCE.md §1 extended resources).
+    """
+    if target in ("batch", "free"):
+        return _replace(res, cpu=0, memory=0, batch_cpu=res.batch_cpu + res.cpu,
+                        batch_memory=res.batch_memory + res.memory)
+    if target == "mid":
+        return _replace(res, cpu=0, memory=0, mid_cpu=res.mid_cpu + res.cpu,
+                        mid_memory=res.mid_memory + res.memory)
+    return res
+
+
+def apply_profile(profile: ColocationProfile, pod: PodSpec) -> PodSpec:
+    """``pod`` rewritten by ``profile``: classes, priority, scheduler name, labels, annotations, resources.
+
+    The resolved QoS and priority classes are written explicitly into the result (and its
+    ``koordinator.sh/*`` labels) so that translation to extended resources cannot change
+    how later readers classify the pod. The priority value defaults to the class default
+    of REFERENCE.md §1 when the profile sets a class but no value.
+    """
+    qos = profile.qos_class or qos_class_of(pod)
+    prio_class = profile.priority_class or priority_class_of(pod)
+    priority = pod.priority
+    if profile.priority is not None:
+        priority = profile.priority
+    elif profile.priority_class is not None and prio_class in PRIORITY_RANGES:
+        priority = PRIORITY_RANGES[prio_class][2]
+    labels = {**pod.labels, **profile.labels, QOS_CLASS_LABEL: qos, PRIORITY_CLASS_LABEL: prio_class}
+    requests, limits = pod.requests, pod.limits
+    if profile.translate_resources:
+        requests = translate_resources(_fill_request_from_limit(requests, limits), prio_class)
+        limits = translate_resources(limits, prio_class)
+    return msgspec.structs.replace(
+        pod,
+        qos_class=qos,
+        priority_class=prio_class,
+        priority=priority,
+        scheduler_name=profile.scheduler_name or pod.scheduler_name,
+        labels=labels,
+        annotations={**pod.annotations, **profile.annotations},
+        requests=requests,
+        limits=limits,
+    )
+
+
+def basic_problems(pod: PodSpec) -> list[str]:
+    """Problems independent of classes: identifiers, negative quantities, request above limit."""
+    out: list[str] = []
+    for field in ("uid", "name", "namespace"):
+        value = getattr(pod, field)
+        if not value:
+            out.append(f"{field} must not be empty")
+        elif not _IDENT.match(value):
+            out.append(f"{field} {value!r} is not a valid identifier (letters, digits, '_', '.', '-')")
+    for kind, res in (("request", pod.requests), ("limit", pod.limits)):
+        for f in (*_RESOURCE_FIELDS, "pods"):
+            if getattr(res, f) < 0:
+                out.append(f"{kind} {f} must not be negative, got {getattr(res, f)}")
+    for f in _RESOURCE_FIELDS:
+        req, lim = getattr(pod.requests, f), getattr(pod.limits, f)
+        if lim > 0 and req > lim:
+            out.append(f"request {f} {req} exceeds limit {lim}")
+    if pod.priority_class is not None and pod.priority is not None:
+        by_value = priority_class_of_value(pod.priority)
+        if pod.priority_class != "none" and by_value != pod.priority_class:
+            out.append(f"priority {pod.priority} is outside the {pod.priority_class} range")
+    return out
+
+
+def admit(pod: PodSpec, settings: SloManagerSettings, now: float) -> PodAdmitted | PodRejected:
+    """Admission of one submitted pod at clock time ``now`` (seconds).
+
+    With ``settings.colocation_enabled`` the first matching profile (in order) is applied
+    (:func:`apply_profile`); otherwise the pod is only validated. The result is rejected
+    when :func:`basic_problems` or :func:`colo.classes.validate_classes` (on the pod as it
+    would be admitted) find anything; the reason lists every problem, ``"; "``-separated.
+    Never raises for bad input.
+    """
+    problems = basic_problems(pod)
+    profile_name = ""
+    admitted = pod
+    if not problems and settings.colocation_enabled:
+        for profile in settings.profiles:
+            if profile_matches(profile, pod):
+                admitted = apply_profile(profile, pod)
+                profile_name = profile.name
+                break
+    problems += validate_classes(admitted)
+    if problems:
+        prefix = f"profile {profile_name}: " if profile_name else ""
+        return PodRejected(uid=pod.uid, name=pod.name, reason=prefix + "; ".join(problems), at=now)
+    return PodAdmitted(spec=admitted, at=now, profile=profile_name)
