@@ -1,0 +1,125 @@
+"""CPU suppress: how much CPU BE pods may use, enforced by cpuset or CFS quota (REFERENCE.md §5, oracle O7).
+
+BEAllowed = capacity × threshold/100 − Σ non-BE pod used − non-BE host apps used − SystemUsed', where
+SystemUsed' = max(node used − Σ pod used − host apps used, 0) raised to the node reservation; floored at
+capacity × min_percent/100 and at 0. Pods with metrics but unknown meta are counted as non-BE by the caller.
+
+Policies: ``cpuset`` gives the BE group n = max(ceil(BEAllowed/1000), 2) CPUs (never reserved or LSE CPUs),
+growing by at most ceil(10 % of logical CPUs) per round; ``cfsQuota`` sets quota = max(BEAllowed × period/1000,
+2000 µs), skipping changes under 1 % of capacity × period and growing by at most 10 % per round. The unused
+dimension is reset (quota −1, or cpuset = every candidate CPU) so that switching policy leaves no stale limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from colo.messages import CPUSuppressStrategy
+
+from colo_node_agent.cgroups.executor import CgroupWrite
+from colo_node_agent.cgroups.layout import BESTEFFORT
+from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_format
+
+MIN_BE_CPUS = 2
+MIN_QUOTA_US = 2000
+GROWTH_PERCENT = 10
+SKIP_PERCENT = 1
+
+
+@dataclass(frozen=True)
+class SuppressInput:
+    """One node's CPU picture for suppress; all milli-cores.
+
+    ``non_be_pods_used`` includes pods whose class is unknown; ``host_apps_used`` is non-BE host applications;
+    ``node_reserved`` the node reservation (REFERENCE.md §3 NodeReserved).
+    """
+
+    capacity: int
+    node_used: int
+    non_be_pods_used: int
+    be_pods_used: int
+    host_apps_used: int = 0
+    node_reserved: int = 0
+
+
+@dataclass(frozen=True)
+class SuppressState:
+    """What the BE group has now and may get: current cpuset and quota, candidate CPUs, logical CPU count."""
+
+    logical_cpus: int
+    candidate_cpus: tuple[int, ...]
+    current_cpus: tuple[int, ...]
+    current_quota_us: int = -1
+    period_us: int = DEFAULT_PERIOD_US
+
+
+@dataclass(frozen=True)
+class SuppressPlan:
+    """The BE budget (milli-cores, −1 when suppress is off) and the writes to the BE QoS directory."""
+
+    be_cpu_allowed: int
+    writes: list[CgroupWrite] = field(default_factory=list)
+    be_cpus: int = 0
+    quota_us: int = -1
+
+
+def be_cpu_allowed(inp: SuppressInput, policy: CPUSuppressStrategy) -> int:
+    """BEAllowed in milli-cores (REFERENCE.md §5, O7); never negative."""
+    system = max(inp.node_used - inp.non_be_pods_used - inp.be_pods_used - inp.host_apps_used, 0)
+    system = max(system, inp.node_reserved)
+    allowed = inp.capacity * policy.threshold_percent // 100 - inp.non_be_pods_used - inp.host_apps_used - system
+    allowed = max(allowed, inp.capacity * policy.min_percent // 100)
+    return max(allowed, 0)
+
+
+def cpuset_target(allowed: int, state: SuppressState) -> tuple[int, ...]:
+    """The BE cpuset for budget ``allowed``: n = max(ceil(allowed/1000), 2) CPUs with the growth limit.
+
+    Keeps CPUs the group already has (less churn) and never returns more than the candidates; empty only when
+    there are no candidates (the executor then refuses the write).
+    """
+    n = max(math.ceil(allowed / 1000), MIN_BE_CPUS)
+    cur = [c for c in state.current_cpus if c in state.candidate_cpus]
+    if n > len(cur) and cur:
+        n = min(n, len(cur) + math.ceil(state.logical_cpus * GROWTH_PERCENT / 100))
+    ordered = cur + [c for c in state.candidate_cpus if c not in cur]
+    return tuple(sorted(ordered[: min(n, len(ordered))]))
+
+
+def quota_target(allowed: int, capacity: int, state: SuppressState) -> int | None:
+    """The BE cfs quota (µs) for budget ``allowed``, or None when the change is too small to write."""
+    total = capacity * state.period_us // 1000
+    target = max(allowed * state.period_us // 1000, MIN_QUOTA_US)
+    cur = state.current_quota_us
+    if cur < 0:
+        return target
+    if target > cur:
+        target = min(target, cur + total * GROWTH_PERCENT // 100)
+    if abs(target - cur) < total * SKIP_PERCENT // 100:
+        return None
+    return target
+
+
+def suppress(inp: SuppressInput, policy: CPUSuppressStrategy, state: SuppressState) -> SuppressPlan:
+    """The suppress plan for one node; disabled policy → budget −1 and both limits reset."""
+    all_cpus = cpuset_format(state.candidate_cpus)
+    if not policy.enabled:
+        return SuppressPlan(-1, [
+            CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", -1, "suppress disabled"),
+            CgroupWrite(BESTEFFORT, "cpuset.cpus", all_cpus, "suppress disabled"),
+        ], be_cpus=len(state.candidate_cpus))
+    allowed = be_cpu_allowed(inp, policy)
+    reason = f"BEAllowed {allowed}m"
+    if policy.policy == "cpuset":
+        cpus = cpuset_target(allowed, state)
+        return SuppressPlan(allowed, [
+            CgroupWrite(BESTEFFORT, "cpuset.cpus", cpuset_format(cpus), reason),
+            CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", -1, "policy cpuset"),
+        ], be_cpus=len(cpus))
+    writes = [CgroupWrite(BESTEFFORT, "cpuset.cpus", all_cpus, "policy cfsQuota")]
+    quota = quota_target(allowed, inp.capacity, state)
+    if quota is not None:
+        writes.append(CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", quota, reason))
+    return SuppressPlan(allowed, writes, be_cpus=len(state.candidate_cpus),
+                        quota_us=quota if quota is not None else state.current_quota_us)
