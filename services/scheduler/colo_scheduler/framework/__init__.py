@@ -1,0 +1,1 @@
+"""Scheduling framework: extension-point protocols, plugin registry, the scheduling cycle and queue."""

@@ -1,0 +1,37 @@
+"""In-tree plugins and the one function that registers them."""
+
+from __future__ import annotations
+
+from colo_scheduler.framework.registry import ProfileConfig, Registry
+from colo_scheduler.plugins.loadaware import LoadAware
+from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
+from colo_scheduler.plugins.noderesources import NodeResourcesFit, NodeResourcesLeastAllocated
+from colo_scheduler.plugins.nodeselector import NodeSelector
+from colo_scheduler.plugins.prioritysort import PrioritySort
+from colo_scheduler.plugins.tainttoleration import TaintToleration
+from colo_scheduler.settings import SchedulerSettings
+
+
+def new_in_tree_registry() -> Registry:
+    """Every in-tree plugin factory, by plugin name."""
+    r = Registry()
+    r.register(PrioritySort.name, lambda s: PrioritySort())
+    r.register(NodeResourcesFit.name, lambda s: NodeResourcesFit())
+    r.register(NodeResourcesLeastAllocated.name, lambda s: NodeResourcesLeastAllocated())
+    r.register(NodeSelector.name, lambda s: NodeSelector())
+    r.register(TaintToleration.name, lambda s: TaintToleration())
+    r.register(MaxInstancePerNode.name, lambda s: MaxInstancePerNode())
+    r.register(LoadAware.name, LoadAware)
+    return r
+
+
+def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
+    """The default profile: cheap static filters first, so their rejections are reported first."""
+    return ProfileConfig(
+        queue_sort=PrioritySort.name,
+        filter=(NodeSelector.name, TaintToleration.name, NodeResourcesFit.name,
+                MaxInstancePerNode.name, LoadAware.name),
+        score={LoadAware.name: settings.load_aware_weight,
+               NodeResourcesLeastAllocated.name: settings.least_allocated_weight},
+        reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name),
+    )

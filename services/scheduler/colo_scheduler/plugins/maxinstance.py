@@ -1,0 +1,45 @@
+"""MaxInstancePerNode (Filter, Reserve): at most ``max_instance_per_node`` pods of one ``app`` per node.
+
+Pods with an empty ``app`` or a cap of −1 are not limited; every pod with an ``app``
+is counted (Reserve) so that capped pods of the same app see it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colo_scheduler.framework.interface import NODE_ADD, POD_DELETE, CycleState
+from colo_scheduler.podinfo import PodInfo
+from colo_scheduler.table import BoolArray, NodeTable
+
+REASON = "node(s) reached max instances of app"
+
+
+class MaxInstancePerNode:
+    """Per-app instance cap per node, from ``PodSpec.app`` and ``PodSpec.max_instance_per_node``."""
+
+    name = "MaxInstancePerNode"
+    events = frozenset({NODE_ADD, POD_DELETE})
+
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
+        """(n,) True where the app has fewer than the cap on the node."""
+        cap = pod.spec.max_instance_per_node
+        if not pod.spec.app or cap < 0:
+            return np.ones(state.table.n, np.bool_)
+        ok: BoolArray = state.table.app_count(pod.spec.app) < cap
+        return ok
+
+    def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
+        """All nodes this filter rejects share one reason."""
+        k = int(np.count_nonzero(rejected & ~self.filter(state, pod)))
+        return {REASON: k} if k else {}
+
+    def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
+        """Count one more pod of the app on the node."""
+        if pod.spec.app:
+            table.app_count(pod.spec.app)[node] += 1
+
+    def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
+        """Count one pod of the app less on the node."""
+        if pod.spec.app:
+            table.app_count(pod.spec.app)[node] -= 1

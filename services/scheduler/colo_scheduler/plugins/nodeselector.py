@@ -1,0 +1,47 @@
+"""NodeSelector (Filter): the node's labels contain every ``node_selector`` pair of the pod.
+
+The per-node label match runs once per distinct selector and is cached by the
+table until a node's labels change, so a cycle does no per-node Python work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from colo_scheduler.framework.interface import NODE_ADD, CycleState
+from colo_scheduler.podinfo import PodInfo
+from colo_scheduler.table import BoolArray, NodeTable
+
+REASON = "node(s) didn't match Pod's node affinity/selector"
+
+
+def selector_builder(selector: tuple[tuple[str, str], ...]) -> Callable[[NodeTable], BoolArray]:
+    """A mask builder for :meth:`NodeTable.cached_mask`: (n,) True where all pairs match."""
+
+    def build(table: NodeTable) -> BoolArray:
+        return np.fromiter(
+            (all(table.labels(i).get(k) == v for k, v in selector) for i in range(table.n)),
+            dtype=np.bool_, count=table.n,
+        )
+
+    return build
+
+
+class NodeSelector:
+    """Filter on ``PodSpec.node_selector``."""
+
+    name = "NodeSelector"
+    events = frozenset({NODE_ADD})
+
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
+        """(n,) True where every selector pair matches."""
+        if not pod.selector_key:
+            return state.table.cached_mask(self.name, (), lambda t: np.ones(t.n, np.bool_))
+        return state.table.cached_mask(self.name, pod.selector_key, selector_builder(pod.selector_key))
+
+    def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
+        """All nodes this filter rejects share one reason."""
+        k = int(np.count_nonzero(rejected & ~self.filter(state, pod)))
+        return {REASON: k} if k else {}

@@ -1,0 +1,146 @@
+"""Per-pod scheduling facts computed once when a pod enters the queue (the PreFilter state).
+
+Request vectors follow :data:`colo.messages.RESOURCE_NAMES` column order
+(cpu, memory, batch_cpu, batch_memory, mid_cpu, mid_memory, pods): milli-cores,
+bytes and a pod count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from colo.classes import PRIORITY_RANGES, priority_class_of
+from colo.messages import RESOURCE_NAMES, PodSpec, PriorityClass, Resources
+
+IntArray = npt.NDArray[np.int64]
+
+COL: dict[str, int] = {name: i for i, name in enumerate(RESOURCE_NAMES)}
+"""Resource field name → column in request / allocatable arrays."""
+
+N_RES = len(RESOURCE_NAMES)
+
+KIND_COLUMNS: dict[str, tuple[int, int]] = {
+    "native": (COL["cpu"], COL["memory"]),
+    "batch": (COL["batch_cpu"], COL["batch_memory"]),
+    "mid": (COL["mid_cpu"], COL["mid_memory"]),
+}
+"""Resource kind → its (cpu, memory) columns (REFERENCE.md §1 extended resources)."""
+
+
+def resource_vector(r: Resources, pods: int | None = None) -> IntArray:
+    """``r`` as a (7,) int64 vector in :data:`RESOURCE_NAMES` order; ``pods`` overrides the count."""
+    v = np.array([getattr(r, n) for n in RESOURCE_NAMES], dtype=np.int64)
+    if pods is not None:
+        v[COL["pods"]] = pods
+    return v
+
+
+def _round_percent(q: int, factor_percent: int) -> int:
+    """round(q × factor / 100), halves away from zero, in integers (q, factor ≥ 0)."""
+    return (2 * q * factor_percent + 100) // 200
+
+
+def estimate_pod(
+    spec: PodSpec,
+    cpu_factor_percent: int = 85,
+    memory_factor_percent: int = 70,
+    default_cpu_milli: int = 250,
+    default_memory_bytes: int = 200 * 1024 * 1024,
+) -> tuple[int, int]:
+    """Estimated usage of a pod: (cpu milli-cores, memory bytes). REFERENCE.md §4, oracle O3.
+
+    Per resource, q = max(limit, request) of the class-translated resource: a pod's
+    native, batch-* and mid-* amounts are summed (valid pods request only one kind,
+    REFERENCE.md §1, so the sum is the translated amount). q = 0 → the default estimate;
+    else round(q × factor / 100), capped at the limit when one is set.
+    """
+    r, lim = spec.requests, spec.limits
+    out: list[int] = []
+    for names, factor, default in (
+        (("cpu", "batch_cpu", "mid_cpu"), cpu_factor_percent, default_cpu_milli),
+        (("memory", "batch_memory", "mid_memory"), memory_factor_percent, default_memory_bytes),
+    ):
+        req = sum(getattr(r, n) for n in names)
+        limit = sum(getattr(lim, n) for n in names)
+        q = max(req, limit)
+        if q <= 0:
+            out.append(default)
+            continue
+        est = _round_percent(q, factor)
+        out.append(min(est, limit) if limit > 0 else est)
+    return out[0], out[1]
+
+
+def pod_priority(spec: PodSpec) -> int:
+    """The pod's priority value: explicit, else its class default (REFERENCE.md §1), else 0."""
+    if spec.priority is not None:
+        return spec.priority
+    cls = priority_class_of(spec)
+    return PRIORITY_RANGES[cls][2] if cls in PRIORITY_RANGES else 0
+
+
+def resource_kind(spec: PodSpec) -> str:
+    """``"batch"`` if the pod requests batch-*, ``"mid"`` if mid-*, else ``"native"``."""
+    r, lim = spec.requests, spec.limits
+    if r.batch_cpu or r.batch_memory or lim.batch_cpu or lim.batch_memory:
+        return "batch"
+    if r.mid_cpu or r.mid_memory or lim.mid_cpu or lim.mid_memory:
+        return "mid"
+    return "native"
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """A pod prepared for scheduling.
+
+    ``request`` (7,) int64 with ``pods`` = 1; ``request_cols`` the columns with a
+    non-zero request; ``estimate`` (2,) int64 cpu milli-cores / memory bytes
+    (REFERENCE.md §4); ``kind_cols`` the (cpu, memory) columns of the pod's resource
+    kind; ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
+    ``attempts`` scheduling attempts so far, ``queued_at`` / ``last_attempt_at`` clock seconds.
+    """
+
+    spec: PodSpec
+    uid: str
+    priority: int
+    priority_class: PriorityClass
+    request: IntArray
+    request_cols: npt.NDArray[np.intp]
+    estimate: IntArray
+    kind_cols: tuple[int, int]
+    selector_key: tuple[tuple[str, str], ...]
+    tolerations_key: tuple[tuple[str, str, str, str], ...]
+    attempts: int = 0
+    queued_at: float = 0.0
+    last_attempt_at: float = 0.0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def make_pod_info(
+    spec: PodSpec,
+    cpu_factor_percent: int = 85,
+    memory_factor_percent: int = 70,
+    default_cpu_milli: int = 250,
+    default_memory_bytes: int = 200 * 1024 * 1024,
+    queued_at: float = 0.0,
+) -> PodInfo:
+    """Build the :class:`PodInfo` of ``spec`` (estimate per :func:`estimate_pod`)."""
+    request = resource_vector(spec.requests, pods=1)
+    est = estimate_pod(spec, cpu_factor_percent, memory_factor_percent,
+                       default_cpu_milli, default_memory_bytes)
+    return PodInfo(
+        spec=spec,
+        uid=spec.uid,
+        priority=pod_priority(spec),
+        priority_class=priority_class_of(spec),
+        request=request,
+        request_cols=np.flatnonzero(request > 0),
+        estimate=np.array(est, dtype=np.int64),
+        kind_cols=KIND_COLUMNS[resource_kind(spec)],
+        selector_key=tuple(sorted(spec.node_selector.items())),
+        tolerations_key=tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),
+        queued_at=queued_at,
+    )

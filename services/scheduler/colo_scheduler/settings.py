@@ -1,0 +1,106 @@
+"""Scheduler settings (``COLO_SCHEDULER_*`` environment variables or YAML).
+
+Every default cites its source; units are in the field names or docstrings.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Typed settings of the scheduler service.
+
+    Raises nothing itself; :func:`colo.settings.load_settings` validates types and
+    :meth:`problems` lists constraint violations.
+    """
+
+    tick_interval_s: float = 1.0
+    """Seconds between scheduling cycles under the wall clock."""
+
+    cpu_threshold_percent: int = 65
+    """LoadAware filter: reject a node whose estimated CPU usage exceeds this percent of
+    allocatable (0 = no CPU threshold). REFERENCE.md §4."""
+
+    memory_threshold_percent: int = 95
+    """LoadAware filter threshold for memory, percent of allocatable (0 = none). REFERENCE.md §4."""
+
+    cpu_estimation_factor_percent: int = 85
+    """Estimate of a pod's CPU = max(limit, request) × factor / 100. REFERENCE.md §4."""
+
+    memory_estimation_factor_percent: int = 70
+    """Estimate of a pod's memory = max(limit, request) × factor / 100. REFERENCE.md §4."""
+
+    default_cpu_estimate_milli: int = 250
+    """CPU estimate of a pod without CPU requests or limits, milli-cores. REFERENCE.md §4."""
+
+    default_memory_estimate_bytes: int = 200 * 1024 * 1024
+    """Memory estimate of a pod without memory requests or limits, bytes (200 MiB). REFERENCE.md §4."""
+
+    metric_expiry_s: float = 180.0
+    """A NodeMetric at least this old (seconds) is expired. REFERENCE.md §2."""
+
+    metric_report_interval_s: float = 60.0
+    """Node agents' report interval, seconds: pods assigned after ``metric.at − interval`` are
+    not yet reflected in the metric and are estimated. REFERENCE.md §2 and §4."""
+
+    filter_expired_metrics: bool = True
+    """Reject nodes whose metric expired (True) or let them pass with load score 0. REFERENCE.md §4."""
+
+    load_aware_weight: int = 1
+    """Weight of the LoadAware score (0–100 per node) in the total."""
+
+    least_allocated_weight: int = 1
+    """Weight of the NodeResourcesLeastAllocated score (0–100 per node) in the total."""
+
+    load_aware_cpu_weight: int = 1
+    """Weight of CPU in the LoadAware weighted mean. REFERENCE.md §4 (1/1)."""
+
+    load_aware_memory_weight: int = 1
+    """Weight of memory in the LoadAware weighted mean. REFERENCE.md §4 (1/1)."""
+
+    backoff_initial_s: float = 1.0
+    """Backoff of a pod after its first failed attempt, clock seconds; doubles per attempt
+    (Kubernetes podInitialBackoffSeconds)."""
+
+    backoff_max_s: float = 10.0
+    """Cap of the per-pod backoff, clock seconds (Kubernetes podMaxBackoffSeconds)."""
+
+    unschedulable_retry_s: float = 60.0
+    """An unschedulable pod is retried at the latest after this many clock seconds, even
+    without a cluster event that could help (Kubernetes podMaxInUnschedulablePodsDuration
+    is 5 min; we retry sooner because nodes' batch resources drift)."""
+
+    resync_interval_s: float = 30.0
+    """Clock seconds between reloads of every node's allocation from the store (other
+    scheduler replicas bind too)."""
+
+    seed: int = 0
+    """Seed of the random generator that breaks score ties."""
+
+    max_pods_per_cycle: int = 2000
+    """At most this many pods are taken from the active queue per scheduling cycle."""
+
+    def problems(self) -> list[str]:
+        """Every constraint violation (empty when valid)."""
+        errors: list[str] = []
+        for name in ("cpu_threshold_percent", "memory_threshold_percent"):
+            if not 0 <= getattr(self, name) <= 100:
+                errors.append(f"{name} must be within 0..100")
+        for name in ("cpu_estimation_factor_percent", "memory_estimation_factor_percent",
+                     "default_cpu_estimate_milli", "default_memory_estimate_bytes",
+                     "load_aware_weight", "least_allocated_weight",
+                     "load_aware_cpu_weight", "load_aware_memory_weight"):
+            if getattr(self, name) < 0:
+                errors.append(f"{name} must be >= 0")
+        if self.load_aware_cpu_weight + self.load_aware_memory_weight <= 0:
+            errors.append("load_aware_cpu_weight + load_aware_memory_weight must be > 0")
+        for name in ("tick_interval_s", "metric_expiry_s", "backoff_initial_s", "backoff_max_s",
+                     "unschedulable_retry_s", "resync_interval_s"):
+            if getattr(self, name) <= 0:
+                errors.append(f"{name} must be > 0")
+        if self.backoff_max_s < self.backoff_initial_s:
+            errors.append("backoff_max_s must be >= backoff_initial_s")
+        if self.max_pods_per_cycle <= 0:
+            errors.append("max_pods_per_cycle must be > 0")
+        return errors

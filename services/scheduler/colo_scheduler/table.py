@@ -1,0 +1,264 @@
+"""The columnar node table: every node's allocatable, allocation, load and labels as NumPy arrays.
+
+Rows are nodes in registration order (row ``i`` is ``names[i]``); columns of the
+resource arrays follow :data:`colo.messages.RESOURCE_NAMES`. Filter and score
+plugins read whole columns (DESIGN.md §7); the table is mutated only by event
+handlers and Reserve/Unreserve, never during a filter or score pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from colo.messages import NodeMetric, NodeResource, NodeSpec, Resources, Taint
+from colo_scheduler.podinfo import COL, N_RES, IntArray, PodInfo, resource_vector
+
+BoolArray = npt.NDArray[np.bool_]
+
+UNLIMITED = np.int64(2**62)
+"""Allocatable standing for "no limit" (a node whose ``allocatable.pods`` is 0, as the store treats it)."""
+
+
+@dataclass(slots=True)
+class AssignedPod:
+    """A pod the table counts on a node: its info, row, and assignment time (clock seconds)."""
+
+    pod: PodInfo
+    node: int
+    assigned_at: float
+
+
+class NodeTable:
+    """Columnar state of every known node.
+
+    Arrays (``n`` = number of nodes; capacity grows by doubling):
+
+    * ``alloc`` (n, 7) int64 — allocatable: cpu/memory/pods from :class:`NodeSpec`
+      (pods 0 → :data:`UNLIMITED`), batch/mid from :class:`NodeResource` (0 when none).
+    * ``allocated`` (n, 7) int64 — Σ requests of pods on the node (pods column = count).
+    * ``free`` (n, 7) int64 — ``alloc − allocated``, kept in step.
+    * ``metric_usage`` (n, 2) int64 — last reported node usage (cpu milli-cores, memory bytes).
+    * ``metric_at`` (n,) float64 — time of that metric, NaN when none.
+    * ``pending_estimate`` (n, 2) int64 — Σ positive gaps (estimate − reported usage) of pods
+      assigned but not yet reflected in the metric (REFERENCE.md §4).
+    * ``estimated_usage`` (n, 2) int64 — ``metric_usage + pending_estimate``.
+    """
+
+    def __init__(self, capacity: int = 64, report_interval_s: float = 60.0) -> None:
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.specs: list[NodeSpec] = []
+        self._cap = max(1, capacity)
+        self._alloc = np.zeros((self._cap, N_RES), np.int64)
+        self._allocated = np.zeros((self._cap, N_RES), np.int64)
+        self._free = np.zeros((self._cap, N_RES), np.int64)
+        self._metric_usage = np.zeros((self._cap, 2), np.int64)
+        self._metric_at = np.full(self._cap, np.nan)
+        self._pending = np.zeros((self._cap, 2), np.int64)
+        self._est_usage = np.zeros((self._cap, 2), np.int64)
+        self.pod_usage: list[dict[str, tuple[int, int]]] = []
+        self.node_pods: list[dict[str, AssignedPod]] = []
+        self.assigned: dict[str, AssignedPod] = {}
+        self.app_counts: dict[str, npt.NDArray[np.int64]] = {}
+        self.version = 0
+        """Bumped whenever labels or taints change (mask caches key on it)."""
+        self._report_interval_s = report_interval_s
+        self._mask_cache: dict[tuple[str, object], BoolArray] = {}
+        self._cache_version = -1
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def n(self) -> int:
+        """Number of nodes."""
+        return len(self.names)
+
+    @property
+    def alloc(self) -> IntArray:
+        """(n, 7) allocatable."""
+        return self._alloc[: self.n]
+
+    @property
+    def allocated(self) -> IntArray:
+        """(n, 7) allocated requests."""
+        return self._allocated[: self.n]
+
+    @property
+    def free(self) -> IntArray:
+        """(n, 7) allocatable − allocated."""
+        return self._free[: self.n]
+
+    @property
+    def metric_usage(self) -> IntArray:
+        """(n, 2) reported node usage: cpu milli-cores, memory bytes."""
+        return self._metric_usage[: self.n]
+
+    @property
+    def metric_at(self) -> npt.NDArray[np.float64]:
+        """(n,) time of the last metric, NaN when none."""
+        return self._metric_at[: self.n]
+
+    @property
+    def pending_estimate(self) -> IntArray:
+        """(n, 2) estimate of assigned pods not yet reflected in the metric."""
+        return self._pending[: self.n]
+
+    @property
+    def estimated_usage(self) -> IntArray:
+        """(n, 2) metric usage + pending estimate (without the incoming pod)."""
+        return self._est_usage[: self.n]
+
+    # ------------------------------------------------------------------ nodes
+
+    def _grow(self) -> None:
+        self._cap *= 2
+        for attr in ("_alloc", "_allocated", "_free", "_metric_usage", "_pending", "_est_usage"):
+            old = getattr(self, attr)
+            new = np.zeros((self._cap,) + old.shape[1:], old.dtype)
+            new[: len(old)] = old
+            setattr(self, attr, new)
+        at = np.full(self._cap, np.nan)
+        at[: len(self._metric_at)] = self._metric_at
+        self._metric_at = at
+        for app, counts in self.app_counts.items():
+            grown = np.zeros(self._cap, np.int64)
+            grown[: len(counts)] = counts
+            self.app_counts[app] = grown
+
+    def upsert_node(self, spec: NodeSpec) -> bool:
+        """Add or update a node from its spec; returns True when anything scheduling-relevant changed."""
+        i = self.index.get(spec.name)
+        if i is None:
+            if self.n == self._cap:
+                self._grow()
+            i = self.n
+            self.names.append(spec.name)
+            self.index[spec.name] = i
+            self.specs.append(spec)
+            self.pod_usage.append({})
+            self.node_pods.append({})
+            self.version += 1
+        else:
+            old = self.specs[i]
+            self.specs[i] = spec
+            if old == spec:
+                return False
+            if old.labels != spec.labels or old.taints != spec.taints:
+                self.version += 1
+        a = spec.allocatable
+        pods = a.pods if a.pods > 0 else UNLIMITED
+        self._alloc[i, [COL["cpu"], COL["memory"], COL["pods"]]] = (a.cpu, a.memory, pods)
+        self._refresh_free(i)
+        return True
+
+    def set_node_resource(self, nr: NodeResource) -> bool:
+        """Apply batch/mid allocatable of a known node; False when the node is unknown or nothing changed."""
+        i = self.index.get(nr.node)
+        if i is None:
+            return False
+        cols = [COL["batch_cpu"], COL["batch_memory"], COL["mid_cpu"], COL["mid_memory"]]
+        vals = (0, 0, 0, 0) if nr.reset else (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)
+        if tuple(int(v) for v in self._alloc[i, cols]) == vals:
+            return False
+        self._alloc[i, cols] = vals
+        self._refresh_free(i)
+        return True
+
+    def set_allocated(self, name: str, allocated: Resources, pods: int) -> None:
+        """Overwrite a node's allocation with the store's (authoritative) sums; ``pods`` = pod count."""
+        i = self.index.get(name)
+        if i is None:
+            return
+        self._allocated[i] = resource_vector(allocated, pods=pods)
+        self._refresh_free(i)
+
+    def _refresh_free(self, i: int) -> None:
+        self._free[i] = self._alloc[i] - self._allocated[i]
+
+    def add_allocated(self, i: int, request: IntArray, sign: int = 1) -> None:
+        """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``."""
+        self._allocated[i] += sign * request
+        self._free[i] -= sign * request
+
+    # ------------------------------------------------------------------ load
+
+    def set_metric(self, metric: NodeMetric) -> bool:
+        """Record a node's metric and recompute its pending estimate; False for unknown nodes or old metrics."""
+        i = self.index.get(metric.node)
+        if i is None:
+            return False
+        last = self._metric_at[i]
+        if not math.isnan(last) and metric.at < last:
+            return False
+        self._metric_usage[i] = (metric.node_usage.cpu, metric.node_usage.memory)
+        self._metric_at[i] = metric.at
+        self.pod_usage[i] = {p.uid: (p.cpu, p.memory) for p in metric.pods}
+        self.recompute_pending(i)
+        return True
+
+    def recompute_pending(self, i: int) -> None:
+        """Pending estimate of row ``i`` (REFERENCE.md §4): for every assigned pod with no usage in
+        the metric, or assigned after ``metric.at − report interval``, add max(estimate − usage, 0)."""
+        at = self._metric_at[i]
+        interval = self._report_interval_s
+        cutoff = -math.inf if math.isnan(at) else at - interval
+        usage = self.pod_usage[i]
+        total = np.zeros(2, np.int64)
+        for uid, ap in self.node_pods[i].items():
+            used = usage.get(uid)
+            if used is None:
+                total += ap.pod.estimate
+            elif ap.assigned_at > cutoff:
+                total += np.maximum(ap.pod.estimate - np.array(used, np.int64), 0)
+        self._pending[i] = total
+        self._est_usage[i] = self._metric_usage[i] + total
+
+    def track(self, pod: PodInfo, i: int, at: float) -> None:
+        """Count ``pod`` as assigned to row ``i`` at clock time ``at`` (load estimate only)."""
+        ap = AssignedPod(pod, i, at)
+        self.assigned[pod.uid] = ap
+        self.node_pods[i][pod.uid] = ap
+        used = self.pod_usage[i].get(pod.uid)
+        gap = pod.estimate if used is None else np.maximum(pod.estimate - np.array(used, np.int64), 0)
+        self._pending[i] += gap
+        self._est_usage[i] += gap
+
+    def untrack(self, uid: str) -> AssignedPod | None:
+        """Stop counting pod ``uid``; returns its record or None when unknown."""
+        ap = self.assigned.pop(uid, None)
+        if ap is not None:
+            self.node_pods[ap.node].pop(uid, None)
+            self.recompute_pending(ap.node)
+        return ap
+
+    def app_count(self, app: str) -> npt.NDArray[np.int64]:
+        """(n,) pods of workload ``app`` per node (a zero column is created on first use)."""
+        counts = self.app_counts.get(app)
+        if counts is None:
+            counts = self.app_counts[app] = np.zeros(self._cap, np.int64)
+        return counts[: self.n]
+
+    # ------------------------------------------------------------------ labels and taints
+
+    def cached_mask(self, kind: str, key: object, build: Callable[[NodeTable], BoolArray]) -> BoolArray:
+        """A (n,) bool mask cached until labels/taints/nodes change; ``build(table)`` computes it."""
+        if self._cache_version != self.version:
+            self._mask_cache.clear()
+            self._cache_version = self.version
+        mask = self._mask_cache.get((kind, key))
+        if mask is None:
+            mask = self._mask_cache[(kind, key)] = build(self)
+        return mask
+
+    def labels(self, i: int) -> dict[str, str]:
+        """Labels of row ``i``."""
+        return self.specs[i].labels
+
+    def taints(self, i: int) -> list[Taint]:
+        """Taints of row ``i``."""
+        return self.specs[i].taints
