@@ -1,0 +1,510 @@
+"""The message bus: NATS + JetStream streams, durable pull consumers, dead letters, settle, ticks.
+
+Every subject string comes from :mod:`colo.subjects`; payloads are :mod:`colo.codec` JSON.
+Delivery contract (docs/architecture.md "Bus"):
+
+* a subscriber is a durable pull consumer named ``f"{service}-{durable}"`` (stable across
+  restarts: a restarted service resumes where it left), deliver policy *all*, explicit ack,
+  ack wait 30 s; messages are fetched in batches of up to 256 and handled one at a time in
+  stream order;
+* a payload that does not decode is published to ``colo.v1.dlq.<service>`` with the reason
+  and terminated (never redelivered);
+* a handler exception is logged and counted; the message is nak'ed with an exponential delay
+  and dead-lettered (then terminated) on its 5th delivery;
+* :meth:`Bus.settle` returns once every consumer of this bus has nothing pending and no
+  handler is running (a few milliseconds on an idle bus).
+
+A handler is ``async def handler(msg)`` or ``async def handler(msg, info)`` where ``info`` is
+a :class:`MessageInfo` carrying the concrete subject, headers and delivery count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import nats
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+from colo import codec, subjects, telemetry
+from colo.clock import Clock, WallClock
+from colo.messages import DeadLetter, Tick, TickAck
+from colo.subjects import Subject
+
+T = TypeVar("T")
+log = logging.getLogger("colo.bus")
+
+FETCH_BATCH = 256
+"""Messages asked for per pull request."""
+PULL_EXPIRES_S = 10.0
+"""Lifetime of an idle pull request on the server."""
+ACK_WAIT_S = 30.0
+"""JetStream ack wait of every consumer."""
+MAX_DELIVER = 5
+"""Deliveries of a failing message before it is dead-lettered."""
+
+_published = telemetry.counter("colo_bus_published_total", "Messages published", ("service", "subject"))
+_consumed = telemetry.counter("colo_bus_consumed_total", "Messages handled and acked", ("service", "subject"))
+_dead = telemetry.counter("colo_bus_dead_lettered_total", "Messages dead-lettered", ("service", "subject"))
+_errors = telemetry.counter("colo_bus_handler_errors_total", "Handler exceptions", ("service", "subject"))
+
+
+class BusError(RuntimeError):
+    """A bus operation failed (tick without responder, settle timeout, not connected)."""
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    """Delivery details passed as the optional second handler argument."""
+
+    subject: str
+    headers: Mapping[str, str]
+    stream_seq: int
+    num_delivered: int
+
+
+def _filters(subject: Subject[Any], keys: Mapping[str, str | Sequence[str]] | None) -> list[str]:
+    """Concrete filter subjects for ``keys`` (missing keys → ``*``). Raises ValueError on bad keys."""
+    if not keys:
+        return [subject.wildcard]
+    unknown = set(keys) - set(subject.keys)
+    if unknown:
+        raise ValueError(f"{subject.pattern}: unknown keys {sorted(unknown)}")
+    choices: list[list[str]] = []
+    for k in subject.keys:
+        v = keys.get(k)
+        if v is None:
+            choices.append(["*"])
+            continue
+        vals = [v] if isinstance(v, str) else list(v)
+        if not vals:
+            raise ValueError(f"{subject.pattern}: keys[{k!r}] is empty")
+        choices.append(vals)
+    out = []
+    for combo in itertools.product(*choices):
+        s = subject.pattern
+        for k, x in zip(subject.keys, combo):
+            if x != "*":
+                subject.format(**{kk: (x if kk == k else "x") for kk in subject.keys})  # validates x
+            s = s.replace("{" + k + "}", x)
+        out.append(s)
+    return sorted(set(out))
+
+
+class Subscription(Generic[T]):
+    """One durable pull consumer and its handling loop. Awaiting it waits until the consumer exists."""
+
+    def __init__(self, bus: Bus, subject: Subject[T], handler: Callable[..., Awaitable[Any]],
+                 durable: str, keys: Mapping[str, str | Sequence[str]] | None) -> None:
+        if subject.stream is None:
+            raise ValueError(f"{subject.pattern} has no stream: durable subscriptions need one")
+        self.bus = bus
+        self.subject = subject
+        self.handler = handler
+        self.name = f"{bus.service}-{durable}"
+        self.filters = _filters(subject, keys)
+        self._with_info = _takes_two(handler)
+        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._busy = False
+        self._stopping = False
+        self._outstanding = 0
+        self._req_deadline = 0.0
+        self._started: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._inbox = ""
+        self._sub: Any = None
+        self._labels = (bus.service, subject.wildcard)
+
+    def __await__(self) -> Any:
+        async def wait() -> Subscription[T]:
+            if self._started is not None:
+                await self._started
+            return self
+        return wait().__await__()
+
+    def start(self) -> asyncio.Future[None]:
+        """Create the consumer and start the loop (idempotent); the future completes when running."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        return self._started
+
+    async def _start(self) -> None:
+        cfg = ConsumerConfig(
+            name=self.name, durable_name=self.name, deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=-1,
+            max_ack_pending=20_000, max_waiting=64,
+        )
+        if len(self.filters) == 1:
+            cfg.filter_subject = self.filters[0]
+        else:
+            cfg.filter_subjects = self.filters
+        assert self.subject.stream is not None
+        await self.bus.js.add_consumer(self.subject.stream, config=cfg)
+        self._inbox = self.bus.nc.new_inbox()
+        self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_msg,
+                                                pending_msgs_limit=-1, pending_bytes_limit=-1)
+        self._task = asyncio.create_task(self._run(), name=f"consumer:{self.name}")
+
+    async def _on_msg(self, msg: Msg) -> None:
+        self._queue.put_nowait(msg)
+
+    @property
+    def idle(self) -> bool:
+        """No handler running and nothing queued locally."""
+        return not self._busy and self._queue.empty()
+
+    async def pending(self) -> int:
+        """Messages not yet acked according to the server (undelivered + unacked)."""
+        assert self.subject.stream is not None
+        info = await self.bus.js.consumer_info(self.subject.stream, self.name)
+        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+
+    async def _pull(self) -> None:
+        req = {"batch": FETCH_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}
+        assert self.subject.stream is not None
+        await self.bus.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{self.subject.stream}.{self.name}",
+                                  json.dumps(req).encode(), reply=self._inbox)
+        self._outstanding = FETCH_BATCH
+        self._req_deadline = time.monotonic() + PULL_EXPIRES_S + 5.0
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            if self._outstanding <= 0 or time.monotonic() > self._req_deadline:
+                await self._pull()
+            if self._queue.empty():
+                try:
+                    msg = await asyncio.wait_for(self._queue.get(),
+                                                 timeout=max(0.01, self._req_deadline - time.monotonic()))
+                except TimeoutError:
+                    self._outstanding = 0
+                    continue
+            else:
+                msg = self._queue.get_nowait()
+            status = msg.headers.get("Status") if msg.headers else None
+            if status:
+                if status != "100":  # 404 no messages, 408 expired, 409 ended: ask again
+                    self._outstanding = 0
+                continue
+            self._outstanding -= 1
+            self._busy = True
+            try:
+                await self._process(msg)
+            except Exception:  # never let one message kill the loop
+                log.exception("%s: failed to settle message on %s", self.name, msg.subject)
+            finally:
+                self._busy = False
+
+    async def _process(self, msg: Msg) -> None:
+        headers = dict(msg.headers or {})
+        try:
+            meta = msg.metadata
+            seq, delivered = int(meta.sequence.stream), int(meta.num_delivered)
+        except Exception:
+            seq, delivered = 0, 1
+        try:
+            decoded = codec.decode(msg.data, self.subject.type)
+        except codec.DecodeError as exc:
+            await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
+            _dead.labels(*self._labels).inc()
+            await msg.term()
+            return
+        try:
+            if telemetry.tracing_enabled():
+                with telemetry.tracer("colo.bus").start_as_current_span(
+                        f"consume {self.subject.wildcard}", context=telemetry.extract(headers)):
+                    await self._call(decoded, msg.subject, headers, seq, delivered)
+            else:
+                await self._call(decoded, msg.subject, headers, seq, delivered)
+        except Exception as exc:
+            _errors.labels(*self._labels).inc()
+            if delivered >= MAX_DELIVER:
+                log.exception("%s: handler failed on %s (delivery %d), dead-lettering",
+                              self.name, msg.subject, delivered)
+                reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
+                await self.bus.dead_letter(msg.subject, reason, msg.data, headers,
+                                           msg_id=f"{self.name}-{seq}")
+                _dead.labels(*self._labels).inc()
+                await msg.term()
+            else:
+                log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
+                            self.name, msg.subject, delivered, exc)
+                await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
+            return
+        await msg.ack()
+        _consumed.labels(*self._labels).inc()
+
+    async def _call(self, decoded: Any, subject: str, headers: dict[str, str], seq: int,
+                    delivered: int) -> None:
+        if self._with_info:
+            await self.handler(decoded, MessageInfo(subject, headers, seq, delivered))
+        else:
+            await self.handler(decoded)
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop intake; let a running handler finish (cancelled after ``timeout_s``); unsubscribe."""
+        self._stopping = True
+        if self._started is not None and not self._started.done():
+            self._started.cancel()
+        if self._task is not None:
+            if not self._busy:
+                self._task.cancel()
+            done, _ = await asyncio.wait({self._task}, timeout=timeout_s)
+            if not done:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # connection already closing
+                pass
+        while not self._queue.empty():  # delivered but never handled: redeliver at once
+            m = self._queue.get_nowait()
+            if m.reply and not (m.headers and m.headers.get("Status")):
+                try:
+                    await m.nak()
+                except Exception:
+                    pass
+
+
+def _takes_two(handler: Callable[..., Any]) -> bool:
+    try:
+        params = [p for p in inspect.signature(handler).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2
+
+
+class Bus:
+    """A service's connection to NATS/JetStream. Create with ``await Bus.connect(...)``."""
+
+    def __init__(self, nc: NATS, service: str, clock: Clock, autostart: bool, retry_delay_s: float) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.service = service
+        self.clock = clock
+        self.retry_delay_s = retry_delay_s
+        self._autostart = autostart
+        self._subs: list[Subscription[Any]] = []
+        self._tick_sub: Any = None
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
+                      autostart: bool = True, retry_delay_s: float = 0.1) -> Bus:
+        """Connect to ``url`` as ``service`` (a subject token, e.g. ``"slo-manager"``).
+
+        ``autostart=False`` defers consumers until :meth:`start_consumers` (the runtime uses it
+        so that handlers run only after ``service.start``). ``retry_delay_s`` is the first nak
+        delay of a failing handler (doubled per delivery). Raises ValueError for a bad service
+        name and nats errors when the server is unreachable.
+        """
+        subjects.DEAD_LETTER.format(service=service)  # validates the token
+        nc = await nats.connect(url, name=service, connect_timeout=5, max_reconnect_attempts=-1,
+                                reconnect_time_wait=0.5, error_cb=_log_error)
+        return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
+
+    async def ensure_streams(self) -> None:
+        """Create or update every stream of :data:`colo.subjects.STREAMS`."""
+        for s in subjects.STREAMS:
+            cfg = StreamConfig(
+                name=s.name, subjects=list(s.subjects), storage=StorageType.FILE,
+                max_age=s.max_age_s or None, max_msgs_per_subject=s.max_msgs_per_subject,
+                duplicate_window=s.duplicate_window_s,
+            )
+            try:
+                await self.js.add_stream(cfg)
+            except nats.js.errors.BadRequestError:
+                await self.js.update_stream(cfg)
+
+    async def purge_streams(self) -> None:
+        """Remove every message of every Colo stream (consumers stay)."""
+        for s in subjects.STREAMS:
+            try:
+                await self.js.purge_stream(s.name)
+            except nats.js.errors.NotFoundError:
+                pass
+
+    async def delete_streams(self) -> None:
+        """Delete every ``COLO_*`` stream and its consumers (tests, resets)."""
+        for info in await self.js.streams_info():
+            if info.config.name and info.config.name.startswith("COLO_"):
+                await self.js.delete_stream(info.config.name)
+
+    # ------------------------------------------------------------------ publish
+
+    def _prepare(self, subject: Subject[T], msg: T, msg_id: str | None,
+                 keys: Mapping[str, str]) -> tuple[str, bytes, dict[str, str] | None]:
+        if not isinstance(msg, subject.type):
+            raise TypeError(f"{subject.pattern} carries {subject.type.__name__}, got {type(msg).__name__}")
+        subj = subject.format(**keys)
+        headers: dict[str, str] = {}
+        if msg_id:
+            headers["Nats-Msg-Id"] = msg_id
+        if telemetry.tracing_enabled():
+            telemetry.inject(headers)
+        _published.labels(self.service, subject.wildcard).inc()
+        return subj, codec.encode(msg), headers or None
+
+    async def publish(self, subject: Subject[T], msg: T, msg_id: str | None = None, **keys: str) -> None:
+        """Publish ``msg`` on ``subject`` formatted with ``keys``; JetStream (waits for the ack,
+        de-duplicated by ``msg_id``) when the subject has a stream, core NATS otherwise.
+
+        Raises TypeError when ``msg`` is not the subject's type, ValueError for bad keys, nats
+        errors on timeout or when streams were not created.
+        """
+        subj, data, headers = self._prepare(subject, msg, msg_id, keys)
+        if subject.stream is None:
+            await self.nc.publish(subj, data, headers=headers)
+        else:
+            await self.js.publish(subj, data, headers=headers, timeout=10.0)
+
+    async def publish_many(self, items: Iterable[tuple[Subject[Any], Any, str | None, Mapping[str, str]]]
+                           ) -> None:
+        """Publish ``(subject, msg, msg_id, keys)`` items concurrently and wait for every ack."""
+        futures: list[Any] = []
+        for subject, msg, msg_id, keys in items:
+            subj, data, headers = self._prepare(subject, msg, msg_id, keys)
+            if subject.stream is None:
+                await self.nc.publish(subj, data, headers=headers)
+            else:
+                futures.append(await self.js.publish_async(subj, data, headers=headers, wait_stall=10.0))
+        if futures:
+            results = await asyncio.wait_for(asyncio.gather(*futures), timeout=30.0)
+            for r in results:
+                if isinstance(r, Exception):
+                    raise r
+
+    async def dead_letter(self, subject: str, reason: str, data: bytes, headers: Mapping[str, str],
+                          msg_id: str | None = None) -> None:
+        """Publish a :class:`DeadLetter` for ``data`` received on ``subject`` to ``dlq.<service>``."""
+        log.error("%s: dead letter from %s: %s", self.service, subject, reason)
+        dl = DeadLetter(service=self.service, subject=subject, reason=reason,
+                        data=data.decode("utf-8", errors="replace"), at=self.clock.now(),
+                        headers={str(k): str(v) for k, v in headers.items()})
+        try:
+            await self.publish(subjects.DEAD_LETTER, dl, msg_id=msg_id, service=self.service)
+        except Exception:
+            log.exception("%s: could not publish dead letter", self.service)
+
+    # ------------------------------------------------------------------ consume
+
+    def subscribe(self, subject: Subject[T], handler: Callable[..., Awaitable[Any]], durable: str,
+                  keys: Mapping[str, str | Sequence[str]] | None = None) -> Subscription[T]:
+        """Register ``handler`` for ``subject`` on the durable consumer ``f"{service}-{durable}"``.
+
+        ``keys`` (e.g. ``{"node": ["n1", "n2"]}``) narrows the consumer to those concrete
+        subjects. With ``autostart`` the consumer starts at once (``await`` the returned
+        subscription to wait for it); otherwise at :meth:`start_consumers`.
+        Raises ValueError for a subject without stream, bad keys or a duplicate durable.
+        """
+        if any(s.name == f"{self.service}-{durable}" for s in self._subs):
+            raise ValueError(f"durable {durable!r} already subscribed on this bus")
+        sub = Subscription(self, subject, handler, durable, keys)
+        self._subs.append(sub)
+        if self._autostart:
+            sub.start()
+        return sub
+
+    async def start_consumers(self) -> None:
+        """Start every registered consumer (and those registered later) and wait until running."""
+        self._autostart = True
+        await asyncio.gather(*(s.start() for s in self._subs))
+
+    async def settle(self, timeout_s: float = 60.0) -> None:
+        """Return once every consumer has nothing pending and no handler runs.
+
+        Raises BusError after ``timeout_s`` seconds.
+        """
+        started = [s._started for s in self._subs if s._started is not None]
+        if started:
+            await asyncio.gather(*started)
+        deadline = time.monotonic() + timeout_s
+        delay = 0.0005
+        subs = [s for s in self._subs if s._started is not None]
+        while True:
+            if all(s.idle for s in subs):
+                counts = await asyncio.gather(*(s.pending() for s in subs))
+                if not any(counts) and all(s.idle for s in subs):
+                    return
+            if time.monotonic() > deadline:
+                raise BusError(f"{self.service}: bus did not settle within {timeout_s}s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    # ------------------------------------------------------------------ ticks
+
+    async def serve_ticks(self, handler: Callable[[Tick], Awaitable[TickAck]]) -> None:
+        """Answer ``sim.tick.<service>`` requests with ``await handler(tick)`` (one at a time).
+
+        A tick that does not decode is answered with a TickAck carrying the error (seq −1).
+        """
+        async def on_tick(msg: Msg) -> None:
+            try:
+                tick = codec.decode(msg.data, Tick)
+            except codec.DecodeError as exc:
+                await self.dead_letter(msg.subject, str(exc), msg.data, dict(msg.headers or {}))
+                ack = TickAck(service=self.service, seq=-1, error=str(exc))
+            else:
+                try:
+                    ack = await handler(tick)
+                except Exception as exc:
+                    log.exception("%s: tick %d failed", self.service, tick.seq)
+                    ack = TickAck(service=self.service, seq=tick.seq, error=f"{type(exc).__name__}: {exc}")
+            if msg.reply:
+                await self.nc.publish(msg.reply, codec.encode(ack))
+
+        self._tick_sub = await self.nc.subscribe(subjects.SIM_TICK.format(service=self.service), cb=on_tick)
+
+    async def request_tick(self, service: str, tick: Tick, timeout_s: float = 600.0) -> TickAck:
+        """Send ``tick`` to ``service`` and wait for its TickAck.
+
+        Raises BusError when no service answers or the answer does not arrive within ``timeout_s``.
+        """
+        subj = subjects.SIM_TICK.format(service=service)
+        try:
+            reply = await self.nc.request(subj, codec.encode(tick), timeout=timeout_s)
+        except nats.errors.NoRespondersError as exc:
+            raise BusError(f"no {service} is serving ticks on {subj}") from exc
+        except (nats.errors.TimeoutError, TimeoutError) as exc:
+            raise BusError(f"{service} did not answer tick {tick.seq} within {timeout_s}s") from exc
+        return codec.decode(reply.data, TickAck)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def stop_consumers(self, timeout_s: float = 30.0) -> None:
+        """Stop intake: every consumer finishes its running handler and stops fetching."""
+        if self._tick_sub is not None:
+            try:
+                await self._tick_sub.unsubscribe()
+            except Exception:
+                pass
+            self._tick_sub = None
+        await asyncio.gather(*(s.stop(timeout_s) for s in self._subs))
+
+    async def close(self) -> None:
+        """Stop consumers, then drain and close the connection (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.stop_consumers()
+        if not self.nc.is_closed:
+            try:
+                await self.nc.drain()
+            except Exception:
+                await self.nc.close()
+
+
+async def _log_error(exc: Exception) -> None:
+    log.warning("nats: %r", exc)

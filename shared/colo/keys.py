@@ -1,0 +1,81 @@
+"""Every Redis key name Colo uses, under a configurable prefix (default ``colo``).
+
+Layout (``{p}`` = prefix)::
+
+    {p}:nodes                 set   node names
+    {p}:node:{name}           str   NodeSpec (JSON)
+    {p}:noderes:{name}        str   NodeResource (JSON)
+    {p}:limits:{name}         hash  allocatable the bind script checks: cpu, memory, pods (NodeSpec)
+                                    and batch_cpu, batch_memory, mid_cpu, mid_memory (NodeResource)
+    {p}:alloc:{name}          hash  Σ requests of pods bound to the node (Resources fields; pods = count)
+    {p}:nodepods:{name}       set   uids bound to the node
+    {p}:pods                  set   pod uids
+    {p}:pod:{uid}             str   PodSpec (JSON)
+    {p}:podstate:{uid}        hash  phase, node, reason, updated_at, bound_at
+    {p}:binding:{uid}         hash  node, at and the bound requests (freed exactly once by release)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder for one prefix. Raises ValueError for a prefix with glob or separator characters."""
+
+    prefix: str = "colo"
+
+    def __post_init__(self) -> None:
+        if not _PREFIX_RE.match(self.prefix):
+            raise ValueError(f"invalid store prefix {self.prefix!r}: use letters, digits, '.', '_', '-'")
+
+    @property
+    def pattern(self) -> str:
+        """SCAN pattern matching every key under the prefix."""
+        return f"{self.prefix}:*"
+
+    @property
+    def nodes(self) -> str:
+        """Set of node names."""
+        return f"{self.prefix}:nodes"
+
+    def node(self, name: str) -> str:
+        """NodeSpec JSON of ``name``."""
+        return f"{self.prefix}:node:{name}"
+
+    def node_resource(self, name: str) -> str:
+        """NodeResource JSON of ``name``."""
+        return f"{self.prefix}:noderes:{name}"
+
+    def limits(self, name: str) -> str:
+        """Hash of allocatable values checked by the bind script."""
+        return f"{self.prefix}:limits:{name}"
+
+    def allocated(self, name: str) -> str:
+        """Hash of requests allocated on ``name``."""
+        return f"{self.prefix}:alloc:{name}"
+
+    def node_pods(self, name: str) -> str:
+        """Set of pod uids bound to ``name``."""
+        return f"{self.prefix}:nodepods:{name}"
+
+    @property
+    def pods(self) -> str:
+        """Set of pod uids."""
+        return f"{self.prefix}:pods"
+
+    def pod(self, uid: str) -> str:
+        """PodSpec JSON of ``uid``."""
+        return f"{self.prefix}:pod:{uid}"
+
+    def pod_state(self, uid: str) -> str:
+        """Hash of the pod's phase, node, reason, updated_at, bound_at."""
+        return f"{self.prefix}:podstate:{uid}"
+
+    def binding(self, uid: str) -> str:
+        """Hash of the pod's binding: node, at and requested resources."""
+        return f"{self.prefix}:binding:{uid}"

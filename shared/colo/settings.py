@@ -1,0 +1,249 @@
+"""Typed settings from environment variables and an optional YAML file; every error listed.
+
+A service declares its settings as a :class:`msgspec.Struct` with a default and a
+docstring line per field, and loads them with :func:`load_settings`::
+
+    COLO_SCHEDULER_BATCH_SIZE=64                    -> batch_size = 64
+    COLO_SCHEDULER_LOAD_AWARE__CPU_THRESHOLD=65     -> load_aware.cpu_threshold = 65 (nested: "__")
+    COLO_SCHEDULER_WEIGHTS='{"fit": 1}'             -> weights = {"fit": 1} (lists/dicts as JSON)
+    COLO_SCHEDULER_ENABLED=0                        -> enabled = False (1/0/true/false)
+    COLO_SCHEDULER_CONFIG=/etc/colo/scheduler.yaml  -> YAML mapping applied first, env on top
+
+Unknown keys under the prefix, type errors, constraint violations (``Annotated[int,
+Meta(ge=0)]``) and ``__post_init__`` errors are collected and raised together in one
+:class:`SettingsError` (DESIGN.md §9: typos are never silently dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union
+
+import msgspec
+import yaml
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class SettingsError(ValueError):
+    """Invalid settings; ``errors`` lists every problem, the message has one per line."""
+
+    def __init__(self, errors: list[str], what: str = "settings") -> None:
+        self.errors = list(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} invalid {what}:\n{lines}")
+
+
+class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Settings every service shares, from ``COLO_<FIELD>`` environment variables."""
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    """NATS server URL (``COLO_NATS_URL``)."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis URL (``COLO_REDIS_URL``)."""
+    http_host: str = "127.0.0.1"
+    """Address of the HTTP server for /healthz, /readyz, /metrics, /debug (``COLO_HTTP_HOST``)."""
+    http_port: int = 0
+    """HTTP port; 0 = a free port, logged at start (``COLO_HTTP_PORT``)."""
+    sim: bool = False
+    """Virtual time: serve simulation ticks instead of the wall-clock tick loop (``COLO_SIM``)."""
+    store_prefix: str = "colo"
+    """Prefix of every Redis key (``COLO_STORE_PREFIX``)."""
+    otlp_endpoint: str = ""
+    """OTLP endpoint for traces; empty = no export (``COLO_OTLP_ENDPOINT``)."""
+    log_level: str = "INFO"
+    """Python logging level name (``COLO_LOG_LEVEL``)."""
+    instance: str = ""
+    """Instance name when several replicas run; appended to consumer names (``COLO_INSTANCE``)."""
+
+
+def _strip_optional(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _strip_optional(typing.get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _strip_optional(args[0])
+    return tp
+
+
+def _struct_type(tp: Any) -> type[msgspec.Struct] | None:
+    base = _strip_optional(tp)
+    if isinstance(base, type) and issubclass(base, msgspec.Struct):
+        return base
+    return None
+
+
+def _is_container(tp: Any) -> bool:
+    base = _strip_optional(tp)
+    origin = typing.get_origin(base) or base
+    if _struct_type(base) is not None:
+        return True
+    return isinstance(origin, type) and issubclass(origin, (list, dict, set, frozenset, tuple))
+
+
+def _fields(cls: type[msgspec.Struct]) -> dict[str, msgspec.structs.FieldInfo]:
+    return {f.name: f for f in msgspec.structs.fields(cls)}
+
+
+def _parse_env_value(raw: str, tp: Any, source: str, errors: list[str]) -> Any:
+    if _is_container(tp):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{source}: expected JSON for a list/mapping, got {raw!r} ({exc.msg})")
+            return _INVALID
+    return raw
+
+
+_INVALID = object()
+
+
+def _env_overlay(cls: type[msgspec.Struct], prefix: str, env: Mapping[str, str],
+                 data: dict[str, Any], sources: dict[str, str], errors: list[str]) -> None:
+    head = prefix + "_"
+    for key in sorted(env):
+        if not key.startswith(head) or key == f"{prefix}_CONFIG":
+            continue
+        path = key[len(head):].lower().split("__")
+        target: type[msgspec.Struct] | None = cls
+        node = data
+        tp: Any = None
+        for i, part in enumerate(path):
+            fields = _fields(target) if target is not None else {}
+            if part not in fields:
+                where = ".".join(path[:i]) or cls.__name__
+                errors.append(f"{key}: unknown setting {part!r} in {where} "
+                              f"(known: {', '.join(sorted(fields)) or 'none'})")
+                tp = _INVALID
+                break
+            tp = fields[part].type
+            if i < len(path) - 1:
+                target = _struct_type(tp)
+                if target is None:
+                    errors.append(f"{key}: {'.'.join(path[:i + 1])} has no nested settings")
+                    tp = _INVALID
+                    break
+                sub = node.get(part)
+                if not isinstance(sub, dict):
+                    sub = {}
+                    node[part] = sub
+                node = sub
+        if tp is _INVALID:
+            continue
+        value = _parse_env_value(env[key], tp, key, errors)
+        if value is not _INVALID:
+            node[path[-1]] = value
+            sources[".".join(path)] = key
+
+
+def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, str],
+           errors: list[str]) -> S | None:
+    fields = _fields(cls)
+    for k in data:
+        if k not in fields:
+            errors.append(f"{path + k}: unknown setting (known: {', '.join(sorted(fields))})")
+    values: dict[str, Any] = {}
+    failed = False
+    for name, f in fields.items():
+        dotted = path + name
+        where = f" ({sources[dotted]})" if dotted in sources else ""
+        if name not in data:
+            if f.required:
+                errors.append(f"{dotted}: required setting missing")
+                failed = True
+            continue
+        v = data[name]
+        sub_cls = _struct_type(f.type)
+        if sub_cls is not None and isinstance(v, dict):
+            built = _build(sub_cls, v, dotted + ".", sources, errors)
+            if built is None:
+                failed = True
+            else:
+                values[name] = built
+            continue
+        try:
+            values[name] = msgspec.convert(v, f.type, strict=False)
+        except msgspec.ValidationError as exc:
+            errors.append(f"{dotted}{where}: {exc} (got {v!r})")
+            failed = True
+    if failed:
+        return None
+    try:
+        return cls(**values)
+    except (ValueError, TypeError, msgspec.ValidationError) as exc:
+        errors.append(f"{path.rstrip('.') or cls.__name__}: {exc}")
+        return None
+
+
+def _read_yaml(path: str, errors: list[str]) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh)
+    except OSError as exc:
+        errors.append(f"{path}: cannot read settings file: {exc.strerror or exc}")
+        return {}
+    except yaml.YAMLError as exc:
+        errors.append(f"{path}: invalid YAML: {exc}")
+        return {}
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        errors.append(f"{path}: top level must be a mapping, got {type(loaded).__name__}")
+        return {}
+    return loaded
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_settings(cls: type[S], prefix: str, env: Mapping[str, str] | None = None,
+                  yaml_path: str | None = None) -> S:
+    """Build ``cls`` from defaults, then YAML (``yaml_path`` or ``<PREFIX>_CONFIG``), then
+    ``<PREFIX>_<FIELD>`` environment variables (``env`` defaults to ``os.environ``).
+
+    Raises SettingsError listing every problem: unreadable YAML, unknown keys under the
+    prefix (env and YAML), values of the wrong type, constraint and ``__post_init__`` errors.
+    """
+    env = os.environ if env is None else env
+    prefix = prefix.rstrip("_")
+    errors: list[str] = []
+    yaml_path = yaml_path or env.get(f"{prefix}_CONFIG") or None
+    data: dict[str, Any] = _read_yaml(yaml_path, errors) if yaml_path else {}
+    overlay: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    _env_overlay(cls, prefix, env, overlay, sources, errors)
+    result = _build(cls, _merge(data, overlay), "", sources, errors)
+    if errors or result is None:
+        raise SettingsError(errors, what=f"{cls.__name__} settings ({prefix}_*)")
+    return result
+
+
+def load_runtime_settings(env: Mapping[str, str] | None = None) -> RuntimeSettings:
+    """:class:`RuntimeSettings` from ``COLO_<FIELD>`` variables (only its own names are read:
+    other ``COLO_*`` variables belong to services). Raises SettingsError listing every problem."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name in _fields(RuntimeSettings):
+        key = f"COLO_{name.upper()}"
+        if key in env:
+            data[name] = env[key]
+            sources[name] = key
+    errors: list[str] = []
+    result = _build(RuntimeSettings, data, "", sources, errors)
+    if errors or result is None:
+        raise SettingsError(errors, what="runtime settings (COLO_*)")
+    return result

@@ -1,0 +1,376 @@
+"""The Redis cluster snapshot: nodes, node resources, pods, allocations, atomic bind/release.
+
+Records are stored as :mod:`colo.codec` JSON; key names come from :mod:`colo.keys`.
+Binding is one Lua script (DESIGN.md §5): two schedulers racing can never over-commit a
+node or bind a pod twice. Units: milli-cores and bytes; times in clock seconds.
+
+The bind check follows Kubernetes ``NodeResourcesFit``: a resource is checked only when
+the pod requests it (> 0), ``allocated + request > allocatable`` refuses; every pod counts
+one against ``allocatable.pods`` when that is > 0. cpu, memory and pods are checked
+against the NodeSpec's allocatable; batch-* and mid-* against the node's NodeResource
+(0 when none was published).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from colo import codec
+from colo.keys import Keys
+from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
+
+_CHECKED = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
+
+REASON_ALREADY_BOUND = "already bound to"
+"""Prefix of the reason when the pod already has a binding (``"already bound to n1"``)."""
+REASON_NODE_UNKNOWN = "unknown node"
+"""Prefix of the reason when the node was never registered (``"unknown node n9"``)."""
+REASON_TOO_MANY_PODS = "Too many pods"
+"""Kubernetes reason when ``allocatable.pods`` is reached."""
+
+_BIND_LUA = """
+local bound = redis.call('HGET', KEYS[1], 'node')
+if bound then return {0, 'already bound to ' .. bound} end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {0, 'unknown node ' .. ARGV[2]} end
+local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory', 'pods'}
+local labels = {'cpu', 'memory', 'kubernetes.io/batch-cpu', 'kubernetes.io/batch-memory',
+                'kubernetes.io/mid-cpu', 'kubernetes.io/mid-memory'}
+local lim = redis.call('HMGET', KEYS[3], unpack(names))
+local al = redis.call('HMGET', KEYS[4], unpack(names))
+local bad = {}
+for i = 1, 6 do
+  local req = tonumber(ARGV[3 + i])
+  if req > 0 and tonumber(al[i] or '0') + req > tonumber(lim[i] or '0') then
+    table.insert(bad, 'Insufficient ' .. labels[i])
+  end
+end
+local maxpods = tonumber(lim[7] or '0')
+if maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
+if #bad > 0 then return {0, table.concat(bad, ', ')} end
+for i = 1, 6 do
+  if tonumber(ARGV[3 + i]) > 0 then redis.call('HINCRBY', KEYS[4], names[i], ARGV[3 + i]) end
+end
+redis.call('HINCRBY', KEYS[4], 'pods', 1)
+redis.call('HSET', KEYS[1], 'node', ARGV[2], 'at', ARGV[3], 'cpu', ARGV[4], 'memory', ARGV[5],
+           'batch_cpu', ARGV[6], 'batch_memory', ARGV[7], 'mid_cpu', ARGV[8], 'mid_memory', ARGV[9])
+redis.call('HSET', KEYS[5], 'node', ARGV[2], 'bound_at', ARGV[3], 'updated_at', ARGV[3])
+redis.call('SADD', KEYS[6], ARGV[1])
+return {1, ''}
+"""
+
+_RELEASE_LUA = """
+local node = redis.call('HGET', KEYS[1], 'node')
+if not node then return 0 end
+if node ~= ARGV[1] then return -1 end
+local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory'}
+local vals = redis.call('HMGET', KEYS[1], unpack(names))
+for i = 1, 6 do
+  local v = tonumber(vals[i] or '0')
+  if v > 0 then redis.call('HINCRBY', KEYS[3], names[i], -v) end
+end
+redis.call('HINCRBY', KEYS[3], 'pods', -1)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[4], ARGV[5])
+redis.call('HSET', KEYS[2], 'phase', ARGV[2], 'reason', ARGV[3], 'updated_at', ARGV[4])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class BindResult:
+    """Outcome of one bind: ``ok``, else ``reason`` (e.g. ``"Insufficient cpu, Too many pods"``,
+    ``"already bound to n1"``, ``"unknown node n9"``)."""
+
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BindRequest:
+    """One bind of :meth:`Store.bind_many`: pod ``uid`` on ``node`` with ``requests`` at time ``at``."""
+
+    uid: str
+    node: str
+    requests: Resources
+    at: float
+
+
+def _s(v: bytes | str | None) -> str:
+    if v is None:
+        return ""
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _resources(h: dict[Any, Any]) -> Resources:
+    vals = {_s(k): int(_s(v) or 0) for k, v in h.items()}
+    return Resources(**{k: vals.get(k, 0) for k in ("cpu", "memory", "batch_cpu", "batch_memory",
+                                                     "mid_cpu", "mid_memory", "pods")})
+
+
+class Store:
+    """Async access to the cluster snapshot in Redis under ``prefix``.
+
+    Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
+    Redis errors (``redis.exceptions.RedisError``) propagate; decode errors of stored records
+    raise :class:`colo.codec.DecodeError`.
+    """
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "colo") -> None:
+        self.redis = client
+        self.keys = Keys(prefix)
+        self._bind = client.register_script(_BIND_LUA)
+        self._release = client.register_script(_RELEASE_LUA)
+
+    @classmethod
+    async def connect(cls, url: str, prefix: str = "colo") -> Store:
+        """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
+
+        Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
+        """
+        client = aioredis.from_url(url, decode_responses=False)
+        try:
+            await client.ping()
+        except BaseException:
+            await client.aclose()
+            raise
+        return cls(client, prefix)
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self.redis.aclose()
+
+    # ------------------------------------------------------------------ nodes
+
+    async def put_node(self, spec: NodeSpec) -> None:
+        """Store (or replace) a node; its allocatable cpu/memory/pods become bind limits."""
+        k = self.keys
+        a = spec.allocatable
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(k.node(spec.name), codec.encode(spec))
+        pipe.sadd(k.nodes, spec.name)
+        pipe.hset(k.limits(spec.name), mapping={"cpu": a.cpu, "memory": a.memory, "pods": a.pods})
+        await pipe.execute()
+
+    async def get_node(self, name: str) -> NodeSpec | None:
+        """The node ``name`` or None."""
+        raw = await self.redis.get(self.keys.node(name))
+        return None if raw is None else codec.decode(raw, NodeSpec)
+
+    async def list_nodes(self) -> list[NodeSpec]:
+        """Every node, sorted by name."""
+        names = sorted(_s(n) for n in await self.redis.smembers(self.keys.nodes))
+        if not names:
+            return []
+        raws = await self.redis.mget([self.keys.node(n) for n in names])
+        return [codec.decode(r, NodeSpec) for r in raws if r is not None]
+
+    async def delete_node(self, name: str) -> None:
+        """Forget a node: spec, resources, limits (allocations and bindings stay until released)."""
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.srem(k.nodes, name)
+        pipe.delete(k.node(name), k.node_resource(name), k.limits(name))
+        await pipe.execute()
+
+    async def put_node_resource(self, res: NodeResource) -> None:
+        """Store a node's batch/mid allocatable; its values become bind limits for batch-*/mid-*."""
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(k.node_resource(res.node), codec.encode(res))
+        pipe.hset(k.limits(res.node), mapping={
+            "batch_cpu": res.batch_cpu, "batch_memory": res.batch_memory,
+            "mid_cpu": res.mid_cpu, "mid_memory": res.mid_memory,
+        })
+        await pipe.execute()
+
+    async def get_node_resource(self, node: str) -> NodeResource | None:
+        """The node's last NodeResource or None."""
+        raw = await self.redis.get(self.keys.node_resource(node))
+        return None if raw is None else codec.decode(raw, NodeResource)
+
+    async def list_node_resources(self) -> dict[str, NodeResource]:
+        """NodeResource per node name, for nodes that have one."""
+        names = sorted(_s(n) for n in await self.redis.smembers(self.keys.nodes))
+        if not names:
+            return {}
+        raws = await self.redis.mget([self.keys.node_resource(n) for n in names])
+        return {n: codec.decode(r, NodeResource) for n, r in zip(names, raws) if r is not None}
+
+    # ------------------------------------------------------------------ pods
+
+    async def put_pod(self, record: PodRecord) -> None:
+        """Store (or replace) a pod record. While the pod has a binding, reads report the
+        binding's node and time regardless of ``record.node``."""
+        k = self.keys
+        uid = record.spec.uid
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(k.pod(uid), codec.encode(record.spec))
+        pipe.hset(k.pod_state(uid), mapping={
+            "phase": record.phase, "node": record.node, "reason": record.reason,
+            "updated_at": repr(record.updated_at), "bound_at": repr(record.bound_at),
+        })
+        pipe.sadd(k.pods, uid)
+        await pipe.execute()
+
+    async def put_pods(self, records: Iterable[PodRecord]) -> None:
+        """:meth:`put_pod` for many records in one pipeline."""
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        n = 0
+        for record in records:
+            uid = record.spec.uid
+            pipe.set(k.pod(uid), codec.encode(record.spec))
+            pipe.hset(k.pod_state(uid), mapping={
+                "phase": record.phase, "node": record.node, "reason": record.reason,
+                "updated_at": repr(record.updated_at), "bound_at": repr(record.bound_at),
+            })
+            pipe.sadd(k.pods, uid)
+            n += 1
+        if n:
+            await pipe.execute()
+
+    async def set_phase(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
+        """Update a stored pod's phase/reason/time; False when the pod is unknown."""
+        k = self.keys
+        if not await self.redis.exists(k.pod(uid)):
+            return False
+        await self.redis.hset(k.pod_state(uid), mapping={"phase": phase, "reason": reason,
+                                                          "updated_at": repr(at)})
+        return True
+
+    async def get_pod(self, uid: str) -> PodRecord | None:
+        """The pod record of ``uid`` or None."""
+        recs = await self._get_pods([uid])
+        return recs[0] if recs else None
+
+    async def list_pods(self) -> list[PodRecord]:
+        """Every pod record (unordered)."""
+        uids = [_s(u) for u in await self.redis.smembers(self.keys.pods)]
+        return await self._get_pods(uids)
+
+    async def pods_on(self, node: str) -> list[PodRecord]:
+        """Records of the pods currently bound to ``node``."""
+        uids = [_s(u) for u in await self.redis.smembers(self.keys.node_pods(node))]
+        return await self._get_pods(uids)
+
+    async def _get_pods(self, uids: Sequence[str]) -> list[PodRecord]:
+        out: list[PodRecord] = []
+        k = self.keys
+        for start in range(0, len(uids), 1000):
+            chunk = uids[start:start + 1000]
+            pipe = self.redis.pipeline(transaction=False)
+            for uid in chunk:
+                pipe.get(k.pod(uid))
+                pipe.hgetall(k.pod_state(uid))
+                pipe.hmget(k.binding(uid), "node", "at")
+            res = await pipe.execute()
+            for i in range(len(chunk)):
+                raw, state, (bnode, bat) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
+                if raw is None:
+                    continue
+                st = {_s(a): _s(b) for a, b in state.items()}
+                node = _s(bnode) if bnode is not None else st.get("node", "")
+                bound_at = float(_s(bat)) if bat is not None else float(st.get("bound_at") or 0.0)
+                out.append(PodRecord(
+                    spec=codec.decode(raw, PodSpec),
+                    phase=st.get("phase", "Pending"),  # type: ignore[arg-type]
+                    node=node,
+                    reason=st.get("reason", ""),
+                    updated_at=float(st.get("updated_at") or 0.0),
+                    bound_at=bound_at,
+                ))
+        return out
+
+    async def bound_node(self, uid: str) -> str | None:
+        """The node ``uid`` is bound to, or None."""
+        v = await self.redis.hget(self.keys.binding(uid), "node")
+        return None if v is None else _s(v)
+
+    # ------------------------------------------------------------------ bind / release
+
+    def _bind_args(self, req: BindRequest) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        r = req.requests
+        keys = [k.binding(req.uid), k.node(req.node), k.limits(req.node), k.allocated(req.node),
+                k.pod_state(req.uid), k.node_pods(req.node)]
+        args: list[Any] = [req.uid, req.node, repr(float(req.at)),
+                           *(max(0, int(getattr(r, name))) for name in _CHECKED)]
+        return keys, args
+
+    async def bind(self, uid: str, node: str, requests: Resources, at: float) -> BindResult:
+        """Atomically bind pod ``uid`` to ``node`` reserving ``requests`` (milli-cores, bytes).
+
+        Refuses (ok=False with a reason) when the pod is already bound, the node is unknown,
+        or a requested resource does not fit (see module doc). Raises RedisError on I/O failure.
+        """
+        keys, args = self._bind_args(BindRequest(uid, node, requests, at))
+        ok, reason = await self._bind(keys=keys, args=args)
+        return BindResult(bool(ok), _s(reason))
+
+    async def bind_many(self, requests: Sequence[BindRequest] | Sequence[tuple[str, str, Resources, float]]
+                        ) -> list[BindResult]:
+        """:meth:`bind` for many pods in one pipeline; results in input order.
+
+        Each element is a :class:`BindRequest` or a ``(uid, node, requests, at)`` tuple. Each
+        bind is atomic on its own; earlier binds in the list are seen by later ones.
+        """
+        if not requests:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for item in requests:
+            req = item if isinstance(item, BindRequest) else BindRequest(*item)
+            keys, args = self._bind_args(req)
+            await self._bind(keys=keys, args=args, client=pipe)
+        res = await pipe.execute()
+        return [BindResult(bool(ok), _s(reason)) for ok, reason in res]
+
+    async def release(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
+        """Free a bound pod's allocation exactly once and set its phase/reason.
+
+        Returns False when the pod had no binding (already released or never bound). The
+        pod record keeps ``node`` (where it ran) for history.
+        """
+        k = self.keys
+        for _ in range(8):
+            node = await self.bound_node(uid)
+            if node is None:
+                return False
+            res = await self._release(
+                keys=[k.binding(uid), k.pod_state(uid), k.allocated(node), k.node_pods(node)],
+                args=[node, phase, reason, repr(float(at)), uid],
+            )
+            if int(res) == 1:
+                return True
+            if int(res) == 0:
+                return False
+        raise RuntimeError(f"release of {uid} kept racing with rebinds")
+
+    async def allocated(self, node: str) -> Resources:
+        """Σ requests bound to ``node`` (``pods`` = number of bound pods)."""
+        return _resources(await self.redis.hgetall(self.keys.allocated(node)))
+
+    async def all_allocated(self) -> dict[str, Resources]:
+        """:meth:`allocated` for every registered node."""
+        names = sorted(_s(n) for n in await self.redis.smembers(self.keys.nodes))
+        pipe = self.redis.pipeline(transaction=False)
+        for n in names:
+            pipe.hgetall(self.keys.allocated(n))
+        res = await pipe.execute() if names else []
+        return {n: _resources(h) for n, h in zip(names, res)}
+
+    async def delete_all(self) -> int:
+        """Delete every key under the prefix; returns how many were deleted."""
+        n = 0
+        batch: list[bytes] = []
+        async for key in self.redis.scan_iter(match=self.keys.pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                n += await self.redis.unlink(*batch)
+                batch = []
+        if batch:
+            n += await self.redis.unlink(*batch)
+        return n
