@@ -152,3 +152,21 @@ def test_bank_rows_independent_grow_and_free() -> None:
     # vectorized add of several samples into one row accumulates
     bank.add([again, again, again], [1, 1, 9], T0)
     assert bank.percentiles([again], 0.6)[0] == 2
+
+
+@pytest.mark.parametrize("span_half_lives", [3, 250], ids=["short-span", "span-beyond-rebase"])
+def test_per_sample_times_equal_sequential_adds(span_half_lives: int) -> None:
+    rng = np.random.default_rng(7)
+    n = 400
+    times = np.sort(T0 + rng.uniform(0, span_half_lives * HOUR, n))
+    values = rng.uniform(0, 9, n)
+    rows = rng.integers(0, 3, n)
+    batched = HistogramBank(LinearBuckets(10, 1), half_life_s=HOUR, capacity=3)
+    one_by_one = HistogramBank(LinearBuckets(10, 1), half_life_s=HOUR, capacity=3)
+    for _ in range(3):
+        batched.alloc(), one_by_one.alloc()
+    batched.add(rows, values, times)
+    for r, v, t in zip(rows, values, times):
+        one_by_one.add([r], [v], t)
+    for p in (0.1, 0.5, 0.9, 0.99):
+        np.testing.assert_array_equal(batched.percentiles([0, 1, 2], p), one_by_one.percentiles([0, 1, 2], p))

@@ -155,42 +155,58 @@ class HistogramBank:
 
     # ------------------------------------------------------------------ decay
 
-    def _decay_factor(self, t: float) -> float:
-        """2^((t − ref)/half_life), re-basing ``ref`` first when needed (1.0 without decay)."""
+    def _rebase(self, t_min: float, t_max: float) -> None:
+        """Move ``ref`` so that samples in [t_min, t_max] get exponents within (0, MAX_DECAY_EXPONENT]."""
         hl = self.half_life_s
-        if hl is None:
-            return 1.0
+        assert hl is not None
         if self.ref is None:
-            self.ref = round(t / hl) * hl
-        elif t < self.ref or t > self.ref + MAX_DECAY_EXPONENT * hl:
-            new_ref = round(t / hl) * hl
+            self.ref = math.floor(t_min / hl) * hl
+        elif t_min < self.ref or t_max > self.ref + MAX_DECAY_EXPONENT * hl:
+            new_ref = math.floor((t_min if t_min < self.ref else t_max) / hl) * hl
             # Scale by an exact power of two so the relative weights stay exact.
             self.weights *= math.ldexp(1.0, round((self.ref - new_ref) / hl))
             self.ref = new_ref
+
+    def _decay_factors(self, t: float | FloatArray) -> float | FloatArray:
+        """2^((t − ref)/half_life) per sample, re-basing ``ref`` first when needed (1.0 without decay)."""
+        hl = self.half_life_s
+        if hl is None:
+            return 1.0
+        if isinstance(t, np.ndarray):
+            self._rebase(float(t.min()), float(t.max()))
+            assert self.ref is not None
+            return np.exp2((t - self.ref) / hl)
+        self._rebase(t, t)
+        assert self.ref is not None
         return float(2.0 ** ((t - self.ref) / hl))
 
     # ------------------------------------------------------------------ add / query
 
-    def add(self, rows: IntArray | list[int], values: FloatArray | list[float], t: float,
+    def add(self, rows: IntArray | list[int], values: FloatArray | list[float], t: float | FloatArray,
             weights: FloatArray | list[float] | float = 1.0) -> None:
-        """Add one sample per ``(rows[i], values[i])`` at time ``t`` seconds.
+        """Add one sample per ``(rows[i], values[i])`` at time ``t`` seconds (a scalar or per sample).
 
-        ``rows``, ``values`` (and ``weights`` if an array) have shape ``(n,)``. Raises
-        ValueError on shape mismatch, negative weights or non-finite values.
+        ``rows``, ``values`` (and ``t``/``weights`` if arrays) have shape ``(n,)``. Raises
+        ValueError on shape mismatch, negative weights or non-finite values/times.
         """
         r = np.asarray(rows, dtype=np.intp)
         v = np.asarray(values, dtype=np.float64)
-        w = np.broadcast_to(np.asarray(weights, dtype=np.float64), v.shape)
-        if r.shape != v.shape or r.ndim != 1:
-            raise ValueError(f"rows {r.shape} and values {v.shape} must be equal 1-d shapes")
+        w = np.asarray(weights, dtype=np.float64)
+        times = np.asarray(t, dtype=np.float64) if isinstance(t, (np.ndarray, list)) else float(t)
+        if r.shape != v.shape or r.ndim != 1 or (w.ndim and w.shape != v.shape) or (
+                isinstance(times, np.ndarray) and times.shape != v.shape):
+            raise ValueError(f"rows {r.shape}, values {v.shape}, weights and times must be equal 1-d shapes")
         if r.size == 0:
             return
-        if not np.all(np.isfinite(v)) or np.any(w < 0) or not np.all(np.isfinite(w)):
-            raise ValueError("values must be finite and weights non-negative")
-        b = self.buckets.find(v)
-        factor = self._decay_factor(t)
-        flat = r * self.weights.shape[1] + b
-        np.add.at(self.weights.reshape(-1), flat, w * factor)
+        if not (np.isfinite(v).all() and np.isfinite(w).all() and np.isfinite(times).all()) or (w < 0).any():
+            raise ValueError("values and times must be finite and weights non-negative")
+        self.add_unchecked(r, v, times, w)
+
+    def add_unchecked(self, rows: IntArray, values: FloatArray, t: float | FloatArray,
+                      weights: FloatArray | float = 1.0) -> None:
+        """:meth:`add` without validation, for callers whose arrays are already clean (hot path)."""
+        flat = rows * self.weights.shape[1] + self.buckets.find(values)
+        np.add.at(self.weights.reshape(-1), flat, weights * self._decay_factors(t))
 
     def total_weight(self, rows: IntArray | list[int]) -> FloatArray:
         """Total weight of each row, shape ``(len(rows),)``."""

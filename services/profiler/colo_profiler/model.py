@@ -26,6 +26,9 @@ CPU_BUCKETS = ExponentialBuckets(max_value=1024.0, first_bucket_size=0.025, rati
 MEMORY_BUCKETS = ExponentialBuckets(max_value=2.0 * TIB, first_bucket_size=5.0 * MIB, ratio=1.05)
 """Memory layout in bytes (REFERENCE.md §7)."""
 
+FLUSH_SAMPLES = 8192
+"""Buffered samples that trigger a vectorized add."""
+
 PRIORITY_CLASSES: tuple[PriorityClass, ...] = ("prod", "mid", "batch", "free", "none")
 
 
@@ -71,6 +74,10 @@ class ProfileModel:
         self.pods: dict[str, PodModel] = {}
         self.allocatable: dict[str, Usage] = {}
         self.samples = 0
+        self._rows: list[int] = []
+        self._cpu: list[int] = []
+        self._mem: list[int] = []
+        self._times: list[tuple[float, int]] = []
 
     # ------------------------------------------------------------------ rows
 
@@ -82,6 +89,7 @@ class ProfileModel:
 
     def _free(self, row: int) -> None:
         if row >= 0:
+            self.flush()  # buffered samples may still point at this row
             self.cpu.free(row)
             self.memory.free(row)
 
@@ -131,46 +139,75 @@ class ProfileModel:
             node.pods.discard(pod.uid)
 
     def ingest(self, metric: NodeMetric) -> int:
-        """Add one sample per pod, per priority class and for the system; returns the sample count."""
+        """Queue one sample per pod, per priority class and for the system; returns the sample count.
+
+        Samples are buffered and added to the histograms in one vectorized call per
+        :data:`FLUSH_SAMPLES` samples or before any query (:meth:`flush`).
+        """
         t = metric.at
         node = self._node(metric.node, t)
-        node.last_seen = max(node.last_seen, t)
-        n = len(metric.pods) + len(PRIORITY_CLASSES) + 1
-        rows = np.empty(n, dtype=np.intp)
-        cpu = np.empty(n)
-        mem = np.empty(n)
+        if t > node.last_seen:
+            node.last_seen = t
+        rows, cpu, mem = self._rows, self._cpu, self._mem
         class_cpu = dict.fromkeys(PRIORITY_CLASSES, 0)
         class_mem = dict.fromkeys(PRIORITY_CLASSES, 0)
-        for i, pm in enumerate(metric.pods):
-            pod = self.pods.get(pm.uid)
+        pods, name = self.pods, node.name
+        for pm in metric.pods:
+            pod = pods.get(pm.uid)
             if pod is None:
-                pod = self.pods[pm.uid] = PodModel(pm.uid, node.name, started_at=t)
-            elif pod.node != node.name:
+                pod = pods[pm.uid] = PodModel(pm.uid, name, started_at=t)
+                node.pods.add(pm.uid)
+            elif pod.node != name:
                 self._detach(pod)
-                pod.node = node.name
-            if pod.priority_class is None:
-                pod.priority_class = pm.priority_class
+                pod.node = name
+                node.pods.add(pm.uid)
+            elif pod.uid not in node.pods:
+                node.pods.add(pm.uid)
             if pod.row < 0:
                 pod.row = self._alloc()
-            pod.last_seen = max(pod.last_seen, t)
-            node.pods.add(pm.uid)
-            cls = pod.priority_class or "none"
+                if pod.priority_class is None:
+                    pod.priority_class = pm.priority_class
+            if t > pod.last_seen:
+                pod.last_seen = t
+            cls = pod.priority_class or pm.priority_class or "none"
             class_cpu[cls] += pm.cpu
             class_mem[cls] += pm.memory
-            rows[i], cpu[i], mem[i] = pod.row, pm.cpu, pm.memory
-        i = len(metric.pods)
-        for cls in PRIORITY_CLASSES:
-            rows[i], cpu[i], mem[i] = node.class_rows[cls], class_cpu[cls], class_mem[cls]
-            i += 1
-        rows[i], cpu[i], mem[i] = node.system_row, metric.system_usage.cpu, metric.system_usage.memory
-        # Usage cannot be negative; a bad reading must not poison the model.
-        self.cpu.add(rows, np.maximum(cpu, 0.0) / 1000.0, t)
-        self.memory.add(rows, np.maximum(mem, 0.0), t)
+            rows.append(pod.row)
+            cpu.append(pm.cpu)
+            mem.append(pm.memory)
+        for cls, row in node.class_rows.items():
+            rows.append(row)
+            cpu.append(class_cpu[cls])
+            mem.append(class_mem[cls])
+        rows.append(node.system_row)
+        cpu.append(metric.system_usage.cpu)
+        mem.append(metric.system_usage.memory)
+        n = len(metric.pods) + len(PRIORITY_CLASSES) + 1
+        self._times.append((t, n))
         self.samples += n
+        if len(rows) >= FLUSH_SAMPLES:
+            self.flush()
         return n
+
+    def flush(self) -> None:
+        """Add every buffered sample to the histograms (one vectorized add per bank)."""
+        if not self._rows:
+            return
+        rows = np.array(self._rows, dtype=np.intp)
+        # Usage cannot be negative; a bad reading must not poison the model.
+        cpu = np.maximum(np.array(self._cpu, dtype=np.float64), 0.0) / 1000.0
+        mem = np.maximum(np.array(self._mem, dtype=np.float64), 0.0)
+        if len(self._times) == 1:
+            times: float | np.ndarray = self._times[0][0]
+        else:
+            times = np.repeat([t for t, _ in self._times], [n for _, n in self._times])
+        self._rows, self._cpu, self._mem, self._times = [], [], [], []
+        self.cpu.add_unchecked(rows, cpu, times)
+        self.memory.add_unchecked(rows, mem, times)
 
     def expire(self, now: float) -> list[str]:
         """Drop pods and nodes unseen for ``expiry_s``; returns the expired node names."""
+        self.flush()
         limit = now - self.settings.expiry_s
         for uid in [u for u, p in self.pods.items() if p.last_seen < limit]:
             self.pod_ended(uid)
@@ -187,6 +224,7 @@ class ProfileModel:
 
     def _peaks(self, rows: list[int]) -> tuple[list[int], list[int]]:
         """Peak CPU (milli-cores) and memory (bytes) of each row: percentile × (1 + margin)."""
+        self.flush()
         s = self.settings
         scale = (100 + s.margin_percent) / 100.0
         cpu = self.cpu.percentiles(rows, s.cpu_percentile) * 1000.0 * scale
