@@ -1,0 +1,199 @@
+"""Run metrics of one simulation run, computed from tick stats and the events on the bus.
+
+:class:`RunMetrics` is fed by the coordinator (:mod:`colo.sim.run`): the scenario's
+submissions, every :class:`~colo.messages.TickAck` and every ``PodBound``,
+``PodUnschedulable``, ``PodStatus`` and ``QoSEvent`` it sees. It is pure bookkeeping
+(no I/O) so that it is tested on its own. Definitions are in docs/scenario.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from colo.messages import PodBound, PodRejected, PodSpec, PodStatus, PodUnschedulable, QoSEvent, TickAck
+
+METRIC_NAMES: tuple[str, ...] = (
+    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
+    "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events",
+    "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
+    "pods_pending", "wall_s",
+)
+"""The summary metrics of a run, in report order."""
+
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
+    "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
+    "be_oom_kills": False, "be_suppress_events": False, "sched_latency_p50_ms": False,
+    "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
+    "pods_pending": False, "wall_s": False,
+}
+
+
+@dataclass
+class Sample:
+    """One point of the time series: virtual time ``t`` (s) and values at the end of that tick."""
+
+    t: float
+    cpu_util: float
+    mem_util: float
+    ls_satisfaction: float
+    batch_running: int
+    batch_completed: int
+    suppress_events: int
+    evictions: int
+
+
+@dataclass
+class RunMetrics:
+    """Bookkeeping of one run (``name`` is ``baseline`` or ``colo``)."""
+
+    name: str
+    submitted_at: dict[str, float] = field(default_factory=dict)
+    batch_duration_s: dict[str, float] = field(default_factory=dict)
+    bound_node: dict[str, str] = field(default_factory=dict)
+    bind_events: dict[str, int] = field(default_factory=dict)
+    releases: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    attempt_ms: list[float] = field(default_factory=list)
+    unschedulable: dict[str, dict[str, int]] = field(default_factory=dict)
+    phase: dict[str, str] = field(default_factory=dict)
+    completed_at: dict[str, float] = field(default_factory=dict)
+    evictions: int = 0
+    oom_kills: int = 0
+    suppress_events: int = 0
+    cpu_used: float = 0.0
+    cpu_capacity: float = 0.0
+    mem_used: float = 0.0
+    mem_capacity: float = 0.0
+    ls_demand: float = 0.0
+    ls_served: float = 0.0
+    cpu_util_ticks: list[float] = field(default_factory=list)
+    mem_util_ticks: list[float] = field(default_factory=list)
+    series: list[Sample] = field(default_factory=list)
+    tick_errors: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    # ------------------------------------------------------------------ intake
+
+    def submitted(self, pod: PodSpec, at: float) -> None:
+        """A pod published at virtual time ``at`` (seconds)."""
+        self.submitted_at[pod.uid] = at
+        if pod.sim is not None and pod.sim.kind == "batch":
+            self.batch_duration_s[pod.uid] = pod.sim.duration_s
+
+    def on_bound(self, msg: PodBound) -> None:
+        """A binding (see :meth:`double_bound` for the bound-twice check)."""
+        uid = msg.spec.uid
+        self.bind_events[uid] = self.bind_events.get(uid, 0) + 1
+        self.bound_node[uid] = msg.node
+        self.phase[uid] = "Bound"
+        self.unschedulable.pop(uid, None)
+        self.attempt_ms.append(msg.attempt_ms)
+
+    def on_unschedulable(self, msg: PodUnschedulable) -> None:
+        """A failed scheduling attempt with its reasons."""
+        if self.phase.get(msg.uid) in (None, "Pending", "Failed"):
+            self.unschedulable[msg.uid] = dict(msg.reasons)
+
+    def on_status(self, msg: PodStatus) -> None:
+        """A lifecycle change reported by a node agent."""
+        self.phase[msg.uid] = msg.phase
+        if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
+            self.completed_at[msg.uid] = msg.at
+        elif msg.phase == "Failed":
+            if msg.reason in ("Evicted", "Descheduled"):
+                self.evictions += 1
+            elif msg.reason == "OOMKilled":
+                self.oom_kills += 1
+            # an evicted BE pod goes back to the queue: a later binding is not a double bind
+            self.releases[msg.uid] = self.releases.get(msg.uid, 0) + 1
+            self.bound_node.pop(msg.uid, None)
+
+    def on_rejected(self, msg: PodRejected) -> None:
+        """A pod refused by admission, with its reason."""
+        self.rejected[msg.uid] = msg.reason
+
+    def on_qos(self, msg: QoSEvent) -> None:
+        """A node agent QoS action; suppress events are counted."""
+        if msg.kind == "suppress":
+            self.suppress_events += 1
+
+    def on_ticks(self, t: float, acks: list[TickAck]) -> None:
+        """The acks of every service for the tick ending at ``t``; appends one time-series sample."""
+        stats: dict[str, float] = {}
+        for ack in acks:
+            if ack.error:
+                self.tick_errors.append(f"{ack.service}@{t:.0f}: {ack.error}")
+            if ack.service == "node-agent":
+                stats = ack.stats
+        cap = stats.get("cpu_capacity_milli", 0.0)
+        used = stats.get("cpu_used_milli", 0.0)
+        mcap = stats.get("mem_capacity_bytes", 0.0)
+        mused = stats.get("mem_used_bytes", 0.0)
+        demand = stats.get("ls_cpu_demand_milli", 0.0)
+        served = stats.get("ls_cpu_served_milli", 0.0)
+        self.cpu_used += used
+        self.cpu_capacity += cap
+        self.mem_used += mused
+        self.mem_capacity += mcap
+        self.ls_demand += demand
+        self.ls_served += served
+        if cap:
+            self.cpu_util_ticks.append(used / cap)
+        if mcap:
+            self.mem_util_ticks.append(mused / mcap)
+        running = sum(1 for uid, p in self.phase.items() if p == "Running" and uid in self.batch_duration_s)
+        self.series.append(Sample(
+            t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
+            ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
+            batch_completed=sum(1 for uid in self.completed_at if uid in self.batch_duration_s),
+            suppress_events=self.suppress_events, evictions=self.evictions,
+        ))
+
+    # ------------------------------------------------------------------ results
+
+    def double_bound(self) -> list[str]:
+        """Pods bound more often than released + 1 (a pod may only be re-bound after it failed/was evicted).
+
+        Counting makes the check independent of the order in which bindings and statuses arrive.
+        """
+        return sorted(uid for uid, n in self.bind_events.items() if n > self.releases.get(uid, 0) + 1)
+
+    def unaccounted(self) -> list[str]:
+        """Submitted pods neither bound, nor reported unschedulable with a reason, nor rejected."""
+        return sorted(uid for uid in self.submitted_at
+                      if uid not in self.bind_events and not self.unschedulable.get(uid)
+                      and uid not in self.rejected)
+
+    def pending(self) -> list[str]:
+        """Pods submitted but never bound (or evicted and not bound again) at the end."""
+        return [uid for uid in self.submitted_at
+                if uid not in self.bound_node and self.phase.get(uid) not in ("Succeeded",)]
+
+    def summary(self) -> dict[str, float]:
+        """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds)."""
+        slowdowns = [
+            (done - self.submitted_at[uid]) / self.batch_duration_s[uid]
+            for uid, done in self.completed_at.items()
+            if uid in self.batch_duration_s and self.batch_duration_s[uid] > 0 and uid in self.submitted_at
+        ]
+        lat = np.array(self.attempt_ms) if self.attempt_ms else np.zeros(1)
+        unsched = [uid for uid in self.unschedulable if uid not in self.bound_node]
+        return {
+            "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
+            "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
+            "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
+            "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
+            "batch_slowdown_avg": float(np.mean(slowdowns)) if slowdowns else 0.0,
+            "be_evictions": float(self.evictions),
+            "be_oom_kills": float(self.oom_kills),
+            "be_suppress_events": float(self.suppress_events),
+            "sched_latency_p50_ms": float(np.percentile(lat, 50)),
+            "sched_latency_p99_ms": float(np.percentile(lat, 99)),
+            "pods_bound": float(len(self.bind_events)),
+            "pods_unschedulable": float(len(unsched)),
+            "pods_pending": float(len(self.pending())),
+            "wall_s": self.wall_s,
+        }

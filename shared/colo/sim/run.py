@@ -1,0 +1,193 @@
+"""The virtual-time coordinator: runs a scenario through the five real services (DESIGN.md §8).
+
+For each run (``baseline``, ``colo``) it starts NATS and Redis (embedded unless
+``COLO_NATS_URL``/``COLO_REDIS_URL`` are set), writes the node agent's nodes file, starts
+the services with ``COLO_SIM=1`` and the run's settings (:data:`RUN_ENV`), then steps
+virtual time: publish the pods that arrived (``pod.submitted``, msg_id = uid), tick the
+services in order node-agent → profiler → slo-manager → scheduler → descheduler, wait
+for the coordinator's own consumers to settle and record metrics
+(:class:`colo.sim.metrics.RunMetrics`). At the end it checks invariants in Redis and
+stops the services gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from colo import subjects as S
+from colo.bus import Bus
+from colo.codec import encode
+from colo.embedded import EmbeddedServers
+from colo.messages import (
+    NodeResource, NodeSpec, PodBound, PodRejected, PodStatus, PodUnschedulable, QoSEvent, Resources, Tick,
+)
+from colo.sim.invariants import AllocationWatch
+from colo.sim.metrics import RunMetrics
+from colo.sim.scenario import Scenario
+from colo.sim.services import TICK_ORDER, Supervisor
+from colo.store import Store
+
+STEP_S = 60.0
+"""Virtual seconds per tick: the node agents' report interval (REFERENCE.md §2)."""
+
+RUN_ENV: dict[str, dict[str, str]] = {
+    "baseline": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "0", "COLO_DESCHEDULER_ENABLED": "0"},
+    "colo": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1"},
+}
+"""Service settings per run: baseline = no co-location (no batch resources, no descheduler)."""
+
+NODES_FILE_ENV = "COLO_NODE_AGENT_NODES_FILE"
+"""The node agent setting naming the JSON list of NodeSpec it simulates."""
+
+StepHook = Callable[[int, float, Supervisor], Awaitable[None]]
+"""Called before the ticks of each step with (step, virtual now, supervisor); used to restart services."""
+
+
+@dataclass
+class RunResult:
+    """Metrics of one run plus the invariant violations found in Redis at its end."""
+
+    metrics: RunMetrics
+    violations: list[str] = field(default_factory=list)
+    allocated: dict[str, Resources] = field(default_factory=dict)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+
+
+async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: str) -> None:
+    async def bound(msg: PodBound) -> None:
+        metrics.on_bound(msg)
+
+    async def unsched(msg: PodUnschedulable) -> None:
+        metrics.on_unschedulable(msg)
+
+    async def status(msg: PodStatus) -> None:
+        metrics.on_status(msg)
+
+    async def qos(msg: QoSEvent) -> None:
+        metrics.on_qos(msg)
+
+    async def rejected(msg: PodRejected) -> None:
+        metrics.on_rejected(msg)
+
+    async def resource(msg: NodeResource) -> None:
+        watch.offered(msg)
+
+    await bus.subscribe(S.POD_BOUND, bound, durable=f"bound-{run}")
+    await bus.subscribe(S.POD_UNSCHEDULABLE, unsched, durable=f"unsched-{run}")
+    await bus.subscribe(S.POD_STATUS, status, durable=f"status-{run}")
+    await bus.subscribe(S.NODE_QOS, qos, durable=f"qos-{run}")
+    await bus.subscribe(S.POD_REJECTED, rejected, durable=f"rejected-{run}")
+    await bus.subscribe(S.NODE_RESOURCE, resource, durable=f"resource-{run}")
+
+
+def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode(nodes))
+
+
+async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, work_dir: Path,
+                   progress: Progress | None = None, hook: StepHook | None = None,
+                   extra_env: dict[str, str] | None = None, tick_timeout_s: float = 120.0) -> RunResult:
+    """One run of ``scenario`` with the settings of ``RUN_ENV[run]`` against the given servers.
+
+    Raises ServiceError when a service dies or does not become ready, TimeoutError when a
+    tick is not answered within ``tick_timeout_s`` (wall seconds).
+    """
+    prefix = f"colo-{run}"
+    nodes_file = work_dir / f"{run}-nodes.json"
+    _write_nodes(nodes_file, scenario.nodes)
+    env = {
+        "COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url, "COLO_SIM": "1",
+        "COLO_STORE_PREFIX": prefix, "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "WARNING"),
+        NODES_FILE_ENV: str(nodes_file), **RUN_ENV.get(run, {}), **(extra_env or {}),
+    }
+    metrics = RunMetrics(name=run)
+    watch = AllocationWatch()
+    bus = await Bus.connect(nats_url, f"sim-{run}")
+    store = await Store.connect(redis_url, prefix=prefix)
+    sup = Supervisor(run, env, work_dir / "logs")
+    started = time.perf_counter()
+    result = RunResult(metrics=metrics)
+    try:
+        await bus.ensure_streams()
+        await bus.purge_streams()
+        await store.delete_all()
+        await _collect(bus, metrics, watch, run)
+        await sup.start_all()
+        steps = int(scenario.duration_s // STEP_S)
+        task = progress.add_task(run, total=steps + 1, status="") if progress else None
+        pending = list(scenario.arrivals)
+        cursor = 0
+        for step in range(steps + 1):
+            now = step * STEP_S
+            batch = []
+            while cursor < len(pending) and pending[cursor].at <= now:
+                a = pending[cursor]
+                batch.append((S.POD_SUBMITTED, a.pod, a.pod.uid, {}))
+                metrics.submitted(a.pod, a.at)
+                cursor += 1
+            if batch:
+                await bus.publish_many(batch)
+            if hook is not None:
+                await hook(step, now, sup)
+            tick = Tick(seq=step, now=now, step_s=STEP_S)
+            acks = []
+            for service in TICK_ORDER:
+                sup.check_alive()
+                acks.append(await bus.request_tick(service, tick, timeout_s=tick_timeout_s))
+            await bus.settle()
+            metrics.on_ticks(now, acks)
+            await watch.check(store, now)
+            if progress is not None and task is not None:
+                s = metrics
+                progress.update(task, advance=1, status=(
+                    f"bound {len(s.bound_node)} · done {len(s.completed_at)} · "
+                    f"unsched {len(s.unschedulable)}"))
+        result.violations = list(watch.violations)
+        result.violations += [f"pod {uid} bound twice" for uid in metrics.double_bound()]
+        result.allocated = await store.all_allocated()
+    finally:
+        metrics.wall_s = time.perf_counter() - started
+        result.exit_codes = sup.stop_all()
+        result.restarts = dict(sup.restarts)
+        await bus.close()
+        await store.close()
+    return result
+
+
+def make_progress() -> Progress:
+    """The rich progress bar shown during runs."""
+    return Progress(TextColumn("[bold]{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[status]}"), TimeElapsedColumn())
+
+
+async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("baseline", "colo"),
+                  show_progress: bool = True, hook: StepHook | None = None) -> list[RunResult]:
+    """Each of ``runs`` on fresh embedded servers (or on COLO_NATS_URL/COLO_REDIS_URL when set)."""
+    results = []
+    progress = make_progress() if show_progress else None
+    if progress is not None:
+        progress.start()
+    try:
+        for run in runs:
+            nats_url = os.environ.get("COLO_NATS_URL")
+            redis_url = os.environ.get("COLO_REDIS_URL")
+            if nats_url and redis_url:
+                results.append(await run_once(scenario, run, nats_url, redis_url, work_dir, progress, hook))
+                continue
+            with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
+                results.append(await run_once(
+                    scenario, run, nats_url or servers.nats_url, redis_url or servers.redis_url,
+                    work_dir, progress, hook))
+    finally:
+        if progress is not None:
+            progress.stop()
+    return results
