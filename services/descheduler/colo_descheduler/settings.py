@@ -6,6 +6,9 @@ from typing import Annotated
 
 import msgspec
 
+ENV_PREFIX = "COLO_DESCHEDULER"
+"""Environment prefix of the descheduler's own settings."""
+
 Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]
 
 

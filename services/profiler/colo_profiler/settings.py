@@ -6,6 +6,9 @@ from typing import Annotated
 
 import msgspec
 
+ENV_PREFIX = "COLO_PROFILER"
+"""Environment prefix of the profiler's own settings."""
+
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
 

@@ -1,0 +1,158 @@
+"""The descheduler service: LowNodeLoad over fresh metrics → eviction orders (REFERENCE.md §6).
+
+Consumes ``node.registered.*``, ``node.metric.*``, ``pod.bound.*`` and ``pod.status.*``;
+each round (at most every ``interval_s``) publishes an :class:`EvictionCommand`
+(reason ``LowNodeLoad``) on ``pod.evict.<node>`` per victim, then tracks the
+migration until the pod's PodStatus ends it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from colo import codec, subjects
+from colo.bus import MessageInfo
+from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodStatus
+from colo.runtime import ServiceContext
+
+from colo_descheduler.cluster import ClusterView
+from colo_descheduler.lownodeload import LowNodeLoad, RoundResult
+from colo_descheduler.ratelimit import TokenBucket
+from colo_descheduler.settings import DeschedulerSettings
+
+REASON = "LowNodeLoad"
+
+
+class DeschedulerService:
+    """The descheduler (``python -m colo_descheduler``); see module docstring."""
+
+    name = "descheduler"
+
+    def __init__(self, settings: DeschedulerSettings | None = None) -> None:
+        self.settings = settings or DeschedulerSettings()
+        self.tick_interval_s = self.settings.tick_interval_s
+        self.cluster = ClusterView()
+        self.balancer = LowNodeLoad(self.settings)
+        self.bucket = TokenBucket(self.settings.eviction_rate_per_s, self.settings.eviction_burst)
+        self.ctx: ServiceContext | None = None
+        self.rounds = 0
+        self.evictions = 0
+        self.rejected = 0
+        self.last_round_at: float | None = None
+        self.last_result = RoundResult()
+        self._started = False
+
+    async def start(self, ctx: ServiceContext) -> None:
+        """Load nodes and bound pods from the store, then subscribe."""
+        self.ctx = ctx
+        for spec in await ctx.store.list_nodes():
+            self.cluster.on_node(spec)
+        for rec in await ctx.store.list_pods():
+            if rec.node and rec.phase in ("Pending", "Running"):
+                self.cluster.on_bound(PodBound(spec=rec.spec, node=rec.node, at=rec.bound_at))
+        ctx.bus.subscribe(subjects.NODE_REGISTERED, self.on_node, durable="nodes")
+        ctx.bus.subscribe(subjects.POD_BOUND, self.on_bound, durable="pod-bound")
+        ctx.bus.subscribe(subjects.POD_STATUS, self.on_status, durable="pod-status")
+        ctx.bus.subscribe(subjects.NODE_METRIC, self.on_metric, durable="metrics")
+        self._started = True
+
+    async def _reject(self, msg: Any, info: MessageInfo, reason: str) -> None:
+        """Dead-letter a message that decoded but makes no sense; it is acked, not retried."""
+        self.rejected += 1
+        assert self.ctx is not None
+        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
+                                       msg_id=f"descheduler-rejected-{info.stream_seq}")
+
+    # ------------------------------------------------------------------ handlers
+
+    async def on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
+        """A node registration: its allocatable."""
+        if not spec.name or spec.allocatable.cpu < 0 or spec.allocatable.memory < 0:
+            await self._reject(spec, info, "NodeSpec needs a name and non-negative allocatable")
+            return
+        self.cluster.on_node(spec)
+
+    async def on_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
+        """Keep the newest metric of the node."""
+        if not metric.node or not math.isfinite(metric.at):
+            await self._reject(metric, info, "NodeMetric needs a node and a finite at")
+            return
+        self.cluster.on_metric(metric)
+
+    async def on_bound(self, msg: PodBound, info: MessageInfo) -> None:
+        """A binding."""
+        if not msg.spec.uid or not msg.node or not math.isfinite(msg.at):
+            await self._reject(msg, info, "PodBound needs spec.uid, node and a finite at")
+            return
+        self.cluster.on_bound(msg)
+
+    async def on_status(self, msg: PodStatus, info: MessageInfo) -> None:
+        """Pod lifecycle; ends migrations."""
+        if not msg.uid or not msg.node:
+            await self._reject(msg, info, "PodStatus needs uid and node")
+            return
+        self.cluster.on_status(msg)
+
+    # ------------------------------------------------------------------ rounds
+
+    def run_round(self, now: float) -> RoundResult:
+        """One LowNodeLoad round over the current view at ``now`` (no I/O); books the migrations."""
+        s = self.settings
+        self.cluster.expire(now, s.migration_ttl_s)
+        loads = self.cluster.fresh_loads(now, s.metric_expiry_s)
+        unavailable, replicas = self.cluster.workload_counts()
+        result = self.balancer.run(loads, self.cluster.candidates(loads), self.cluster.migrating_per_node(),
+                                   unavailable, replicas, lambda: self.bucket.try_take(now))
+        for ev in result.evictions:
+            self.cluster.start_migration(ev, now)
+        self.rounds += 1
+        self.last_round_at = now
+        self.last_result = result
+        return result
+
+    async def tick(self, now: float) -> dict[str, float]:
+        """Run a round when enabled and due; publish its eviction orders; returns counters."""
+        assert self.ctx is not None
+        s = self.settings
+        result: RoundResult | None = None
+        if s.enabled and (self.last_round_at is None or now - self.last_round_at >= s.interval_s):
+            result = self.run_round(now)
+            items = []
+            for ev in result.evictions:
+                bound_at = self.cluster.pods[ev.uid].bound_at if ev.uid in self.cluster.pods else 0.0
+                cmd = EvictionCommand(uid=ev.uid, node=ev.source, reason=REASON, at=now, by=self.name)
+                items.append((subjects.POD_EVICT, cmd, f"evict-{ev.uid}-{ev.source}-{bound_at:.3f}",
+                              {"node": ev.source}))
+            if items:
+                await self.ctx.bus.publish_many(items)
+                self.evictions += len(items)
+        return {"rounds": float(self.rounds), "evictions": float(self.evictions),
+                "round_evictions": float(len(result.evictions) if result else 0),
+                "high_nodes": float(len(result.high) if result else 0),
+                "low_nodes": float(len(result.low) if result else 0),
+                "migrating": float(len(self.cluster.migrations)),
+                "rejected_total": float(self.rejected)}
+
+    async def stop(self) -> None:
+        """Nothing to flush: the view is rebuilt from the store and streams on start."""
+
+    def ready(self) -> bool:
+        """Ready once subscribed."""
+        return self._started
+
+    def debug(self) -> dict[str, object]:
+        """Last round, streaks and migrations for ``/debug/state``."""
+        r = self.last_result
+        return {
+            "enabled": self.settings.enabled,
+            "rounds": self.rounds,
+            "evictions": self.evictions,
+            "rejected": self.rejected,
+            "last_round_at": self.last_round_at,
+            "last_round": {"low": r.low, "high": r.high, "sources": r.sources,
+                           "evictions": [ev.uid for ev in r.evictions], "skipped": r.skipped},
+            "high_rounds": dict(self.balancer.high_rounds),
+            "migrations": {u: {"source": m.source, "target": m.target, "started_at": m.started_at}
+                           for u, m in self.cluster.migrations.items()},
+        }
