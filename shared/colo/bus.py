@@ -154,6 +154,7 @@ class Subscription(Generic[T]):
         self._inbox = self.bus.nc.new_inbox()
         self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_msg,
                                                 pending_msgs_limit=-1, pending_bytes_limit=-1)
+        await self.bus.nc.flush()
         self._task = asyncio.create_task(self._run(), name=f"consumer:{self.name}")
 
     async def _on_msg(self, msg: Msg) -> None:
@@ -466,6 +467,7 @@ class Bus:
                 await self.nc.publish(msg.reply, codec.encode(ack))
 
         self._tick_sub = await self.nc.subscribe(subjects.SIM_TICK.format(service=self.service), cb=on_tick)
+        await self.nc.flush()  # the server knows the subscription before anyone asks
 
     async def request_tick(self, service: str, tick: Tick, timeout_s: float = 600.0) -> TickAck:
         """Send ``tick`` to ``service`` and wait for its TickAck.

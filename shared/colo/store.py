@@ -252,10 +252,13 @@ class Store:
         uids = [_s(u) for u in await self.redis.smembers(self.keys.pods)]
         return await self._get_pods(uids)
 
+    async def bound_uids(self, node: str) -> set[str]:
+        """Uids of the pods currently bound to ``node`` (with or without a pod record)."""
+        return {_s(u) for u in await self.redis.smembers(self.keys.node_pods(node))}
+
     async def pods_on(self, node: str) -> list[PodRecord]:
-        """Records of the pods currently bound to ``node``."""
-        uids = [_s(u) for u in await self.redis.smembers(self.keys.node_pods(node))]
-        return await self._get_pods(uids)
+        """Records of the pods currently bound to ``node`` (bound pods without a record are skipped)."""
+        return await self._get_pods(sorted(await self.bound_uids(node)))
 
     async def _get_pods(self, uids: Sequence[str]) -> list[PodRecord]:
         out: list[PodRecord] = []
