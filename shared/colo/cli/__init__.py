@@ -1,0 +1,1 @@
+"""The ``colo`` command line (entry point ``colo.cli.main:main``)."""

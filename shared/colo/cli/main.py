@@ -1,0 +1,294 @@
+"""The ``colo`` command: up, submit, get, events, traces fetch, sim (docs/cli.md).
+
+Connection settings come from the common runtime settings (``COLO_NATS_URL``,
+``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from colo import subjects as S
+from colo.cli.podfile import PodFileError, load_pod_file
+from colo.codec import DecodeError, decode, to_builtins
+from colo.quantity import format_cpu, format_memory
+from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
+
+console = Console()
+
+
+def _settings() -> RuntimeSettings:
+    return load_runtime_settings()
+
+
+# --------------------------------------------------------------------------- submit
+
+
+async def _publish(pods: list, nats_url: str) -> None:  # type: ignore[type-arg]
+    from colo.bus import Bus
+
+    bus = await Bus.connect(nats_url, "cli")
+    try:
+        await bus.ensure_streams()
+        await bus.publish_many([(S.POD_SUBMITTED, p, p.uid, {}) for p in pods])
+    finally:
+        await bus.close()
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Validate the whole file, then publish every pod (msg_id = uid); nothing on any error."""
+    try:
+        pods = load_pod_file(Path(args.file), now=time.time())
+    except PodFileError as exc:
+        for e in exc.errors:
+            console.print(f"[red]{e}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[red]{len(exc.errors)} error(s); nothing submitted[/]")
+        return 1
+    if args.dry_run:
+        for p in pods:
+            console.print(f"{p.namespace}/{p.name} ({p.uid}) valid")
+        return 0
+    try:
+        asyncio.run(_publish(pods, _settings().nats_url))
+    except Exception as exc:  # connection problems: report, do not trace back
+        console.print(f"[red]cannot publish: {exc}[/]")
+        return 1
+    for p in pods:
+        console.print(f"pod/{p.name} submitted ({p.uid})")
+    return 0
+
+
+# --------------------------------------------------------------------------- get
+
+
+async def _get(what: str, settings: RuntimeSettings) -> Table:
+    from colo.store import Store
+
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+    try:
+        if what == "nodes":
+            nodes = await store.list_nodes()
+            res = await store.list_node_resources()
+            alloc = await store.all_allocated()
+            t = Table(title=f"{len(nodes)} nodes")
+            for col in ("name", "cpu", "memory", "cpu alloc", "mem alloc", "pods",
+                        "batch-cpu", "batch-mem", "batch-cpu alloc"):
+                t.add_column(col, justify="left" if col == "name" else "right")
+            for n in sorted(nodes, key=lambda n: n.name):
+                a = alloc.get(n.name)
+                r = res.get(n.name)
+                t.add_row(n.name, format_cpu(n.allocatable.cpu), format_memory(n.allocatable.memory),
+                          format_cpu(a.cpu) if a else "0", format_memory(a.memory) if a else "0",
+                          f"{a.pods if a else 0}/{n.allocatable.pods}",
+                          format_cpu(r.batch_cpu) if r else "-", format_memory(r.batch_memory) if r else "-",
+                          format_cpu(a.batch_cpu) if a else "0")
+            return t
+        pods = await store.list_pods()
+        t = Table(title=f"{len(pods)} pods")
+        for col in ("namespace", "name", "phase", "node", "qos", "cpu", "memory", "reason"):
+            t.add_column(col)
+        for p in sorted(pods, key=lambda p: (p.spec.namespace, p.spec.name)):
+            r = p.spec.requests
+            cpu = r.cpu or r.batch_cpu or r.mid_cpu
+            mem = r.memory or r.batch_memory or r.mid_memory
+            t.add_row(p.spec.namespace, p.spec.name, p.phase, p.node or "-", p.spec.qos_class or "-",
+                      format_cpu(cpu), format_memory(mem), p.reason)
+        return t
+    finally:
+        await store.close()
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    """Print nodes or pods from the Redis snapshot as a table."""
+    try:
+        console.print(asyncio.run(_get(args.what, _settings())))
+    except Exception as exc:
+        console.print(f"[red]cannot read the store: {exc}[/]")
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- events
+
+
+def describe(subject: str, data: bytes) -> str:
+    """One human-readable line for a message on ``subject`` (decoded with its registered type)."""
+    reg = S.by_subject(subject)
+    short = subject.removeprefix(S.PREFIX + ".")
+    if reg is None:
+        return f"{short}  ({len(data)} bytes, unregistered subject)"
+    try:
+        msg = decode(data, reg.type)
+    except DecodeError as exc:
+        return f"{short}  undecodable: {exc}"
+    d = to_builtins(msg)
+    keys = ("uid", "name", "node", "phase", "reason", "kind", "batch_cpu", "batch_memory", "reasons")
+    if isinstance(d, dict):
+        spec = d.get("spec")
+        if isinstance(spec, dict):
+            d = {**{k: spec[k] for k in ("uid", "name") if k in spec}, **d}
+        parts = [f"{k}={d[k]}" for k in keys if k in d and d[k] not in ("", None, {}, [])]
+        return f"{short}  {type(msg).__name__} " + " ".join(parts)
+    return f"{short}  {d}"
+
+
+async def _events(nats_url: str, count: int, subject: str) -> None:
+    import nats
+
+    nc = await nats.connect(nats_url)
+    done = asyncio.Event()
+    seen = 0
+
+    async def on_msg(msg: object) -> None:
+        nonlocal seen
+        console.print(f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data)}",  # type: ignore[attr-defined]
+                      highlight=False)
+        seen += 1
+        if count and seen >= count:
+            done.set()
+
+    await nc.subscribe(subject, cb=on_msg)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    await done.wait()
+    await nc.drain()
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    """Follow ``colo.v1.>`` (or ``--subject``) and print each message on one line until Ctrl-C."""
+    try:
+        asyncio.run(_events(_settings().nats_url, args.count, args.subject))
+    except Exception as exc:
+        console.print(f"[red]cannot follow events: {exc}[/]")
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- traces / sim / up
+
+
+def cmd_traces_fetch(args: argparse.Namespace) -> int:
+    """Download the traces into the cache; verify sha256."""
+    from colo.sim.fetch import FetchError, fetch_all
+    from colo.sim.traces import CACHE_DIR
+
+    try:
+        written = fetch_all(Path(args.dest) if args.dest else CACHE_DIR, log=console.print)
+    except FetchError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 1
+    console.print(f"{len(written)} file(s) written; traces ready")
+    return 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    """The demo (see colo.sim.demo)."""
+    from colo.sim.demo import run_demo
+
+    return run_demo(args, console)
+
+
+async def _up(args: argparse.Namespace) -> int:
+    import os
+
+    from colo.embedded import EmbeddedServers
+    from colo.messages import NodeSpec
+    from colo.sim.run import NODES_FILE_ENV, _write_nodes
+    from colo.sim.scenario import ScenarioParams, build_scenario
+    from colo.sim.services import Supervisor
+
+    out = Path(args.work_dir)
+    nodes: list[NodeSpec] = build_scenario(ScenarioParams(nodes=args.nodes, hours=1, seed=args.seed)).nodes
+    nodes_file = out / "up-nodes.json"
+    _write_nodes(nodes_file, nodes)
+    nats_url = os.environ.get("COLO_NATS_URL")
+    redis_url = os.environ.get("COLO_REDIS_URL")
+    with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
+        env = {"COLO_NATS_URL": nats_url or servers.nats_url, "COLO_REDIS_URL": redis_url or servers.redis_url,
+               "COLO_SIM": "0", NODES_FILE_ENV: str(nodes_file)}
+        sup = Supervisor("up", env, out / "logs")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await sup.start_all()
+            console.print(f"NATS {env['COLO_NATS_URL']}  Redis {env['COLO_REDIS_URL']}")
+            for name, p in sup.procs.items():
+                console.print(f"  {name:<12} pid {p.proc.pid}  http://127.0.0.1:{p.port}  log {p.log_path}")
+            console.print("all services ready; Ctrl-C stops everything")
+            while not stop.is_set():
+                sup.check_alive()
+                try:
+                    await asyncio.wait_for(stop.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            codes = sup.stop_all()
+            console.print(f"stopped: {codes}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Embedded servers (unless URLs are set) + the five services on the wall clock."""
+    try:
+        return asyncio.run(_up(args))
+    except Exception as exc:
+        console.print(f"[red]{exc}[/]")
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    from colo.sim.demo import add_arguments
+
+    parser = argparse.ArgumentParser(prog="colo", description="Colo co-location system")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("up", help="embedded NATS/Redis + the five services (Ctrl-C stops all)")
+    p.add_argument("--nodes", type=int, default=10, help="simulated nodes for the node agent")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--work-dir", default="out/up")
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("submit", help="submit pods from a YAML/JSON manifest")
+    p.add_argument("file")
+    p.add_argument("--dry-run", action="store_true", help="validate only")
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("get", help="list nodes or pods from the store")
+    p.add_argument("what", choices=("nodes", "pods"))
+    p.set_defaults(func=cmd_get)
+    p = sub.add_parser("events", help="follow every Colo message, one line each")
+    p.add_argument("--subject", default=f"{S.PREFIX}.>")
+    p.add_argument("--count", type=int, default=0, help="stop after N messages (0 = follow)")
+    p.set_defaults(func=cmd_events)
+    p = sub.add_parser("traces", help="trace files")
+    tsub = p.add_subparsers(dest="traces_command", required=True)
+    f = tsub.add_parser("fetch", help="download the public traces into ~/.cache/colo/traces")
+    f.add_argument("--dest", default="")
+    f.set_defaults(func=cmd_traces_fetch)
+    p = sub.add_parser("sim", help="run the demo scenario: baseline vs colo, report")
+    add_arguments(p)
+    p.set_defaults(func=cmd_sim)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``colo``."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SettingsError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
