@@ -1,0 +1,247 @@
+"""The slo-manager service: admission, batch/mid allocatable per node, NodeSLO per node.
+
+Consumes ``pod.submitted`` (admission → ``pod.admitted`` / ``pod.rejected``),
+``node.registered``, ``node.metric``, ``profile.node``, ``pod.bound`` and ``pod.status``.
+``tick(now)`` recomputes every node's batch/mid allocatable (REFERENCE.md §3), writes and
+publishes ``node.resource`` where :func:`colo_slo_manager.publish.decide` says so, and
+publishes ``node.slo`` for new nodes and when a node's policy changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from colo import codec, subjects
+from colo.bus import MessageInfo
+from colo.messages import (
+    NodeMetric,
+    NodeProfile,
+    NodeResource,
+    NodeSpec,
+    PodAdmitted,
+    PodBound,
+    PodSpec,
+    PodStatus,
+)
+
+from colo_slo_manager.admission import admit
+from colo_slo_manager.allocatable import Allocatable, compute_allocatable, node_problems
+from colo_slo_manager.nodeslo import render_node_slo, same_policy
+from colo_slo_manager.publish import decide, metric_is_stale
+from colo_slo_manager.settings import SloManagerSettings
+from colo_slo_manager.state import ClusterState
+
+if TYPE_CHECKING:
+    from colo.runtime import ServiceContext
+
+log = logging.getLogger("colo_slo_manager")
+
+
+def _msg_id(prefix: str, key: str) -> str:
+    """A de-duplication id ``prefix-key``; keys that are not plain tokens are hashed."""
+    if key and all(c.isalnum() or c in "-_." for c in key) and len(key) <= 200:
+        return f"{prefix}-{key}"
+    return f"{prefix}-h{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+
+
+class SloManagerService:
+    """slo-manager as a :class:`colo.runtime.Service` (see docs/slo-manager.md).
+
+    ``tick`` returns stats: ``nodes``; ``batch_cpu``/``mid_cpu`` (milli-cores) and
+    ``batch_memory``/``mid_memory`` (bytes) currently offered over all nodes;
+    ``pods_admitted`` and ``pods_rejected`` since start; ``resources_published``,
+    ``resets`` and ``slos_published`` in this tick.
+    """
+
+    name = "slo-manager"
+
+    def __init__(self, settings: SloManagerSettings | None = None) -> None:
+        self.settings = settings or SloManagerSettings()
+        self.tick_interval_s = self.settings.tick_interval_s
+        self.state = ClusterState()
+        self.computed: dict[str, Allocatable] = {}
+        self.admitted = 0
+        self.rejected = 0
+        self.invalid_nodes: dict[str, str] = {}
+        self._ctx: ServiceContext | None = None
+        self._ready = False
+
+    @property
+    def ctx(self) -> ServiceContext:
+        """The runtime context; raises RuntimeError before :meth:`start`."""
+        if self._ctx is None:
+            raise RuntimeError("slo-manager not started")
+        return self._ctx
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, ctx: ServiceContext) -> None:
+        """Load nodes, last published resources and bound pods from the store; subscribe."""
+        self._ctx = ctx
+        store = ctx.store
+        for node in await store.list_nodes():
+            await self._put_node(node)
+        self.state.published.update(await store.list_node_resources())
+        for record in await store.list_pods():
+            self.state.put_record(record)
+        bus = ctx.bus
+        bus.subscribe(subjects.POD_SUBMITTED, self.on_pod_submitted, durable="submitted")
+        bus.subscribe(subjects.NODE_REGISTERED, self.on_node_registered, durable="nodes")
+        bus.subscribe(subjects.NODE_METRIC, self.on_node_metric, durable="metrics")
+        bus.subscribe(subjects.PROFILE_NODE, self.on_node_profile, durable="profiles")
+        bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable="bound")
+        bus.subscribe(subjects.POD_STATUS, self.on_pod_status, durable="status")
+        self._ready = True
+
+    async def stop(self) -> None:
+        """Nothing to flush: every publish is awaited in the handler or tick that made it."""
+        self._ready = False
+
+    def ready(self) -> bool:
+        """True once state is loaded and consumers are registered."""
+        return self._ready
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _reject_invalid(self, info: MessageInfo, msg: Any, reason: str) -> None:
+        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
+                                       msg_id=_msg_id("slo-invalid", f"{info.subject}-{info.stream_seq}"))
+
+    async def on_pod_submitted(self, pod: PodSpec) -> None:
+        """Admission: publish PodAdmitted (msg id ``admitted-<uid>``) or PodRejected (``rejected-<uid>``)."""
+        result = admit(pod, self.settings, self.ctx.clock.now())
+        if isinstance(result, PodAdmitted):
+            await self.ctx.bus.publish(subjects.POD_ADMITTED, result, msg_id=_msg_id("admitted", pod.uid))
+            self.admitted += 1
+        else:
+            log.info("rejected pod %s/%s: %s", pod.namespace, pod.name, result.reason)
+            await self.ctx.bus.publish(subjects.POD_REJECTED, result, msg_id=_msg_id("rejected", pod.uid))
+            self.rejected += 1
+
+    async def _put_node(self, node: NodeSpec) -> bool:
+        problems = node_problems(node)
+        if problems:
+            self.invalid_nodes[node.name] = "; ".join(problems)
+            return False
+        self.invalid_nodes.pop(node.name, None)
+        self.state.put_node(node)
+        return True
+
+    async def on_node_registered(self, node: NodeSpec, info: MessageInfo) -> None:
+        """Record a node; an unusable spec (no capacity, bad CPU list) is dead-lettered with the reason."""
+        if not await self._put_node(node):
+            await self._reject_invalid(info, node, f"invalid node {node.name!r}: {self.invalid_nodes[node.name]}")
+
+    async def on_node_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
+        """Keep the newest metric per node; a metric for another node than its subject is dead-lettered."""
+        if not metric.node or not info.subject.endswith(f".{metric.node}"):
+            await self._reject_invalid(info, metric, f"metric for node {metric.node!r} on subject {info.subject}")
+            return
+        self.state.put_metric(metric)
+
+    async def on_node_profile(self, profile: NodeProfile, info: MessageInfo) -> None:
+        """Keep the newest profiler output per node (prod-reclaimable for mid resources)."""
+        if not profile.node or not info.subject.endswith(f".{profile.node}"):
+            await self._reject_invalid(info, profile,
+                                       f"profile for node {profile.node!r} on subject {info.subject}")
+            return
+        self.state.put_profile(profile)
+
+    async def on_pod_bound(self, msg: PodBound, info: MessageInfo) -> None:
+        """A pod now holds resources on its node."""
+        if not msg.spec.uid or not msg.node:
+            await self._reject_invalid(info, msg, "binding without pod uid or node")
+            return
+        self.state.on_bound(msg)
+
+    async def on_pod_status(self, msg: PodStatus, info: MessageInfo) -> None:
+        """A pod's phase changed on its node."""
+        if not msg.uid or not msg.node:
+            await self._reject_invalid(info, msg, "status without pod uid or node")
+            return
+        self.state.on_status(msg)
+
+    # ------------------------------------------------------------------ tick
+
+    def _compute(self, name: str, now: float) -> Allocatable | None:
+        metric = self.state.metrics.get(name)
+        if not self.settings.colocation_enabled or metric is None:
+            return None
+        if metric_is_stale(metric, now, self.settings.metric_stale_reset_s):
+            return None
+        node = self.state.nodes[name]
+        return compute_allocatable(node, metric, self.state.pods_on(name), self.state.profiles.get(name),
+                                   self.settings.batch, self.settings.mid)
+
+    async def tick(self, now: float) -> dict[str, float]:
+        """Recompute and publish per node at clock time ``now`` (seconds); returns the stats."""
+        s = self.settings
+        slos: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        resources: list[NodeResource] = []
+        for name in sorted(self.state.nodes):
+            node = self.state.nodes[name]
+            slo = render_node_slo(node, s.node_slo, s.node_pools, now)
+            if not same_policy(self.state.slos.get(name), slo):
+                slos.append((subjects.NODE_SLO, slo, _msg_id("slo", f"{name}-{now:.3f}"), {"node": name}))
+                self.state.slos[name] = slo
+            computed = self._compute(name, now)
+            if computed is not None:
+                self.computed[name] = computed
+            else:
+                self.computed.pop(name, None)
+            out = decide(name, self.state.published.get(name), self.state.metrics.get(name), computed, now,
+                         enabled=s.colocation_enabled, diff_threshold_percent=s.diff_threshold_percent,
+                         max_age_s=s.max_publish_age_s, stale_after_s=s.metric_stale_reset_s)
+            if out is not None:
+                resources.append(out)
+        # The store first: a scheduler that hears of the change must find it when binding.
+        await asyncio.gather(*(self.ctx.store.put_node_resource(r) for r in resources))
+        items = slos + [(subjects.NODE_RESOURCE, r, _msg_id("resource", f"{r.node}-{now:.3f}"), {"node": r.node})
+                        for r in resources]
+        if items:
+            await self.ctx.bus.publish_many(items)
+        for res in resources:
+            self.state.published[res.node] = res
+        self.state.forget_finished(now)
+        return self._stats(len(resources), sum(1 for r in resources if r.reset), len(slos))
+
+    def _stats(self, published: int, resets: int, slos: int) -> dict[str, float]:
+        offered = [r for r in self.state.published.values() if not r.reset and r.node in self.state.nodes]
+        return {
+            "nodes": float(len(self.state.nodes)),
+            "batch_cpu": float(sum(r.batch_cpu for r in offered)),
+            "batch_memory": float(sum(r.batch_memory for r in offered)),
+            "mid_cpu": float(sum(r.mid_cpu for r in offered)),
+            "mid_memory": float(sum(r.mid_memory for r in offered)),
+            "pods_admitted": float(self.admitted),
+            "pods_rejected": float(self.rejected),
+            "resources_published": float(published),
+            "resets": float(resets),
+            "slos_published": float(slos),
+        }
+
+    def debug(self) -> dict[str, object]:
+        """Per-node state for GET /debug/state: last published and last computed values, metric time, pods."""
+        nodes: dict[str, object] = {}
+        for name in sorted(self.state.nodes):
+            metric = self.state.metrics.get(name)
+            published = self.state.published.get(name)
+            computed = self.computed.get(name)
+            nodes[name] = {
+                "metric_at": metric.at if metric else None,
+                "published": codec.to_builtins(published) if published else None,
+                "computed": dataclasses.asdict(computed) if computed else None,
+                "pods": len(self.state.pods_on(name)),
+                "pool": self.state.slos[name].pool if name in self.state.slos else None,
+            }
+        return {
+            "colocation_enabled": self.settings.colocation_enabled,
+            "pods_admitted": self.admitted,
+            "pods_rejected": self.rejected,
+            "invalid_nodes": dict(self.invalid_nodes),
+            "nodes": nodes,
+        }

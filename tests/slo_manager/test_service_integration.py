@@ -1,0 +1,225 @@
+"""slo-manager against real nats-server and redis-server (fixtures of colo.testing)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from opentelemetry import metrics, trace
+
+from colo import subjects
+from colo.bus import Bus
+from colo.clock import VirtualClock
+from colo.messages import (
+    DeadLetter,
+    NodeMetric,
+    NodeResource,
+    NodeSLO,
+    NodeSpec,
+    PodAdmitted,
+    PodBound,
+    PodMetric,
+    PodRejected,
+    PodSpec,
+    PodStatus,
+    Resources,
+    Usage,
+)
+from colo.runtime import ServiceContext
+from colo.settings import RuntimeSettings
+from colo.store import Store
+from colo.testing.fixtures import BusFactory
+from colo_slo_manager.service import SloManagerService
+from colo_slo_manager.settings import SloManagerSettings
+
+pytestmark = pytest.mark.integration
+
+G = 10**9
+T0 = 1000.0
+
+
+@dataclass
+class Harness:
+    """The service on its own bus, and a client bus collecting what it publishes."""
+
+    service: SloManagerService
+    bus: Bus
+    client: Bus
+    store: Store
+    clock: VirtualClock
+    seen: dict[str, list[Any]] = field(default_factory=dict)
+
+    async def settle(self) -> None:
+        await self.bus.settle(timeout_s=20)
+        await self.client.settle(timeout_s=20)
+
+    async def tick(self, now: float) -> dict[str, float]:
+        self.clock.advance_to(now)
+        await self.settle()
+        stats = await self.service.tick(now)
+        await self.settle()
+        return stats
+
+
+def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
+    async def collect(msg: Any) -> None:
+        sink.append(msg)
+
+    return collect
+
+
+async def _harness(bus_factory: BusFactory, store: Store, settings: SloManagerSettings) -> Harness:
+    clock = VirtualClock(T0)
+    bus = await bus_factory("slo-manager", clock=clock, retry_delay_s=0.01)
+    client = await bus_factory("test-client")
+    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
+                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                         tracer=trace.get_tracer("test"))
+    service = SloManagerService(settings)
+    h = Harness(service=service, bus=bus, client=client, store=store, clock=clock)
+    for key, subject in (("admitted", subjects.POD_ADMITTED), ("rejected", subjects.POD_REJECTED),
+                         ("resource", subjects.NODE_RESOURCE), ("slo", subjects.NODE_SLO),
+                         ("dlq", subjects.DEAD_LETTER)):
+        await client.subscribe(subject, _collector(h.seen.setdefault(key, [])), durable=key)
+    await service.start(ctx)
+    return h
+
+
+@pytest_asyncio.fixture
+async def harness(bus_factory: BusFactory, store: Store) -> AsyncIterator[Harness]:
+    yield await _harness(bus_factory, store, SloManagerSettings())
+
+
+NODE = NodeSpec(name="n1", capacity=Resources(cpu=100_000, memory=120 * G, pods=110),
+                allocatable=Resources(cpu=100_000, memory=120 * G, pods=110))
+
+
+async def test_submitted_pod_admitted_with_batch_resources(harness: Harness) -> None:
+    pod = PodSpec(uid="job-1", name="job-1", qos_class="BE", priority=5500,
+                  requests=Resources(cpu=2000, memory=4 * G), limits=Resources(cpu=4000, memory=4 * G))
+    bad = PodSpec(uid="bad-1", name="bad-1", qos_class="LSR", priority_class="batch",
+                  requests=Resources(cpu=1500))
+    await harness.client.publish(subjects.POD_SUBMITTED, pod, msg_id="job-1")
+    await harness.client.publish(subjects.POD_SUBMITTED, bad, msg_id="bad-1")
+    stats = await harness.tick(T0 + 1)
+    admitted: list[PodAdmitted] = harness.seen["admitted"]
+    rejected: list[PodRejected] = harness.seen["rejected"]
+    assert [a.spec.uid for a in admitted] == ["job-1"]
+    assert admitted[0].profile == "batch"
+    assert admitted[0].spec.requests == Resources(batch_cpu=2000, batch_memory=4 * G)
+    assert admitted[0].spec.limits == Resources(batch_cpu=4000, batch_memory=4 * G)
+    assert [r.uid for r in rejected] == ["bad-1"]
+    assert "requires priority class prod" in rejected[0].reason
+    assert "whole, non-zero number of cores" in rejected[0].reason
+    assert (stats["pods_admitted"], stats["pods_rejected"]) == (1, 1)
+
+
+async def test_metric_to_node_resource_and_store(harness: Harness) -> None:
+    h = harness
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    ls = PodSpec(uid="ls-1", name="ls-1", priority=9500, requests=Resources(cpu=20_000, memory=20 * G),
+                 limits=Resources(cpu=20_000, memory=20 * G))
+    await h.client.publish(subjects.POD_BOUND, PodBound(spec=ls, node="n1", at=T0), node="n1")
+    await h.client.publish(subjects.POD_STATUS, PodStatus(uid="ls-1", node="n1", phase="Running", at=T0 + 5),
+                           node="n1")
+    metric = NodeMetric(node="n1", at=T0 + 30, node_usage=Usage(cpu=30_000, memory=40 * G),
+                        system_usage=Usage(cpu=7_000, memory=12 * G),
+                        pods=[PodMetric(uid="ls-1", cpu=11_000, memory=11 * G)])
+    await h.client.publish(subjects.NODE_METRIC, metric, node="n1")
+    stats = await h.tick(T0 + 60)
+    # usage policy, thresholds 60/65: 100 − 40 − 7 − 11 = 42 CPU; 120 − 42 − 12 − 11 = 55G
+    want = (42_000, 55 * G)
+    resources: list[NodeResource] = h.seen["resource"]
+    assert [(r.node, r.batch_cpu, r.batch_memory, r.reset) for r in resources] == [("n1", *want, False)]
+    stored = await h.store.get_node_resource("n1")
+    assert stored is not None and (stored.batch_cpu, stored.batch_memory) == want
+    assert (stats["nodes"], stats["batch_cpu"], stats["batch_memory"]) == (1, *want)
+    slos: list[NodeSLO] = h.seen["slo"]
+    assert [s.node for s in slos] == ["n1"]
+
+    # Within the diff threshold and max age: nothing new; policy unchanged: no new NodeSLO.
+    await h.client.publish(subjects.NODE_METRIC, NodeMetric(
+        node="n1", at=T0 + 90, system_usage=Usage(cpu=8_000, memory=12 * G),
+        pods=[PodMetric(uid="ls-1", cpu=12_000, memory=11 * G)]), node="n1")
+    await h.tick(T0 + 120)
+    assert len(h.seen["resource"]) == 1 and len(h.seen["slo"]) == 1
+
+    # No fresh metric for more than 15 min: one reset, in the store too, and not repeated.
+    await h.tick(T0 + 90 + 901)
+    await h.tick(T0 + 90 + 961)
+    assert [r.reset for r in h.seen["resource"]] == [False, True]
+    stored = await h.store.get_node_resource("n1")
+    assert stored is not None and stored.reset and stored.batch_cpu == 0
+
+
+async def test_colocation_disabled_is_baseline(bus_factory: BusFactory, store: Store) -> None:
+    h = await _harness(bus_factory, store, SloManagerSettings(colocation_enabled=False))
+    pod = PodSpec(uid="job-2", name="job-2", qos_class="BE", priority=5500, requests=Resources(cpu=1000))
+    await h.client.publish(subjects.POD_SUBMITTED, pod)
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    await h.client.publish(subjects.NODE_METRIC, NodeMetric(node="n1", at=T0), node="n1")
+    await h.tick(T0 + 60)
+    assert [a.spec.requests for a in h.seen["admitted"]] == [Resources(cpu=1000)]
+    assert h.seen["resource"] == []
+    assert await h.store.get_node_resource("n1") is None
+    assert [s.node for s in h.seen["slo"]] == ["n1"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "keys"),
+    [
+        pytest.param(subjects.POD_SUBMITTED, {}, id="pod.submitted"),
+        pytest.param(subjects.NODE_REGISTERED, {"node": "n1"}, id="node.registered"),
+        pytest.param(subjects.NODE_METRIC, {"node": "n1"}, id="node.metric"),
+        pytest.param(subjects.PROFILE_NODE, {"node": "n1"}, id="profile.node"),
+        pytest.param(subjects.POD_BOUND, {"node": "n1"}, id="pod.bound"),
+        pytest.param(subjects.POD_STATUS, {"node": "n1"}, id="pod.status"),
+    ],
+)
+async def test_garbage_is_dead_lettered_and_service_keeps_running(harness: Harness, subject: Any,
+                                                                   keys: dict[str, str]) -> None:
+    h = harness
+    await h.client.js.publish(subject.format(**keys), b"{not json")
+    await h.client.js.publish(subject.format(**keys), b'{"unexpected": [1, 2]}')
+    # Still working afterwards: admission and resources.
+    await h.client.publish(subjects.POD_SUBMITTED, PodSpec(uid="after", name="after", priority=9500,
+                                                                     requests=Resources(cpu=500)))
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    await h.client.publish(subjects.NODE_METRIC, NodeMetric(node="n1", at=T0), node="n1")
+    await h.tick(T0 + 10)
+    dead: list[DeadLetter] = h.seen["dlq"]
+    assert len(dead) == 2
+    assert all(d.subject == subject.format(**keys) and d.service == "slo-manager" for d in dead)
+    assert "malformed JSON" in dead[0].reason
+    assert subject.type.__name__ in dead[1].reason
+    assert [a.spec.uid for a in h.seen["admitted"]] == ["after"]
+    assert [r.node for r in h.seen["resource"]] == ["n1"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "keys", "msg", "fragment"),
+    [
+        pytest.param(subjects.NODE_REGISTERED, {"node": "n2"},
+                     NodeSpec(name="n2", capacity=Resources(), allocatable=Resources()),
+                     "capacity cpu/memory must be > 0", id="node-without-capacity"),
+        pytest.param(subjects.NODE_REGISTERED, {"node": "n2"},
+                     NodeSpec(name="n2", capacity=NODE.capacity, allocatable=NODE.allocatable,
+                              reserved_cpus="3-1"), "malformed CPU list", id="node-bad-cpu-list"),
+        pytest.param(subjects.NODE_METRIC, {"node": "n2"}, NodeMetric(node="n1", at=T0),
+                     "on subject", id="metric-for-other-node"),
+        pytest.param(subjects.POD_STATUS, {"node": "n2"}, PodStatus(uid="", node="n2", phase="Running", at=T0),
+                     "without pod uid", id="status-without-uid"),
+    ],
+)
+async def test_invalid_messages_dead_lettered(harness: Harness, subject: Any, keys: dict[str, str], msg: Any,
+                                              fragment: str) -> None:
+    h = harness
+    await h.client.publish(subject, msg, **keys)
+    await h.tick(T0 + 10)
+    dead: list[DeadLetter] = h.seen["dlq"]
+    assert len(dead) == 1 and fragment in dead[0].reason
+    assert "n2" not in h.service.state.nodes
