@@ -76,3 +76,14 @@ def test_rebound_elsewhere_ends_migration_and_ttl() -> None:
     v.start_migration(Eviction("crit", "n1", "n2", "", (1, 1)), 110.0)
     assert v.expire(410.0, 300.0) == 0
     assert v.expire(411.0, 300.0) == 1
+
+
+def test_migration_in_flight_moves_usage_until_it_ends() -> None:
+    v = view()
+    v.on_metric(NodeMetric(node="n2", at=100.0, system_usage=Usage(cpu=1000, memory=GI)))
+    v.start_migration(Eviction("p1", "n1", "n2", "default/web", (1000, GI)), 110.0)
+    loads = {load.name: load.usage for load in v.fresh_loads(120.0, 180.0)}
+    assert loads == {"n1": (4500 - 1000, 5 * GI - GI), "n2": (2000, 2 * GI)}
+    v.on_status(PodStatus(uid="p1", node="n1", phase="Failed", at=130.0, reason="Evicted"))
+    loads = {load.name: load.usage for load in v.fresh_loads(130.0, 180.0)}
+    assert loads == {"n1": (4500, 5 * GI), "n2": (1000, GI)}  # booking released, nothing leaks

@@ -39,6 +39,7 @@ class Migration:
     target: str
     workload: str
     started_at: float
+    usage: tuple[int, int] = (0, 0)
 
 
 def workload_of(spec: PodSpec) -> str:
@@ -98,7 +99,7 @@ class ClusterView:
 
     def start_migration(self, ev: Eviction, now: float) -> None:
         """Record an eviction just sent."""
-        self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now)
+        self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now, ev.usage)
 
     def expire(self, now: float, migration_ttl_s: float) -> int:
         """Drop migrations older than the TTL; returns how many."""
@@ -110,15 +111,26 @@ class ClusterView:
     # ------------------------------------------------------------------ round inputs
 
     def fresh_loads(self, now: float, expiry_s: float) -> list[NodeLoad]:
-        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6)."""
+        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6).
+
+        Migrations in flight are accounted for until they end: a leaving pod's usage is taken
+        off its source (still in the source's metric until it stops) and booked on its target;
+        without this the next rounds would see the source as hot as before and evict again.
+        """
         loads: list[NodeLoad] = []
-        for name, metric in self.metrics.items():
-            alloc = self.allocatable.get(name)
-            if alloc is None or now - metric.at > expiry_s:
-                continue
-            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods)
-            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods)
-            loads.append(NodeLoad(name, alloc, (max(cpu, 0), max(mem, 0))))
+        fresh = {n: m for n, m in self.metrics.items()
+                 if n in self.allocatable and now - m.at <= expiry_s}
+        adjust: dict[str, list[int]] = {}
+        for mig in self.migrations.values():
+            for node, sign in ((mig.source, -1), (mig.target, 1)):
+                a = adjust.setdefault(node, [0, 0])
+                a[0] += sign * mig.usage[0]
+                a[1] += sign * mig.usage[1]
+        for name, metric in fresh.items():
+            a = adjust.get(name, (0, 0))
+            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods) + a[0]
+            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods) + a[1]
+            loads.append(NodeLoad(name, self.allocatable[name], (max(cpu, 0), max(mem, 0))))
         return loads
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
