@@ -22,6 +22,10 @@ COL: dict[str, int] = {name: i for i, name in enumerate(RESOURCE_NAMES)}
 
 N_RES = len(RESOURCE_NAMES)
 
+NOT_REQUESTED = np.int64(2**62)
+"""``fit_request`` holds −NOT_REQUESTED for resources the pod does not request, so
+``free >= fit_request`` passes them whatever the node's free amount."""
+
 KIND_COLUMNS: dict[str, tuple[int, int]] = {
     "native": (COL["cpu"], COL["memory"]),
     "batch": (COL["batch_cpu"], COL["batch_memory"]),
@@ -32,10 +36,8 @@ KIND_COLUMNS: dict[str, tuple[int, int]] = {
 
 def resource_vector(r: Resources, pods: int | None = None) -> IntArray:
     """``r`` as a (7,) int64 vector in :data:`RESOURCE_NAMES` order; ``pods`` overrides the count."""
-    v = np.array([getattr(r, n) for n in RESOURCE_NAMES], dtype=np.int64)
-    if pods is not None:
-        v[COL["pods"]] = pods
-    return v
+    return np.array((r.cpu, r.memory, r.batch_cpu, r.batch_memory, r.mid_cpu, r.mid_memory,
+                     r.pods if pods is None else pods), dtype=np.int64)
 
 
 def _round_percent(q: int, factor_percent: int) -> int:
@@ -99,7 +101,9 @@ class PodInfo:
     ``request`` (7,) int64 with ``pods`` = 1; ``request_cols`` the columns with a
     non-zero request; ``estimate`` (2,) int64 cpu milli-cores / memory bytes
     (REFERENCE.md §4); ``kind_cols`` the (cpu, memory) columns of the pod's resource
-    kind; ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
+    kind (adjacent columns); ``fit_request`` (7,) the request with −:data:`NOT_REQUESTED` where
+    nothing is requested; ``kind_request`` (2,) the request in the kind's columns;
+    ``estimate200`` = 200 × estimate (for the integer threshold test); ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
     ``attempts`` scheduling attempts so far, ``queued_at`` / ``last_attempt_at`` clock seconds.
     """
 
@@ -111,6 +115,9 @@ class PodInfo:
     request_cols: npt.NDArray[np.intp]
     estimate: IntArray
     kind_cols: tuple[int, int]
+    fit_request: IntArray
+    kind_request: IntArray
+    estimate200: IntArray
     selector_key: tuple[tuple[str, str], ...]
     tolerations_key: tuple[tuple[str, str, str, str], ...]
     attempts: int = 0
@@ -131,15 +138,19 @@ def make_pod_info(
     request = resource_vector(spec.requests, pods=1)
     est = estimate_pod(spec, cpu_factor_percent, memory_factor_percent,
                        default_cpu_milli, default_memory_bytes)
+    kind_cols = KIND_COLUMNS[resource_kind(spec)]
     return PodInfo(
         spec=spec,
         uid=spec.uid,
         priority=pod_priority(spec),
         priority_class=priority_class_of(spec),
         request=request,
-        request_cols=np.flatnonzero(request > 0),
+        request_cols=np.array([i for i, v in enumerate(request.tolist()) if v > 0], np.intp),
         estimate=np.array(est, dtype=np.int64),
-        kind_cols=KIND_COLUMNS[resource_kind(spec)],
+        kind_cols=kind_cols,
+        fit_request=np.array([v if v > 0 else -NOT_REQUESTED for v in request.tolist()], np.int64),
+        kind_request=request[kind_cols[0]: kind_cols[1] + 1].copy(),
+        estimate200=200 * np.array(est, dtype=np.int64),
         selector_key=tuple(sorted(spec.node_selector.items())),
         tolerations_key=tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),
         queued_at=queued_at,

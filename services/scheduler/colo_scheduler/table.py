@@ -68,7 +68,7 @@ class NodeTable:
         self.version = 0
         """Bumped whenever labels or taints change (mask caches key on it)."""
         self._report_interval_s = report_interval_s
-        self._mask_cache: dict[tuple[str, object], BoolArray] = {}
+        self._mask_cache: dict[tuple[str, object], BoolArray | None] = {}
         self._cache_version = -1
 
     # ------------------------------------------------------------------ views
@@ -245,15 +245,21 @@ class NodeTable:
 
     # ------------------------------------------------------------------ labels and taints
 
-    def cached_mask(self, kind: str, key: object, build: Callable[[NodeTable], BoolArray]) -> BoolArray:
-        """A (n,) bool mask cached until labels/taints/nodes change; ``build(table)`` computes it."""
+    def cached_mask(self, kind: str, key: object, build: Callable[[NodeTable], BoolArray]) -> BoolArray | None:
+        """A (n,) bool mask cached until labels/taints/nodes change; ``build(table)`` computes it.
+
+        Returns None instead of an all-True mask (filters return None when no node is rejected).
+        """
         if self._cache_version != self.version:
             self._mask_cache.clear()
             self._cache_version = self.version
-        mask = self._mask_cache.get((kind, key))
-        if mask is None:
-            mask = self._mask_cache[(kind, key)] = build(self)
-        return mask
+        k = (kind, key)
+        if k in self._mask_cache:
+            return self._mask_cache[k]
+        mask = build(self)
+        out = None if bool(mask.all()) else mask
+        self._mask_cache[k] = out
+        return out
 
     def labels(self, i: int) -> dict[str, str]:
         """Labels of row ``i``."""

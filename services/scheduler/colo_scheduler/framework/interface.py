@@ -86,8 +86,8 @@ class FilterPlugin(Protocol):
 
     name: str
 
-    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where the pod may go."""
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where the pod may go; None when no node is rejected (saves an array pass)."""
         ...
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:

@@ -15,14 +15,15 @@ import numpy as np
 
 from colo_scheduler.framework.interface import CycleState, CyclePlugin
 from colo_scheduler.framework.registry import Profile
-from colo_scheduler.podinfo import PodInfo
-from colo_scheduler.table import NodeTable
+from colo_scheduler.podinfo import IntArray, PodInfo
+from colo_scheduler.table import BoolArray, NodeTable
 
 
 @dataclass(slots=True)
 class ScheduleResult:
     """Outcome of one attempt: ``node`` row (−1 when none), rejection ``reasons`` (reason → nodes),
-    the names of the plugins that rejected (``rejectors``), and the number of feasible nodes."""
+    the names of the plugins that rejected (``rejectors``), and the number of feasible nodes
+    (−1 when not counted: counting costs an array pass per pod)."""
 
     node: int
     reasons: dict[str, int] = field(default_factory=dict)
@@ -39,6 +40,7 @@ class Framework:
         self.table = table
         self.rng = np.random.default_rng(seed)
         self.placed: dict[str, tuple[PodInfo, int]] = {}
+        self._max_total = 100 * sum(w for _, w in profile.score)
         self._cycle_plugins = [p for p in profile.plugins.values() if isinstance(p, CyclePlugin)]
 
     def begin_cycle(self, now: float) -> CycleState:
@@ -51,7 +53,8 @@ class Framework:
     def schedule_one(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         """Pick a node row for ``pod``; does not reserve.
 
-        Raises ValueError when a score plugin returns a value outside 0..100.
+        The framework checks the weighted total per pod against [0, 100 × Σ weights] and,
+        when outside, finds the plugin at fault: raises ValueError naming it.
         """
         n = self.table.n
         for p in self.profile.pre_filter:
@@ -61,25 +64,38 @@ class Framework:
                                       f"0/{n} nodes are available: {reason}.")
         if n == 0:
             return ScheduleResult(-1, {}, frozenset(), 0, "0/0 nodes are available.")
-        mask = self.profile.filter[0].filter(state, pod) if self.profile.filter else np.ones(n, np.bool_)
-        for p in self.profile.filter[1:]:
-            mask = mask & p.filter(state, pod)
-        feasible = np.flatnonzero(mask)
-        if len(feasible) == 0:
+        mask: BoolArray | None = None
+        for p in self.profile.filter:
+            m = p.filter(state, pod)
+            if m is not None:
+                mask = m if mask is None else mask & m
+        if mask is not None and not mask.any():
             return self._diagnose(state, pod)
-        if len(feasible) == 1:
-            return ScheduleResult(int(feasible[0]), feasible=1)
-        total = np.zeros(len(feasible), np.int64)
+        total: IntArray | None = None
         for p, weight in self.profile.score:
             if weight == 0:
                 continue
-            s = p.score(state, pod)[feasible]
-            if s.min() < 0 or s.max() > 100:
-                raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
-            total += weight * s
+            s = p.score(state, pod)
+            if weight != 1:
+                s = s * weight
+            total = s if total is None else total + s
+        if total is None:
+            total = np.zeros(n, np.int64)
+        elif total.min() < 0 or total.max() > self._max_total:
+            self._check_scores(state, pod)
+        if mask is not None:
+            total = np.where(mask, total, -1)
         best = np.flatnonzero(total == total.max())
         pick = best[0] if len(best) == 1 else best[self.rng.integers(len(best))]
-        return ScheduleResult(int(feasible[pick]), feasible=len(feasible))
+        return ScheduleResult(int(pick), feasible=n if mask is None else -1)
+
+    def _check_scores(self, state: CycleState, pod: PodInfo) -> None:
+        # Only reached when the weighted total is out of range, to name the offending plugin.
+        for p, _ in self.profile.score:
+            s = p.score(state, pod)
+            if s.min() < 0 or s.max() > 100:
+                raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
+        raise ValueError("weighted score total out of range")
 
     def _diagnose(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         remaining = np.ones(self.table.n, np.bool_)
@@ -87,6 +103,8 @@ class Framework:
         rejectors: set[str] = set()
         for p in self.profile.filter:
             ok = p.filter(state, pod)
+            if ok is None:
+                continue
             rejected = remaining & ~ok
             if rejected.any():
                 rejectors.add(p.name)
@@ -102,7 +120,8 @@ class Framework:
         out: dict[str, object] = {}
         names = self.table.names
         for p in self.profile.filter:
-            ok = p.filter(state, pod)
+            m = p.filter(state, pod)
+            ok = np.ones(self.table.n, np.bool_) if m is None else m
             out[f"filter/{p.name}"] = {"rejected": int((~ok).sum()),
                                        "reasons": p.explain(state, pod, ~ok)}
         for p, w in self.profile.score:

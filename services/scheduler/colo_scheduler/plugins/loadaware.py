@@ -1,12 +1,19 @@
 """LoadAware (Filter, Score, Reserve): place by estimated real usage, REFERENCE.md §4.
 
-Estimated node usage = reported node usage + the positive estimate gaps of pods
-assigned but not yet reflected in the metric (kept by the table) + the incoming
-pod's estimate (:func:`colo_scheduler.podinfo.estimate_pod`). Filter rejects a node
-when round(100 × estimated / allocatable) > threshold for a resource with a
-threshold; score = weighted mean of (allocatable − estimated) × 100 // allocatable.
-Expired metrics (age ≥ expiry) are rejected when configured and score 0; nodes
-without a metric pass and score 0.
+Estimated node usage E = reported node usage + the positive estimate gaps of pods
+assigned but not yet reflected in the metric (kept by the table); the incoming pod's
+estimate p comes from :func:`colo_scheduler.podinfo.estimate_pod`.
+
+* Filter: reject when round(100 × (E + p) / allocatable) > threshold for a resource
+  with a threshold (> 0); equality passes. In integers, with halves rounded up:
+  round(100 x / a) ≤ t ⇔ 200 x < (2t + 1) a. Nodes whose metric expired (age ≥ expiry)
+  are rejected when ``filter_expired_metrics``, else pass unchecked; nodes without a
+  metric pass; DaemonSet pods pass.
+* Score: per resource (a − E − p) × 100 // a (0 when over), weighted mean (weights
+  1/1 by default); 0 without a fresh metric.
+
+Per cycle the plugin keeps ``slack = (2t + 1) a − 200 E`` and ``room = a − E`` per node
+and refreshes the one row a Reserve changes, so a pod costs two array passes to filter.
 """
 
 from __future__ import annotations
@@ -18,19 +25,24 @@ import numpy as np
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.settings import SchedulerSettings
-from colo_scheduler.table import UNLIMITED, BoolArray, NodeTable
+from colo_scheduler.table import BoolArray, NodeTable
 
 EXPIRED = "node(s) nodeMetric expired"
 LOAD_TOO_HIGH = ("load too high: cpu", "load too high: memory")
+
+_BIG = np.int64(2**61)
 
 
 @dataclass(slots=True)
 class _Cycle:
     fresh: BoolArray  # (n,) metric present and not expired
     expired: BoolArray  # (n,) metric present and expired
-    unchecked_pass: BoolArray  # (n,) pass without checking thresholds
-    cap2: IntArray  # (n, 2): pass iff 200 × estimated < cap2
+    unchecked: BoolArray  # (n,) pass without checking thresholds
+    cap2: IntArray  # (n, 2) (2t + 1) × allocatable, or _BIG without a threshold
     alloc: IntArray  # (n, 2) cpu milli-cores, memory bytes
+    divisor: IntArray  # (n, 2) allocatable floored at 1
+    slack: IntArray  # (n, 2) pass iff 200 p < slack
+    room: IntArray  # (n, 2) a − E on fresh rows, −_BIG elsewhere (score 0)
 
 
 class LoadAware:
@@ -42,15 +54,15 @@ class LoadAware:
     def __init__(self, settings: SchedulerSettings) -> None:
         self.thresholds = np.array(
             [settings.cpu_threshold_percent, settings.memory_threshold_percent], np.int64)
-        self.weights = (settings.load_aware_cpu_weight, settings.load_aware_memory_weight)
+        self.weights = np.array([settings.load_aware_cpu_weight, settings.load_aware_memory_weight],
+                                np.int64)
+        self.weight_sum = int(self.weights.sum())
         self.expiry_s = settings.metric_expiry_s
         self.filter_expired = settings.filter_expired_metrics
+        self._cycle: _Cycle | None = None
 
     def begin_cycle(self, state: CycleState) -> None:
-        """Freshness masks at ``state.now`` and the integer threshold caps.
-
-        round(100 e / a) ≤ t (halves up) ⇔ 200 e < (2t + 1) a, so no division per pod.
-        """
+        """Freshness masks at ``state.now``, threshold caps, slack and room of every node."""
         t = state.table
         at = t.metric_at
         has = ~np.isnan(at)
@@ -59,29 +71,47 @@ class LoadAware:
         fresh = has & ~expired
         unchecked = ~has | (expired & (not self.filter_expired))
         alloc = t.alloc[:, :2].copy()
-        cap2 = np.where(self.thresholds > 0, (2 * self.thresholds + 1) * alloc, UNLIMITED)
-        state.data[self.name] = _Cycle(fresh, expired, unchecked, cap2, alloc)
+        cap2 = np.where(self.thresholds > 0, (2 * self.thresholds + 1) * alloc, _BIG)
+        c = _Cycle(fresh, expired, unchecked, cap2, alloc, np.maximum(alloc, 1),
+                   np.empty_like(alloc), np.empty_like(alloc))
+        self._cycle = c
+        self._refresh(t, slice(None))
+        state.data[self.name] = c
 
-    def _estimated(self, state: CycleState, pod: PodInfo) -> IntArray:
-        est: IntArray = state.table.estimated_usage + pod.estimate
-        return est
+    def _refresh(self, table: NodeTable, rows: slice | int) -> None:
+        c = self._cycle
+        if c is None:
+            return
+        if isinstance(rows, int):
+            if rows >= len(c.slack):
+                return  # a node added since the cycle began: the next begin_cycle covers it
+            if c.fresh[rows]:  # stale rows keep their constant slack/room
+                est = table.estimated_usage[rows]
+                c.slack[rows] = c.cap2[rows] - 200 * est
+                c.room[rows] = c.alloc[rows] - est
+            return
+        est = table.estimated_usage[rows]
+        fresh = c.fresh[rows, None]
+        c.slack[rows] = np.where(fresh, c.cap2[rows] - 200 * est,
+                                 np.where(c.unchecked[rows, None], _BIG, -_BIG))
+        c.room[rows] = np.where(fresh, c.alloc[rows] - est, -_BIG)
 
-    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where estimated usage stays within the thresholds. DaemonSet pods pass."""
-        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where estimated usage stays within the thresholds; None for DaemonSet pods."""
         if pod.spec.daemonset:
-            return np.ones(state.table.n, np.bool_)
-        ok: BoolArray = (200 * self._estimated(state, pod) < c.cap2).all(axis=1)
-        return (ok & c.fresh) | c.unchecked_pass
+            return None
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        ok: BoolArray = (c.slack > pod.estimate200).all(axis=1)
+        return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """``"node(s) nodeMetric expired"`` and ``"load too high: cpu|memory"`` counts."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
         out: dict[str, int] = {}
         n_exp = int(np.count_nonzero(rejected & c.expired))
-        if n_exp:
+        if n_exp and self.filter_expired:
             out[EXPIRED] = n_exp
-        over = 200 * self._estimated(state, pod) >= c.cap2
+        over = c.slack <= pod.estimate200
         for r, reason in enumerate(LOAD_TOO_HIGH):
             k = int(np.count_nonzero(rejected & c.fresh & over[:, r]))
             if k:
@@ -91,17 +121,16 @@ class LoadAware:
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) 0..100; 0 without a fresh metric."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        est = self._estimated(state, pod)
-        a = c.alloc
-        s = np.where((est <= a) & (a > 0), (a - est) * 100 // np.maximum(a, 1), 0)
-        wc, wm = self.weights
-        node: IntArray = (s[:, 0] * wc + s[:, 1] * wm) // (wc + wm)
-        return np.where(c.fresh, node, 0)
+        s = np.maximum(c.room - pod.estimate, 0) * 100 // c.divisor
+        out: IntArray = (s @ self.weights) // self.weight_sum
+        return out
 
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
         """Count the pod's estimate on the node until a metric reflects it."""
         table.track(pod, node, now)
+        self._refresh(table, node)
 
     def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
         """Stop counting the pod's estimate."""
         table.untrack(pod.uid)
+        self._refresh(table, node)

@@ -21,17 +21,18 @@ class MaxInstancePerNode:
     name = "MaxInstancePerNode"
     events = frozenset({NODE_ADD, POD_DELETE})
 
-    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where the app has fewer than the cap on the node."""
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where the app has fewer than the cap on the node; None for uncapped pods."""
         cap = pod.spec.max_instance_per_node
         if not pod.spec.app or cap < 0:
-            return np.ones(state.table.n, np.bool_)
+            return None
         ok: BoolArray = state.table.app_count(pod.spec.app) < cap
         return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """All nodes this filter rejects share one reason."""
-        k = int(np.count_nonzero(rejected & ~self.filter(state, pod)))
+        ok = self.filter(state, pod)
+        k = 0 if ok is None else int(np.count_nonzero(rejected & ~ok))
         return {REASON: k} if k else {}
 
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:

@@ -30,9 +30,8 @@ class NodeResourcesFit:
     events = frozenset({NODE_ADD, NODE_RESOURCE, POD_DELETE})
 
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where free ≥ request for every requested column."""
-        cols = pod.request_cols
-        ok: BoolArray = (state.table.free[:, cols] >= pod.request[cols]).all(axis=1)
+        """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
+        ok: BoolArray = (state.table.free >= pod.fit_request).all(axis=1)
         return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
@@ -55,21 +54,25 @@ class NodeResourcesFit:
 
 
 class NodeResourcesLeastAllocated:
-    """Score: mean over the pod's (cpu, memory) columns of free-after-placement / allocatable × 100.
+    """Score: mean over the pod's (cpu, memory) columns of free-after-placement × 100 // allocatable.
 
     The columns are the pod's resource kind (native, batch-* or mid-*), so batch pods
-    spread over batch allocatable. Kubernetes LeastAllocated with weights 1/1.
+    spread over batch allocatable. Kubernetes LeastAllocated with weights 1/1; a node
+    with 0 allocatable in a column scores 0 there.
     """
 
     name = "NodeResourcesLeastAllocated"
     events: frozenset[str] = frozenset()
 
+    def begin_cycle(self, state: CycleState) -> None:
+        """Allocatable floored at 1 (divisor), once per cycle."""
+        state.data[self.name] = np.maximum(state.table.alloc, 1)
+
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) int64 in 0..100."""
-        t = state.table
-        cols = list(pod.kind_cols)
-        alloc = t.alloc[:, cols]
-        left = np.maximum(t.free[:, cols] - pod.request[cols], 0)
-        s = np.where(alloc > 0, left * 100 // np.maximum(alloc, 1), 0)
-        out: IntArray = (s[:, 0] + s[:, 1]) // 2
+        c0 = pod.kind_cols[0]
+        divisor: IntArray = state.data[self.name]  # type: ignore[assignment]
+        left = np.maximum(state.table.free[:, c0:c0 + 2] - pod.kind_request, 0)
+        s = left * 100 // divisor[:, c0:c0 + 2]
+        out: IntArray = (s[:, 0] + s[:, 1]) >> 1
         return out

@@ -35,13 +35,14 @@ class NodeSelector:
     name = "NodeSelector"
     events = frozenset({NODE_ADD})
 
-    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where every selector pair matches."""
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where every selector pair matches; None when every node matches."""
         if not pod.selector_key:
-            return state.table.cached_mask(self.name, (), lambda t: np.ones(t.n, np.bool_))
+            return None
         return state.table.cached_mask(self.name, pod.selector_key, selector_builder(pod.selector_key))
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """All nodes this filter rejects share one reason."""
-        k = int(np.count_nonzero(rejected & ~self.filter(state, pod)))
+        ok = self.filter(state, pod)
+        k = 0 if ok is None else int(np.count_nonzero(rejected & ~ok))
         return {REASON: k} if k else {}

@@ -54,12 +54,13 @@ class TaintToleration:
     name = "TaintToleration"
     events = frozenset({NODE_ADD})
 
-    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where the pod tolerates every NoSchedule/NoExecute taint."""
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where the pod tolerates every NoSchedule/NoExecute taint; None when all do."""
         key = pod.tolerations_key
         return state.table.cached_mask(self.name, key, taint_builder(key))
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """All nodes this filter rejects share one reason."""
-        k = int(np.count_nonzero(rejected & ~self.filter(state, pod)))
+        ok = self.filter(state, pod)
+        k = 0 if ok is None else int(np.count_nonzero(rejected & ~ok))
         return {REASON: k} if k else {}
