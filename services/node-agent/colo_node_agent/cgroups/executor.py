@@ -1,6 +1,6 @@
 """The one executor that applies cgroup plans (DESIGN.md §6, REFERENCE.md §11).
 
-It caches the last value it wrote or read per file and skips unchanged values; orders writes of hierarchical
+It caches the last value it wrote or read per file and skips unchanged values (not audited); orders writes of hierarchical
 resources (grow: parent before child; shrink: child before parent); never writes an empty cpuset (the kernel
 answers "no space left on device" and the group would be left without CPUs); validates values as the kernel
 would (EINVAL); and reports every filesystem error (EINVAL, EACCES, ENOENT ...) in a :class:`WriteRecord`
@@ -81,27 +81,27 @@ class Executor:
     def __init__(self, fs: CgroupFS, version: CgroupVersion, audit_size: int = 256) -> None:
         self.fs = fs
         self.version: CgroupVersion = version
-        self._cache: dict[tuple[str, str], Value] = {}
+        self._cache: dict[str, dict[str, Value]] = {}
         self.audit: deque[WriteRecord] = deque(maxlen=audit_size)
         self.written = 0
         self.failed = 0
 
     def read(self, cgroup: str, resource: str) -> Value | None:
         """Current logical value (cached, else read from the tree); None when it cannot be read."""
-        key = (cgroup, resource)
-        if key in self._cache:
-            return self._cache[key]
+        cached = self._cache.get(cgroup)
+        if cached is not None and resource in cached:
+            return cached[resource]
         try:
             value = read_value(self.fs, self.version, cgroup, resource)
         except (OSError, ValueError, KeyError):
             return None
-        self._cache[key] = value
+        self._cache.setdefault(cgroup, {})[resource] = value
         return value
 
     def forget(self, cgroup: str) -> None:
         """Drop cached values of ``cgroup`` and its children (after the group was removed or recreated)."""
         prefix = cgroup.rstrip("/") + "/"
-        for key in [k for k in self._cache if k[0] == cgroup or k[0].startswith(prefix)]:
+        for key in [k for k in self._cache if k == cgroup or k.startswith(prefix)]:
             del self._cache[key]
 
     def apply(self, writes: list[CgroupWrite], at: float = 0.0) -> list[WriteRecord]:
@@ -130,11 +130,16 @@ class Executor:
         shrink.sort(key=lambda t: -t[0])
         for _, w, old, new in grow + shrink:
             records.append(self._write(w, old, new, at))
-        self.audit.extend(records)
+        self.audit.extend(r for r in records if not (r.ok and r.skipped))
         return records
 
     def _prepare(self, w: CgroupWrite, at: float) -> tuple[WriteRecord | None, tuple[Value | None, Value] | None]:
         """Validate ``w`` and compare with the current value: a final record, or (old, new) to write."""
+        cached = self._cache.get(w.cgroup, {}).get(w.resource)
+        if cached is not None and cached == w.value and type(cached) is type(w.value):
+            # fast path: strategies re-plan the same canonical value every round
+            return WriteRecord(w.cgroup, w.resource, "", cached, cached, ok=True, skipped=True,
+                               message="unchanged", reason=w.reason, at=at), None
         res = RESOURCES.get(w.resource)
         if res is None:
             return WriteRecord(w.cgroup, w.resource, "", None, w.value, ok=False, error="EINVAL",
@@ -159,11 +164,11 @@ class Executor:
             path, text = render(self.fs, self.version, w.cgroup, w.resource, new)
             self.fs.write(path, text)
         except OSError as exc:
-            self._cache.pop((w.cgroup, w.resource), None)
+            self._cache.get(w.cgroup, {}).pop(w.resource, None)
             self.failed += 1
             return WriteRecord(w.cgroup, w.resource, path or str(exc.filename or ""), old, new, ok=False,
                                error=_errno_name(exc), message=exc.strerror or str(exc), reason=w.reason,
                                at=at)
-        self._cache[(w.cgroup, w.resource)] = new
+        self._cache.setdefault(w.cgroup, {})[w.resource] = new
         self.written += 1
         return WriteRecord(w.cgroup, w.resource, path, old, new, ok=True, reason=w.reason, at=at)

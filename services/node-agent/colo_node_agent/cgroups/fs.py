@@ -136,3 +136,11 @@ def default_files(version: CgroupVersion, cgroup: str, cpus: int) -> dict[str, s
     for name, text in v2.items():
         out[file_path(RESOURCES[name], cgroup, "v2")] = text
     return out
+
+
+def cgroup_prefixes(version: CgroupVersion, cgroup: str) -> list[str]:
+    """The directories holding ``cgroup``'s files: one per v1 subsystem, or the one unified v2 directory."""
+    cg = cgroup.strip("/")
+    if version == "v2":
+        return [cg]
+    return [f"{sub}/{cg}" for sub in sorted({r.subsystem for r in RESOURCES.values()})]

@@ -14,6 +14,7 @@ unlimited) or, for cpusets, a canonical CPU list string (``"0-3,8"``). On v1 it 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, Protocol
 
 CgroupVersion = Literal["v1", "v2"]
@@ -89,6 +90,7 @@ def weight_to_shares(weight: int) -> int:
     return SHARES_MIN + (w - WEIGHT_MIN) * (SHARES_MAX - SHARES_MIN) // (WEIGHT_MAX - WEIGHT_MIN)
 
 
+@lru_cache(maxsize=4096)
 def cpuset_parse(text: str) -> tuple[int, ...]:
     """``"0-3,8"`` → ``(0, 1, 2, 3, 8)`` (sorted, unique). Raises ValueError on malformed lists."""
     cpus: set[int] = set()
@@ -112,6 +114,11 @@ def cpuset_parse(text: str) -> tuple[int, ...]:
 
 def cpuset_format(cpus: tuple[int, ...] | list[int]) -> str:
     """``(0, 1, 2, 3, 8)`` → ``"0-3,8"`` (the kernel's canonical form)."""
+    return _format(tuple(cpus))
+
+
+@lru_cache(maxsize=4096)
+def _format(cpus: tuple[int, ...]) -> str:
     out: list[str] = []
     ordered = sorted(set(cpus))
     i = 0

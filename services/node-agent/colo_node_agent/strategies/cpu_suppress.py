@@ -80,10 +80,14 @@ def cpuset_target(allowed: int, state: SuppressState) -> tuple[int, ...]:
     there are no candidates (the executor then refuses the write).
     """
     n = max(math.ceil(allowed / 1000), MIN_BE_CPUS)
-    cur = [c for c in state.current_cpus if c in state.candidate_cpus]
+    candidates = set(state.candidate_cpus)
+    cur = [c for c in state.current_cpus if c in candidates]
     if n > len(cur) and cur:
         n = min(n, len(cur) + math.ceil(state.logical_cpus * GROWTH_PERCENT / 100))
-    ordered = cur + [c for c in state.candidate_cpus if c not in cur]
+    if n == len(cur):
+        return tuple(cur)
+    have = set(cur)
+    ordered = cur + [c for c in state.candidate_cpus if c not in have]
     return tuple(sorted(ordered[: min(n, len(ordered))]))
 
 
