@@ -15,10 +15,28 @@ Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]
 class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Usage thresholds in percent of node allocatable, per resource."""
 
-    cpu: Percent
+    cpu: Percent = 0
     """CPU threshold, percent."""
-    memory: Percent
+    memory: Percent = 0
     """Memory threshold, percent."""
+
+
+class LowThresholds(Thresholds, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Low thresholds; defaults from the reference's shipped example (REFERENCE.md §6)."""
+
+    cpu: Percent = 45
+    """CPU low threshold, percent."""
+    memory: Percent = 55
+    """Memory low threshold, percent."""
+
+
+class HighThresholds(Thresholds, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """High thresholds; defaults from the reference's shipped example (REFERENCE.md §6)."""
+
+    cpu: Percent = 75
+    """CPU high threshold, percent."""
+    memory: Percent = 80
+    """Memory high threshold, percent."""
 
 
 class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,9 +48,9 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
 
     enabled: bool = True
     """Run LowNodeLoad rounds at all; when false tick() only keeps state fresh."""
-    low_thresholds: Thresholds = Thresholds(cpu=45, memory=55)
+    low_thresholds: LowThresholds = LowThresholds()
     """A node is *low* when every resource is at or below these percentages."""
-    high_thresholds: Thresholds = Thresholds(cpu=75, memory=80)
+    high_thresholds: HighThresholds = HighThresholds()
     """A node is *high* when any resource is above these percentages."""
     interval_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
     """Minimum time between two rounds, seconds (0 = every tick, as in the demo)."""
