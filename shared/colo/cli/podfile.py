@@ -88,11 +88,9 @@ def _resources(ctx: _Ctx, obj: Any, path: str) -> dict[str, int]:
 
 def _container(ctx: _Ctx, obj: Any, path: str, req: dict[str, int], lim: dict[str, int],
                command: list[str], env: dict[str, str]) -> None:
+    if obj is None:
+        obj = {}  # a container without fields: BestEffort, nothing to run in the sim
     c = ctx.mapping(obj, path)
-    if not c:
-        if isinstance(obj, dict):
-            ctx.err(path, "empty container")
-        return
     res = ctx.mapping(c.get("resources"), _join(path, "resources"))
     for key, acc in (("requests", req), ("limits", lim)):
         for name, v in _resources(ctx, res.get(key), _join(_join(path, "resources"), key)).items():
@@ -138,7 +136,7 @@ def _pod(ctx: _Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
         ctx.err(_join(path, "kind"), f"expected Pod, got {kind!r}")
     meta = ctx.mapping(doc.get("metadata"), _join(path, "metadata"), required=True)
     name = meta.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if isinstance(doc.get("metadata"), dict) and (not isinstance(name, str) or not _NAME.match(name)):
         ctx.err(_join(_join(path, "metadata"), "name"),
                 "required: a lowercase DNS name" if name is None else f"not a valid name: {name!r}")
     namespace = str(meta.get("namespace", "default"))
