@@ -223,3 +223,27 @@ async def test_invalid_messages_dead_lettered(harness: Harness, subject: Any, ke
     dead: list[DeadLetter] = h.seen["dlq"]
     assert len(dead) == 1 and fragment in dead[0].reason
     assert "n2" not in h.service.state.nodes
+
+
+async def test_restart_restores_published_resources_from_store(bus_factory: BusFactory, store: Store) -> None:
+    h = await _harness(bus_factory, store, SloManagerSettings())
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    await h.store.put_node(NODE)
+    await h.client.publish(subjects.NODE_METRIC, NodeMetric(node="n1", at=T0), node="n1")
+    await h.tick(T0 + 10)
+    assert len(h.seen["resource"]) == 1
+
+    # A new instance (fresh memory, same store) knows what was published: no churn on its first tick.
+    again = SloManagerService(SloManagerSettings())
+    ctx = ServiceContext(settings=RuntimeSettings(), bus=h.bus, store=store, clock=h.clock,
+                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                         tracer=trace.get_tracer("test"))
+    await h.bus.stop_consumers()
+    fresh_bus = await bus_factory("slo-manager", clock=h.clock)
+    ctx.bus = fresh_bus
+    await again.start(ctx)
+    assert "n1" in again.state.nodes and again.state.published["n1"].batch_cpu == 60_000
+    await fresh_bus.settle(timeout_s=20)
+    again.state.put_metric(NodeMetric(node="n1", at=T0 + 60))
+    stats = await again.tick(T0 + 70)
+    assert stats["resources_published"] == 0 and stats["batch_cpu"] == 60_000
