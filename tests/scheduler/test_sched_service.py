@@ -1,0 +1,128 @@
+"""Scheduler service against real nats-server and redis-server (colo.testing fixtures)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+
+from colo import subjects
+from colo.clock import VirtualClock
+from colo.messages import DeadLetter, PodAdmitted, PodBound, PodUnschedulable, Resources
+from colo.runtime import ServiceContext
+from colo.settings import RuntimeSettings
+from colo_scheduler.service import SchedulerService
+from colo_scheduler.settings import SchedulerSettings
+
+from sched_helpers import GI, MI, node, pod
+
+pytestmark = pytest.mark.integration
+
+
+async def _start(bus_factory: Any, store: Any, clock: VirtualClock) -> SchedulerService:
+    bus = await bus_factory("scheduler", clock, autostart=False)
+    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
+                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                         tracer=trace.get_tracer("test"))
+    svc = SchedulerService(SchedulerSettings(seed=1))
+    await svc.start(ctx)
+    await bus.start_consumers()
+    return svc
+
+
+async def test_admitted_pods_are_bound_without_overcommit(bus_factory: Any, store: Any) -> None:
+    clock = VirtualClock(1000.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    seen: dict[str, list[Any]] = {"bound": [], "unsched": []}
+
+    async def on_bound(m: PodBound) -> None:
+        seen["bound"].append(m)
+
+    async def on_unsched(m: PodUnschedulable) -> None:
+        seen["unsched"].append(m)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    await tester.subscribe(subjects.POD_UNSCHEDULABLE, on_unsched, durable="unsched")
+    for i in range(3):
+        spec = node(f"n{i}", cpu=4000, memory=8 * GI, pods=10)
+        await store.put_node(spec)
+        await tester.publish(subjects.NODE_REGISTERED, spec, node=spec.name)
+    # No metrics yet (LoadAware passes): 14 pods of 1 CPU fit 12 slots (3 nodes × 4 CPU).
+    for j in range(14):
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(f"p{j}", 1000, 256 * MI,
+                                                                          created_at=float(j)), at=1000.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert len(await store.list_pods()) == 14  # persisted before scheduling
+    stats = await svc.tick(1000.0)
+    await tester.settle()
+    assert stats["pods_bound"] == 12 and stats["pods_unschedulable"] == 2
+    alloc = await store.all_allocated()
+    assert all(r.cpu <= 4000 for r in alloc.values()), alloc
+    assert sum(r.pods for r in alloc.values()) == 12
+    assert {m.spec.uid for m in seen["bound"]} == {f"p{j}" for j in range(12)}
+    assert {m.uid for m in seen["unsched"]} == {"p12", "p13"}
+    assert seen["unsched"][0].reasons == {"Insufficient cpu": 3}
+    # An unschedulable pod is not re-reported every tick.
+    await svc.tick(1001.0)
+    await tester.settle()
+    assert len(seen["unsched"]) == 2
+
+
+async def test_garbage_is_dead_lettered_and_service_keeps_working(bus_factory: Any, store: Any) -> None:
+    clock = VirtualClock(50.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    dead: list[DeadLetter] = []
+
+    async def on_dead(m: DeadLetter) -> None:
+        dead.append(m)
+
+    await tester.subscribe(subjects.DEAD_LETTER, on_dead, durable="dlq")
+    garbage_subjects = [
+        subjects.POD_ADMITTED.format(), subjects.NODE_REGISTERED.format(node="n1"),
+        subjects.NODE_RESOURCE.format(node="n1"), subjects.NODE_METRIC.format(node="n1"),
+        subjects.POD_STATUS.format(node="n1"),
+    ]
+    for s in garbage_subjects:
+        await tester.js.publish(s, b"{not json")
+    # Decodes, but does not validate: negative request.
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(
+        spec=pod("neg").__class__(uid="neg", name="neg", requests=Resources(cpu=-5)), at=50.0))
+    spec = node("n1", cpu=2000, memory=4 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("ok", 500, MI), at=50.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    stats = await svc.tick(50.0)
+    await tester.settle()
+    assert stats["pods_bound"] == 1
+    assert await store.bound_node("ok") == "n1"
+    assert len(dead) == len(garbage_subjects) + 1
+    assert {d.subject for d in dead} >= set(garbage_subjects)
+    assert all(d.reason for d in dead)
+    assert any("negative" in d.reason for d in dead)
+
+
+async def test_restart_reloads_pending_pods_and_allocations(bus_factory: Any, store: Any) -> None:
+    clock = VirtualClock(10.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    spec = node("n1", cpu=2000, memory=4 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("a", 1500, MI), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    # A fresh instance (crash before any tick) finds the pod in the store and the node's state.
+    svc2 = SchedulerService(SchedulerSettings())
+    svc2.ctx = svc.ctx
+    await svc2._load(10.0)
+    assert "a" in svc2.core.queue
+    stats = await svc2.tick(10.0)
+    assert stats["pods_bound"] == 1
+    svc3 = SchedulerService(SchedulerSettings())
+    svc3.ctx = svc.ctx
+    await svc3._load(11.0)
+    assert "a" in svc3.core.framework.placed and int(svc3.core.table.allocated[0, 0]) == 1500
