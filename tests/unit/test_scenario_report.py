@@ -1,0 +1,130 @@
+"""Run metrics, allocation invariants and the report (no servers needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from colo.messages import (
+    PodBound, PodSpec, PodStatus, PodUnschedulable, QoSEvent, Resources, SimWorkload, TickAck,
+)
+from colo.sim.invariants import over_commitments
+from colo.sim.metrics import METRIC_NAMES, RunMetrics
+from colo.sim.report import ratio, render_html, summary_dict, write_report
+
+
+def _pod(uid: str, duration: float = 0.0) -> PodSpec:
+    sim = SimWorkload(kind="batch", cpu_milli=1000, duration_s=duration) if duration else None
+    return PodSpec(uid=uid, name=uid, sim=sim)
+
+
+def _bound(uid: str, node: str = "n1", ms: float = 1.0) -> PodBound:
+    return PodBound(spec=_pod(uid), node=node, at=0.0, attempt_ms=ms)
+
+
+def _status(uid: str, phase: str, at: float, reason: str = "") -> PodStatus:
+    return PodStatus(uid=uid, node="n1", phase=phase, at=at, reason=reason)  # type: ignore[arg-type]
+
+
+def _agent(**stats: float) -> TickAck:
+    return TickAck(service="node-agent", seq=0, stats=stats)
+
+
+@pytest.mark.parametrize(("events", "double"), [
+    pytest.param([_bound("a")], [], id="bound-once"),
+    pytest.param([_bound("a"), _bound("a", "n2")], ["a"], id="bound-twice"),
+    pytest.param([_bound("a"), _status("a", "Failed", 5, "Evicted"), _bound("a", "n2")], [], id="rebound-after-evict"),
+    pytest.param([_bound("a"), _bound("a", "n2"), _status("a", "Failed", 5, "Evicted")], [],
+                 id="order-independent"),
+    pytest.param([_bound("a"), _status("a", "Failed", 5, "Evicted"), _bound("a"), _bound("a")], ["a"],
+                 id="twice-after-one-evict"),
+])
+def test_double_bound(events: list[object], double: list[str]) -> None:
+    m = RunMetrics("colo")
+    for e in events:
+        m.on_bound(e) if isinstance(e, PodBound) else m.on_status(e)  # type: ignore[arg-type]
+    assert m.double_bound() == double
+
+
+def test_summary_metrics() -> None:
+    m = RunMetrics("colo")
+    m.submitted(_pod("b1", duration=100), at=0.0)
+    m.submitted(_pod("b2", duration=200), at=60.0)
+    m.submitted(_pod("ls"), at=0.0)
+    m.submitted(_pod("x"), at=0.0)
+    m.on_bound(_bound("b1", ms=2.0))
+    m.on_bound(_bound("b2", ms=4.0))
+    m.on_bound(_bound("ls", ms=6.0))
+    m.on_unschedulable(PodUnschedulable(uid="x", name="x", reasons={"Insufficient cpu": 3}, message="", at=0))
+    m.on_status(_status("b1", "Running", 0))
+    m.on_status(_status("b1", "Succeeded", 150))
+    m.on_status(_status("b2", "Failed", 100, "Evicted"))
+    m.on_qos(QoSEvent(node="n1", kind="suppress", at=1))
+    m.on_qos(QoSEvent(node="n1", kind="evict", at=1))
+    m.on_ticks(60, [_agent(cpu_capacity_milli=1000, cpu_used_milli=500, mem_capacity_bytes=100,
+                           mem_used_bytes=20, ls_cpu_demand_milli=100, ls_cpu_served_milli=100)])
+    m.on_ticks(120, [_agent(cpu_capacity_milli=1000, cpu_used_milli=300, mem_capacity_bytes=100,
+                            mem_used_bytes=40, ls_cpu_demand_milli=300, ls_cpu_served_milli=200)])
+    s = m.summary()
+    assert set(s) == set(METRIC_NAMES)
+    assert s["cpu_util_avg"] == pytest.approx(0.4)
+    assert s["mem_util_avg"] == pytest.approx(0.3)
+    assert s["ls_cpu_satisfaction"] == pytest.approx(300 / 400)
+    assert s["batch_tasks_completed"] == 1
+    assert s["batch_slowdown_avg"] == pytest.approx(1.5)
+    assert (s["be_evictions"], s["be_suppress_events"]) == (1, 1)
+    assert s["sched_latency_p50_ms"] == pytest.approx(4.0)
+    assert s["pods_unschedulable"] == 1
+    assert sorted(m.pending()) == ["b2", "x"]
+    assert m.unaccounted() == []
+    assert [p.batch_completed for p in m.series] == [1, 1]
+
+
+def test_unaccounted_pod_is_reported() -> None:
+    m = RunMetrics("baseline")
+    m.submitted(_pod("lost"), at=0.0)
+    assert m.unaccounted() == ["lost"]
+
+
+N = {"n1": Resources(cpu=4000, memory=8, pods=2)}
+
+
+@pytest.mark.parametrize(("ext", "alloc", "violations"), [
+    pytest.param({}, {"n1": Resources(cpu=4000, memory=8, pods=2)}, [], id="exactly-full"),
+    pytest.param({}, {"n1": Resources(cpu=4001)}, ["n1: cpu allocated 4001 > allocatable 4000"], id="cpu"),
+    pytest.param({}, {"n1": Resources(pods=3)}, ["n1: pods allocated 3 > allocatable 2"], id="pods"),
+    pytest.param({}, {"n1": Resources(batch_cpu=1)}, ["n1: batch_cpu allocated 1 > offered 0"], id="no-offer"),
+    pytest.param({"n1": Resources(batch_cpu=10, batch_memory=5)}, {"n1": Resources(batch_cpu=10, batch_memory=6)},
+                 ["n1: batch_memory allocated 6 > offered 5"], id="batch-memory"),
+    pytest.param({}, {"ghost": Resources(cpu=1)}, ["ghost: allocation on an unknown node"], id="unknown-node"),
+])
+def test_over_commitments(ext: dict[str, Resources], alloc: dict[str, Resources], violations: list[str]) -> None:
+    assert over_commitments(N, ext, alloc) == violations
+
+
+def test_report_files(tmp_path: Path) -> None:
+    runs = []
+    for name, used in (("baseline", 200), ("colo", 400)):
+        m = RunMetrics(name)
+        m.on_ticks(60, [_agent(cpu_capacity_milli=1000, cpu_used_milli=used, mem_capacity_bytes=1,
+                               mem_used_bytes=0)])
+        runs.append(m)
+    summary = write_report(tmp_path, runs, {"nodes": 2})
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["runs"]["colo"]["cpu_util_avg"] == pytest.approx(0.4)
+    assert data["ratio_colo_over_baseline"]["cpu_util_avg"] == pytest.approx(2.0)
+    assert data["scenario"] == {"nodes": 2}
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("<svg") == 7 and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert summary["runs"].keys() == {"baseline", "colo"}
+    assert render_html(summary_dict(runs, {}), runs).startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize(("colo", "base", "expected"), [
+    pytest.param(2.0, 1.0, 2.0, id="double"),
+    pytest.param(1.0, 0.0, None, id="zero-baseline"),
+])
+def test_ratio(colo: float, base: float, expected: float | None) -> None:
+    assert ratio(colo, base) == expected
