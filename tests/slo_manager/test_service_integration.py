@@ -27,9 +27,10 @@ from colo.messages import (
     PodSpec,
     PodStatus,
     Resources,
+    Tick,
     Usage,
 )
-from colo.runtime import ServiceContext
+from colo.runtime import ServiceContext, ServiceRunner
 from colo.settings import RuntimeSettings
 from colo.store import Store
 from colo.testing.fixtures import BusFactory
@@ -247,3 +248,21 @@ async def test_restart_restores_published_resources_from_store(bus_factory: BusF
     again.state.put_metric(NodeMetric(node="n1", at=T0 + 60))
     stats = await again.tick(T0 + 70)
     assert stats["resources_published"] == 0 and stats["batch_cpu"] == 60_000
+
+
+async def test_runs_under_the_runtime_with_virtual_ticks(bus_factory: BusFactory, store: Store, nats_url: str,
+                                                         redis_url: str) -> None:
+    client = await bus_factory("test-client")
+    runner = ServiceRunner(SloManagerService(SloManagerSettings()), RuntimeSettings(
+        nats_url=nats_url, redis_url=redis_url, sim=True, store_prefix=store.keys.prefix))
+    await runner.start()
+    try:
+        await client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+        await client.publish(subjects.NODE_METRIC, NodeMetric(node="n1", at=50.0), node="n1")
+        ack = await client.request_tick("slo-manager", Tick(seq=1, now=60.0, step_s=60.0), timeout_s=30)
+        assert ack.error == "" and ack.seq == 1
+        assert (ack.stats["nodes"], ack.stats["batch_cpu"], ack.stats["resources_published"]) == (1, 60_000, 1)
+        stored = await store.get_node_resource("n1")
+        assert stored is not None and stored.at == 60.0
+    finally:
+        await runner.stop()
