@@ -24,7 +24,7 @@ _SUFFIX: dict[str, Decimal] = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-_RE = re.compile(r"^\s*([+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kMGTPE]i?|m)?\s*$")
+_RE = re.compile(r"^\s*([+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(Ki|[MGTPE]i|[kMGTPE]|m)?\s*$")
 
 
 class QuantityError(ValueError):

@@ -142,6 +142,22 @@ def _env_overlay(cls: type[msgspec.Struct], prefix: str, env: Mapping[str, str],
             sources[".".join(path)] = key
 
 
+def _list_item_struct(tp: Any) -> type[msgspec.Struct] | None:
+    base = _strip_optional(tp)
+    if typing.get_origin(base) is list:
+        (item,) = typing.get_args(base) or (Any,)
+        return _struct_type(item)
+    return None
+
+
+def _convert_one(v: Any, tp: Any, dotted: str, where: str, errors: list[str]) -> Any:
+    try:
+        return msgspec.convert(v, tp, strict=False)
+    except msgspec.ValidationError as exc:
+        errors.append(f"{dotted}{where}: {exc} (got {v!r})")
+        return None
+
+
 def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, str],
            errors: list[str]) -> S | None:
     fields = _fields(cls)
@@ -161,11 +177,24 @@ def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, 
         v = data[name]
         sub_cls = _struct_type(f.type)
         if sub_cls is not None and isinstance(v, dict):
+            default = f.default if f.default is not msgspec.NODEFAULT else (
+                f.default_factory() if f.default_factory is not msgspec.NODEFAULT else None)
+            if isinstance(default, msgspec.Struct):  # unset nested fields keep the parent's default
+                v = _merge(msgspec.to_builtins(default), v)
             built = _build(sub_cls, v, dotted + ".", sources, errors)
             if built is None:
                 failed = True
             else:
                 values[name] = built
+            continue
+        item_cls = _list_item_struct(f.type)
+        if item_cls is not None and isinstance(v, list):
+            items = [_build(item_cls, x, f"{dotted}[{i}].", sources, errors) if isinstance(x, dict)
+                     else _convert_one(x, item_cls, f"{dotted}[{i}]", where, errors) for i, x in enumerate(v)]
+            if any(x is None for x in items):
+                failed = True
+            else:
+                values[name] = items
             continue
         try:
             values[name] = msgspec.convert(v, f.type, strict=False)
