@@ -45,13 +45,15 @@ IDLE_WEIGHT = 1e-9
 @dataclass(frozen=True)
 class SimConfig:
     """``sub_step_s`` seconds per simulated step; system usage as fractions of capacity; cgroup hierarchy;
-    ``window_s`` the NodeMetric averaging window (REFERENCE.md §2: 300 s)."""
+    ``window_s`` the NodeMetric averaging window (REFERENCE.md §2: 300 s); a clock jump over ``max_gap_s``
+    is skipped rather than simulated."""
 
     sub_step_s: float = 10.0
     system_cpu_fraction: float = 0.02
     system_memory_fraction: float = 0.04
     cgroup_version: CgroupVersion = "v1"
     window_s: float = 300.0
+    max_gap_s: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class SimBackend:
         agg_n = max(int(np.ceil(1800 / self.dt)), 1)
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
         self.ls_demand, self.ls_served = Ring(n, window_n), Ring(n, window_n)
-        self.cgroup_failures: deque[WriteRecord] = deque(maxlen=64)
+        self.cgroup_failures: deque[tuple[str, WriteRecord]] = deque(maxlen=64)
         for i, spec in enumerate(nodes):
             for cg in QOS_DIRS:
                 for path, text in default_files(config.cgroup_version, cg, self.logical[i]).items():
@@ -157,7 +159,7 @@ class SimBackend:
         for path, text in default_files(self.config.cgroup_version, cg, self.logical[i]).items():
             self.fs[i].seed(path, text)
         self.ex[i].forget(cg)
-        self._record_failures(self.ex[i].apply(pod_settings(spec, qos), at=self.now))
+        self._record_failures(i, self.ex[i].apply(pod_settings(spec, qos), at=self.now))
         ex = self.ex[i]
         shares, quota, period = ex.read(cg, "cpu.shares"), ex.read(cg, "cpu.cfs_quota_us"), \
             ex.read(cg, "cpu.cfs_period_us")
@@ -191,8 +193,8 @@ class SimBackend:
             self.be_dirty.add(i)
         return PodEnd(uid, self.names[i], phase, reason, message, at, removed[1])
 
-    def _record_failures(self, records: list[WriteRecord]) -> list[WriteRecord]:
-        self.cgroup_failures.extend(r for r in records if not r.ok and not r.skipped)
+    def _record_failures(self, i: int, records: list[WriteRecord]) -> list[WriteRecord]:
+        self.cgroup_failures.extend((self.names[i], r) for r in records if not r.ok and not r.skipped)
         return records
 
     def _reload_be(self, nodes: range | list[int]) -> None:
@@ -226,6 +228,8 @@ class SimBackend:
                              "ls_cpu_served_milli", "be_cpu_used_milli"), 0.0)
         counts = dict.fromkeys(("batch_completed", "be_evictions", "oom_kills", "suppress_events"), 0.0)
         span = 0.0
+        if now - self.now > self.config.max_gap_s:
+            self.now = now - self.dt
         while now - self.now > 1e-6:
             dt = min(self.dt, now - self.now)
             sums = self._step(self.now, dt, res, counts)
@@ -348,7 +352,7 @@ class SimBackend:
             state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
             plan = suppress(inp, slo.cpu_suppress, state)
             writes += plan.writes
-            records = self._record_failures(self.ex[i].apply(writes, at=at))
+            records = self._record_failures(i, self.ex[i].apply(writes, at=at))
             changed = [r for r in records if r.ok and not r.skipped]
             if changed or i in self.be_dirty:
                 self._reload_be([i])

@@ -1,0 +1,241 @@
+"""The node agent service: hosts nodes on a backend, runs pods bound to them, reports (docs/node-agent.md).
+
+start(): register every node (store + ``node.registered``), adopt pods already bound to them (restart), consume
+``pod.bound.<node>``, ``pod.evict.<node>`` and ``node.slo.<node>`` for its nodes. tick(now): advance the backend
+to ``now`` (strategies run every sub-step), publish pod status changes, QoS events and — every report
+interval — one NodeMetric per node. Bad input is dead-lettered with a reason; the service keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+from colo import codec, subjects
+from colo.bus import MessageInfo
+from colo.classes import priority_class_of, qos_class_of
+from colo.messages import EvictionCommand, NodeSLO, NodeSpec, PodBound, PodSpec, PodStatus, QoSEvent
+from colo.runtime import ServiceContext
+
+from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
+
+log = logging.getLogger("colo.node-agent")
+
+STAT_KEYS: tuple[str, ...] = (
+    "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
+    "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
+    "suppress_events", "pods_running",
+)
+"""Keys of the stats dict returned by :meth:`NodeAgentService.tick` (see docs/node-agent.md)."""
+
+
+class NodeConfigError(ValueError):
+    """The nodes file is missing or does not hold a JSON list of NodeSpec."""
+
+
+def load_nodes(path: str) -> list[NodeSpec]:
+    """Read a JSON list of NodeSpec from ``path``. Raises NodeConfigError naming the problem."""
+    if not path:
+        raise NodeConfigError("COLO_NODE_AGENT_NODES_FILE is not set: the sim backend needs its nodes")
+    try:
+        with open(path, "rb") as f:
+            nodes = codec.decode(f.read(), list[NodeSpec])
+    except OSError as exc:
+        raise NodeConfigError(f"cannot read nodes file {path}: {exc}") from exc
+    except codec.DecodeError as exc:
+        raise NodeConfigError(f"nodes file {path}: {exc}") from exc
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise NodeConfigError(f"nodes file {path}: duplicate node names")
+    return nodes
+
+
+def pod_problems(spec: PodSpec) -> list[str]:
+    """Why a bound pod cannot be run (empty when it can)."""
+    out: list[str] = []
+    if not spec.uid:
+        out.append("pod has no uid")
+    w = spec.sim
+    if w is not None:
+        if w.kind == "series" and w.step_s <= 0:
+            out.append(f"sim.step_s must be > 0, got {w.step_s}")
+        if min([w.cpu_scale_milli, w.memory_scale_bytes, w.cpu_milli, w.memory_bytes]) < 0 or w.duration_s < 0:
+            out.append("sim workload values must be >= 0")
+        if any(v < 0 for v in w.cpu_util) or any(v < 0 for v in w.memory_util):
+            out.append("sim utilization series must be >= 0")
+    return out
+
+
+class NodeAgentService:
+    """The node agent for a set of nodes on the ``sim`` backend.
+
+    ``nodes`` overrides ``settings.nodes_file`` (tests, embedding).
+    """
+
+    name = "node-agent"
+
+    def __init__(self, settings: NodeAgentSettings, nodes: list[NodeSpec] | None = None) -> None:
+        self.settings = settings
+        self.tick_interval_s = settings.sub_step_s
+        self._nodes = nodes
+        self.ctx: ServiceContext | None = None
+        self.backend: SimBackend | None = None
+        self.bound_at: dict[str, float] = {}
+        self.last_report: float | None = None
+        self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, ctx: ServiceContext) -> None:
+        """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError."""
+        self.ctx = ctx
+        s = self.settings
+        nodes = self._nodes if self._nodes is not None else load_nodes(s.nodes_file)
+        now = ctx.clock.now()
+        self.backend = SimBackend(
+            nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
+                             system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
+                             window_s=s.window_s, max_gap_s=s.max_gap_s),
+            s.default_slo, start=now)
+        items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        for spec in nodes:
+            reg = msgspec.structs.replace(spec, registered_at=now)
+            await ctx.store.put_node(reg)
+            items.append((subjects.NODE_REGISTERED, reg, f"node-registered-{spec.name}-{now:.3f}",
+                          {"node": spec.name}))
+        await ctx.bus.publish_many(items)
+        await self._adopt(nodes, now)
+        names = [n.name for n in nodes]
+        ctx.bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable="bound", keys={"node": names})
+        ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable="evict", keys={"node": names})
+        ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable="slo", keys={"node": names})
+        self._started = True
+        ctx.log.info("node-agent: %d nodes on the sim backend", len(nodes))
+
+    async def _adopt(self, nodes: list[NodeSpec], now: float) -> None:
+        """Run the pods the store says are bound to our nodes (after a restart); none is started twice."""
+        assert self.ctx is not None and self.backend is not None
+        statuses = []
+        for spec in nodes:
+            for rec in await self.ctx.store.pods_on(spec.name):
+                if rec.phase in ("Succeeded", "Failed") or pod_problems(rec.spec):
+                    continue
+                if self.backend.start_pod(rec.spec, spec.name):
+                    self.bound_at[rec.spec.uid] = rec.bound_at
+                    self.counters["adopted"] += 1
+                    statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
+        if statuses:
+            await self.ctx.bus.publish_many(statuses)
+
+    async def stop(self) -> None:
+        """Nothing to release: the backend lives in memory."""
+        self._started = False
+
+    def ready(self) -> bool:
+        """True once nodes are registered and consumers are set up."""
+        return self._started
+
+    def debug(self) -> dict[str, object]:
+        """Counters and a per-node summary."""
+        nodes = self.backend.debug() if self.backend is not None else {}
+        return {"counters": dict(self.counters), "last_report": self.last_report, "nodes": nodes}
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _reject(self, msg: Any, info: MessageInfo, reason: str) -> None:
+        assert self.ctx is not None
+        self.counters["dead_lettered"] += 1
+        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
+                                       msg_id=f"node-agent-invalid-{info.subject}-{info.stream_seq}")
+
+    async def on_pod_bound(self, msg: PodBound, info: MessageInfo) -> None:
+        """Start a pod bound to one of our nodes (idempotent: replays and duplicates are ignored)."""
+        assert self.ctx is not None and self.backend is not None
+        problems = pod_problems(msg.spec)
+        if msg.node not in self.backend.index:
+            problems.append(f"node {msg.node!r} is not hosted by this agent")
+        if problems:
+            await self._reject(msg, info, "; ".join(problems))
+            return
+        uid = msg.spec.uid
+        if self.backend.has_pod(uid):
+            return
+        bound = await self.ctx.store.bound_node(uid)
+        if bound is not None and bound != msg.node:
+            log.info("pod %s: binding to %s is stale (now bound to %s)", uid, msg.node, bound)
+            return
+        if not self.backend.start_pod(msg.spec, msg.node):
+            return
+        now = self.ctx.clock.now()
+        self.bound_at[uid] = msg.at
+        self.counters["started"] += 1
+        await self.ctx.store.set_phase(uid, "Running", "", now)
+        subject, status, msg_id, keys = self._status_item(msg.spec, msg.node, "Running", "", "", now)
+        await self.ctx.bus.publish(subject, status, msg_id=msg_id, **keys)
+
+    async def on_pod_evict(self, msg: EvictionCommand, info: MessageInfo) -> None:
+        """Evict a pod on an order (descheduler); unknown pods are ignored (already gone)."""
+        assert self.ctx is not None and self.backend is not None
+        if msg.node not in self.backend.index or not msg.uid:
+            await self._reject(msg, info, f"eviction for pod {msg.uid!r} on node {msg.node!r} not hosted here")
+            return
+        now = self.ctx.clock.now()
+        end = self.backend.evict_pod(msg.uid, "Evicted", msg.reason or f"evicted by {msg.by}", now)
+        if end is None:
+            return
+        event = QoSEvent(node=end.node, kind="evict", at=now, reason=msg.reason, pods=[msg.uid],
+                         detail={"by": msg.by})
+        await self.ctx.bus.publish_many([self._end_item(end),
+                                         (subjects.NODE_QOS, event, None, {"node": end.node})])
+
+    async def on_node_slo(self, msg: NodeSLO, info: MessageInfo) -> None:
+        """Adopt a NodeSLO for one of our nodes; invalid policies are dead-lettered."""
+        assert self.backend is not None
+        problems = validate_slo_values(msg)
+        if not problems and msg.node not in self.backend.index:
+            problems.append(f"node {msg.node!r} is not hosted by this agent")
+        if problems:
+            await self._reject(msg, info, "; ".join(problems))
+            return
+        self.backend.set_slo(msg)
+
+    # ------------------------------------------------------------------ tick
+
+    def _status_item(self, spec: PodSpec, node: str, phase: str, reason: str, message: str,
+                     at: float) -> tuple[Any, Any, str | None, dict[str, str]]:
+        status = PodStatus(uid=spec.uid, node=node, phase=phase, at=at,  # type: ignore[arg-type]
+                           reason=reason, message=message, requests=spec.requests,
+                           qos_class=qos_class_of(spec), priority_class=priority_class_of(spec))
+        msg_id = f"status-{spec.uid}-{self.bound_at.get(spec.uid, 0.0):.3f}-{phase}"
+        return subjects.POD_STATUS, status, msg_id, {"node": node}
+
+    def _end_item(self, end: PodEnd) -> tuple[Any, Any, str | None, dict[str, str]]:
+        item = self._status_item(end.spec, end.node, end.phase, end.reason, end.message, end.at)
+        self.bound_at.pop(end.uid, None)
+        self.counters["ended"] += 1
+        return item
+
+    async def tick(self, now: float) -> dict[str, float]:
+        """Advance to ``now``; publish statuses, QoS events, cgroup failures and due NodeMetrics; return stats."""
+        assert self.ctx is not None and self.backend is not None
+        res = self.backend.advance(now)
+        items = [self._end_item(end) for end in res.ended]
+        items += [(subjects.NODE_QOS, ev, None, {"node": ev.node}) for ev in res.events]
+        while self.backend.cgroup_failures:
+            node, rec = self.backend.cgroup_failures.popleft()
+            event = QoSEvent(node=node, kind="cgroup", at=rec.at, reason=f"{rec.error}: {rec.message}",
+                             detail={"cgroup": rec.cgroup, "resource": rec.resource, "value": str(rec.new)})
+            items.append((subjects.NODE_QOS, event, None, {"node": node}))
+        if self.last_report is None or now - self.last_report >= self.settings.report_interval_s - 1e-6:
+            self.last_report = now
+            for metric in self.backend.node_metrics(now):
+                items.append((subjects.NODE_METRIC, metric, f"metric-{metric.node}-{now:.3f}",
+                              {"node": metric.node}))
+                self.counters["metrics_published"] += 1
+        if items:
+            await self.ctx.bus.publish_many(items)
+        return {k: float(res.stats.get(k, 0.0)) for k in STAT_KEYS}
