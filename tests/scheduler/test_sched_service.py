@@ -126,3 +126,30 @@ async def test_restart_reloads_pending_pods_and_allocations(bus_factory: Any, st
     svc3.ctx = svc.ctx
     await svc3._load(11.0)
     assert "a" in svc3.core.framework.placed and int(svc3.core.table.allocated[0, 0]) == 1500
+
+
+@pytest.mark.parametrize(("reason", "requeued"), [("Evicted", True), ("Completed", False)],
+                         ids=["evicted-requeued", "completed-released-only"])
+async def test_status_releases_and_requeues_evicted(bus_factory: Any, store: Any, reason: str,
+                                                    requeued: bool) -> None:
+    from colo.messages import PodStatus
+
+    clock = VirtualClock(10.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    spec = node("n1", cpu=2000, memory=4 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("a", 1500, MI), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await svc.tick(10.0))["pods_bound"] == 1
+    phase = "Failed" if reason == "Evicted" else "Succeeded"
+    status = PodStatus(uid="a", node="n1", phase=phase, at=20.0, reason=reason)
+    for _ in range(2):  # redelivery is harmless
+        await tester.publish(subjects.POD_STATUS, status, node="n1")
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await store.allocated("n1")).cpu == 0
+    assert ("a" in svc.core.queue) == requeued
+    stats = await svc.tick(30.0)
+    assert stats["pods_bound"] == (1 if requeued else 0)
+    assert (await store.allocated("n1")).cpu == (1500 if requeued else 0)
