@@ -182,7 +182,13 @@ class Subscription(Generic[T]):
     async def _run(self) -> None:
         while not self._stopping:
             if self._outstanding <= 0 or time.monotonic() > self._req_deadline:
-                await self._pull()
+                try:
+                    await self._pull()
+                except Exception as exc:  # disconnected: the client reconnects, ask again later
+                    log.warning("%s: pull request failed: %r", self.name, exc)
+                    self._outstanding = 0
+                    await asyncio.sleep(0.5)
+                    continue
             if self._queue.empty():
                 try:
                     msg = await asyncio.wait_for(self._queue.get(),
@@ -303,16 +309,17 @@ class Bus:
 
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
-                      autostart: bool = True, retry_delay_s: float = 0.1) -> Bus:
+                      autostart: bool = True, retry_delay_s: float = 0.1, name: str = "") -> Bus:
         """Connect to ``url`` as ``service`` (a subject token, e.g. ``"slo-manager"``).
 
         ``autostart=False`` defers consumers until :meth:`start_consumers` (the runtime uses it
         so that handlers run only after ``service.start``). ``retry_delay_s`` is the first nak
-        delay of a failing handler (doubled per delivery). Raises ValueError for a bad service
+        delay of a failing handler (doubled per delivery); ``name`` the NATS client name
+        (default ``service``). Raises ValueError for a bad service
         name and nats errors when the server is unreachable.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
-        nc = await nats.connect(url, name=service, connect_timeout=5, max_reconnect_attempts=-1,
+        nc = await nats.connect(url, name=name or service, connect_timeout=5, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=_log_error)
         return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
 

@@ -110,7 +110,8 @@ class ServiceRunner:
         """
         s = self.settings
         telemetry.setup(self.service.name, s.otlp_endpoint)
-        bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False)
+        client_name = f"{self.service.name}-{s.instance}" if s.instance else self.service.name
+        bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name)
         try:
             await bus.ensure_streams()
             store = await Store.connect(s.redis_url, s.store_prefix)

@@ -58,7 +58,8 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "INFO"
     """Python logging level name (``COLO_LOG_LEVEL``)."""
     instance: str = ""
-    """Instance name when several replicas run; appended to consumer names (``COLO_INSTANCE``)."""
+    """Instance name when several replicas run: shown in logs and the NATS client name; replicas
+    share durable consumers, so they split the work (``COLO_INSTANCE``)."""
 
 
 def _strip_optional(tp: Any) -> Any:

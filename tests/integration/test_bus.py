@@ -216,3 +216,39 @@ async def test_purge_streams_empties_streams(bus_factory: BusFactory) -> None:
     await bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
     await bus.settle()
     assert got == []
+
+
+async def test_restart_with_other_keys_updates_the_filter(bus_factory: BusFactory) -> None:
+    first = await bus_factory("agent")
+    got: list[str] = []
+
+    async def on_res(msg: NodeResource) -> None:
+        got.append(msg.node)
+
+    await first.subscribe(subjects.NODE_RESOURCE, on_res, durable="res", keys={"node": "n1"})
+    await first.settle()
+    await first.close()
+    second = await bus_factory("agent")
+    await second.subscribe(subjects.NODE_RESOURCE, on_res, durable="res", keys={"node": ["n2", "n3"]})
+    for n in ("n1", "n2", "n3"):
+        await second.publish(subjects.NODE_RESOURCE, NodeResource(node=n), node=n)
+    await second.settle()
+    assert got == ["n2", "n3"]
+
+
+async def test_deferred_consumers_start_on_demand(bus_factory: BusFactory) -> None:
+    bus = await bus_factory("theta", autostart=False)
+    got: list[str] = []
+
+    async def on_pod(msg: PodSpec) -> None:
+        got.append(msg.uid)
+
+    bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
+    await bus.publish(subjects.POD_SUBMITTED, pod("early"))
+    await asyncio.sleep(0.05)
+    assert got == []
+    await bus.start_consumers()
+    await bus.settle()
+    assert got == ["early"]
+    with pytest.raises(ValueError, match="already subscribed"):
+        bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
