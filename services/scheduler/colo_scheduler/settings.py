@@ -11,8 +11,8 @@ import msgspec
 class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Typed settings of the scheduler service.
 
-    Raises nothing itself; :func:`colo.settings.load_settings` validates types and
-    :meth:`problems` lists constraint violations.
+    Construction raises ValueError listing every constraint violation of :meth:`problems`
+    (msgspec reports it as a validation error when decoding settings).
     """
 
     tick_interval_s: float = 1.0
@@ -80,6 +80,11 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
     max_pods_per_cycle: int = 2000
     """At most this many pods are taken from the active queue per scheduling cycle."""
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
 
     def problems(self) -> list[str]:
         """Every constraint violation (empty when valid)."""
