@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -130,11 +131,25 @@ def _wait_ready(name: str, proc: subprocess.Popen[bytes], port: int, log_path: P
     raise EmbeddedServerError(f"{name} did not accept connections on port {port} within {_START_TIMEOUT_S}s")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the starting thread's process dies (Linux only),
+    so that a killed test run or demo never leaves servers behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 def _spawn(name: str, args: list[str], port: int, tmp: tempfile.TemporaryDirectory[str]) -> subprocess.Popen[bytes]:
     log_path = Path(tmp.name) / f"{name}.log"
     with open(log_path, "wb") as log:
+        # own session: a Ctrl-C in the terminal reaches our process, which stops services
+        # first and servers last; _die_with_parent covers a parent that is killed outright
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
         _wait_ready(name, proc, port, log_path)
     except BaseException:
@@ -195,7 +210,8 @@ def start_redis(port: int = 0) -> ServerHandle:
 
 
 class EmbeddedServers:
-    """Both servers as a context manager (``with`` or ``async with``).
+    """Both servers as a context manager (``with`` or ``async with``; starting blocks for the
+    ~0.1 s the servers need).
 
     ``nats_url`` / ``redis_url`` are set once entered; leaving stops both.
     Pass ``nats=False`` or ``redis=False`` to start only one.
@@ -247,9 +263,9 @@ class EmbeddedServers:
         self.stop()
 
     async def __aenter__(self) -> EmbeddedServers:
-        import asyncio
-
-        return await asyncio.to_thread(self.start)
+        # started from the loop's thread on purpose: the servers' parent-death signal is tied
+        # to the starting thread, and a worker thread may exit while the servers are needed
+        return self.start()
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
