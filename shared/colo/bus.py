@@ -15,7 +15,8 @@ Delivery contract (docs/architecture.md "Bus"):
   handler is running (a few milliseconds on an idle bus).
 
 A handler is ``async def handler(msg)`` or ``async def handler(msg, info)`` where ``info`` is
-a :class:`MessageInfo` carrying the concrete subject, headers and delivery count.
+a :class:`MessageInfo` carrying the concrete subject, headers and delivery count. Handlers of
+different subscriptions run concurrently (interleaved at ``await`` points). See docs/library.md.
 """
 
 from __future__ import annotations
