@@ -125,6 +125,7 @@ class SimBackend:
             for cg in QOS_DIRS:
                 for path, text in default_files(config.cgroup_version, cg, self.logical[i]).items():
                     self.fs[i].seed(path, text)
+            self._record_failures(i, self.ex[i].apply(be_qos_settings([], self.slos[i].be_cpu_idle), at=start))
         self._reload_be(range(n))
 
     # ------------------------------------------------------------------ pods and policy

@@ -1,0 +1,190 @@
+"""The node agent against real nats-server and redis-server (fixtures of colo.testing)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+
+from colo import codec, subjects
+from colo.bus import Bus
+from colo.clock import VirtualClock
+from colo.messages import (
+    DeadLetter,
+    EvictionCommand,
+    NodeMetric,
+    NodeSLO,
+    NodeSpec,
+    PodBound,
+    PodRecord,
+    PodSpec,
+    PodStatus,
+    QoSEvent,
+    Resources,
+    SimWorkload,
+)
+from colo.runtime import ServiceContext
+from colo.settings import RuntimeSettings
+from colo.store import Store
+from colo.testing.fixtures import BusFactory
+from colo_node_agent.service import NodeAgentService
+from colo_node_agent.settings import NodeAgentSettings
+
+pytestmark = pytest.mark.integration
+
+G = 10**9
+T0 = 1000.0
+CAP = Resources(cpu=8000, memory=16 * G, pods=110)
+NODES = [NodeSpec(name=n, capacity=CAP, allocatable=CAP, cpus=8) for n in ("n1", "n2")]
+
+
+def ls_pod(uid: str) -> PodSpec:
+    return PodSpec(uid=uid, name=uid, qos_class="LS", priority=9500, requests=Resources(cpu=1000, memory=G),
+                   sim=SimWorkload(kind="series", step_s=60, cpu_util=[0.5], cpu_scale_milli=2000,
+                                   memory_util=[0.5], memory_scale_bytes=G))
+
+
+@dataclass
+class Harness:
+    """The agent on its own bus, a client bus collecting what it publishes, the store and the clock."""
+
+    service: NodeAgentService
+    bus: Bus
+    client: Bus
+    store: Store
+    clock: VirtualClock
+    seen: dict[str, list[Any]] = field(default_factory=dict)
+
+    async def settle(self) -> None:
+        await self.bus.settle(timeout_s=20)
+        await self.client.settle(timeout_s=20)
+
+    async def tick(self, now: float) -> dict[str, float]:
+        self.clock.advance_to(now)
+        await self.settle()
+        stats = await self.service.tick(now)
+        await self.settle()
+        return stats
+
+    async def bind(self, spec: PodSpec, node: str) -> None:
+        await self.store.put_pod(PodRecord(spec=spec))
+        assert (await self.store.bind(spec.uid, node, spec.requests, self.clock.now())).ok
+        await self.client.publish(subjects.POD_BOUND, PodBound(spec=spec, node=node, at=self.clock.now()),
+                                  msg_id=f"bound-{spec.uid}", node=node)
+
+
+def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
+    async def collect(msg: Any) -> None:
+        sink.append(msg)
+
+    return collect
+
+
+async def start_agent(bus_factory: BusFactory, store: Store, clock: VirtualClock, client: Bus | None = None,
+                      seen: dict[str, list[Any]] | None = None) -> Harness:
+    bus = await bus_factory("node-agent", clock=clock, retry_delay_s=0.01)
+    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
+                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                         tracer=trace.get_tracer("test"))
+    service = NodeAgentService(NodeAgentSettings(), nodes=NODES)
+    if client is None:
+        client = await bus_factory("test-client")
+        seen = {}
+        for key, subject in (("status", subjects.POD_STATUS), ("metric", subjects.NODE_METRIC),
+                             ("qos", subjects.NODE_QOS), ("registered", subjects.NODE_REGISTERED),
+                             ("dlq", subjects.DEAD_LETTER)):
+            await client.subscribe(subject, _collector(seen.setdefault(key, [])), durable=key)
+    assert seen is not None
+    await service.start(ctx)
+    await bus.start_consumers()
+    h = Harness(service=service, bus=bus, client=client, store=store, clock=clock, seen=seen)
+    await h.settle()
+    return h
+
+
+async def test_bound_pod_runs_and_node_metrics_are_published(bus_factory: BusFactory, store: Store) -> None:
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    assert sorted(n.name for n in await store.list_nodes()) == ["n1", "n2"]
+    assert sorted(n.name for n in h.seen["registered"]) == ["n1", "n2"]
+    await h.bind(ls_pod("ls-1"), "n1")
+    await h.settle()
+    statuses: list[PodStatus] = h.seen["status"]
+    assert [(s.uid, s.node, s.phase, s.qos_class) for s in statuses] == [("ls-1", "n1", "Running", "LS")]
+    rec = await store.get_pod("ls-1")
+    assert rec is not None and rec.phase == "Running"
+    stats = await h.tick(T0 + 60)
+    metrics_: list[NodeMetric] = h.seen["metric"]
+    assert sorted(m.node for m in metrics_) == ["n1", "n2"]
+    n1 = next(m for m in metrics_ if m.node == "n1")
+    assert [(p.uid, p.cpu, p.memory) for p in n1.pods] == [("ls-1", 1000, G // 2)]
+    assert n1.node_usage.cpu == 1000 + 160
+    assert stats["pods_running"] == 1 and stats["ls_cpu_demand_milli"] == pytest.approx(1000)
+    assert stats["cpu_capacity_milli"] == 16000
+
+
+async def test_eviction_order_and_slo(bus_factory: BusFactory, store: Store) -> None:
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    await h.bind(ls_pod("ls-1"), "n2")
+    await h.client.publish(subjects.NODE_SLO, NodeSLO(node="n2", be_cpu_idle=False), node="n2")
+    await h.client.publish(subjects.POD_EVICT, EvictionCommand(uid="ls-1", node="n2", reason="LowNodeLoad",
+                                                               at=T0, by="descheduler"), node="n2")
+    await h.settle()
+    assert [(s.uid, s.phase, s.reason) for s in h.seen["status"]] == [
+        ("ls-1", "Running", ""), ("ls-1", "Failed", "Evicted")]
+    events: list[QoSEvent] = h.seen["qos"]
+    assert [(e.kind, e.pods) for e in events] == [("evict", ["ls-1"])]
+    assert h.service.backend is not None and not h.service.backend.slos[1].be_cpu_idle
+    assert h.service.backend.fs[1].read("cpu/kubepods/besteffort/cpu.idle") == "1"
+    await h.tick(T0 + 10)
+    assert h.service.backend.fs[1].read("cpu/kubepods/besteffort/cpu.idle") == "0"
+
+
+@pytest.mark.parametrize(("subject", "payload", "reason"), [
+    (subjects.POD_BOUND, b"not json", "malformed JSON"),
+    (subjects.POD_BOUND, b'{"spec": {"uid": "x"}, "node": "n1", "at": 1}', "invalid PodBound"),
+    (subjects.POD_BOUND, codec.encode(PodBound(spec=ls_pod("far"), node="elsewhere", at=1)),
+     "not hosted by this agent"),
+    (subjects.POD_BOUND, codec.encode(PodBound(spec=PodSpec(uid="", name="x"), node="n1", at=1)), "no uid"),
+    (subjects.POD_EVICT, b"evict!", "malformed JSON"),
+    (subjects.POD_EVICT, b'{"uid": 3}', "invalid EvictionCommand"),
+    (subjects.NODE_SLO, b"{{", "malformed JSON"),
+    (subjects.NODE_SLO, codec.encode(NodeSLO(node="n1", memory_evict={"threshold_percent": 170})),  # type: ignore[arg-type]
+     "within 0..100"),
+], ids=["bound-not-json", "bound-missing-fields", "bound-foreign-node", "bound-no-uid", "evict-not-json",
+        "evict-wrong-type", "slo-not-json", "slo-out-of-range"])
+async def test_garbage_is_dead_lettered_and_agent_keeps_running(
+        bus_factory: BusFactory, store: Store, subject: Any, payload: bytes, reason: str) -> None:
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    concrete = subject.format(node="n1")
+    await h.client.js.publish(concrete, payload)
+    await h.settle()
+    dead: list[DeadLetter] = h.seen["dlq"]
+    assert [d.subject for d in dead] == [concrete]
+    assert reason in dead[0].reason and dead[0].service == "node-agent"
+    await h.bind(ls_pod("after"), "n1")
+    await h.settle()
+    assert [s.uid for s in h.seen["status"]] == ["after"]
+    assert (await h.tick(T0 + 60))["pods_running"] == 1
+
+
+async def test_restart_adopts_bound_pods_and_starts_none_twice(bus_factory: BusFactory, store: Store) -> None:
+    clock = VirtualClock(T0)
+    h = await start_agent(bus_factory, store, clock)
+    await h.bind(ls_pod("ls-1"), "n1")
+    await h.settle()
+    await h.tick(T0 + 60)
+    await h.bus.close()
+    # the pod keeps its binding in the store; a new agent process adopts it
+    h2 = await start_agent(bus_factory, store, clock, client=h.client, seen=h.seen)
+    assert h2.service.counters["adopted"] == 1
+    assert h2.service.backend is not None and h2.service.backend.has_pod("ls-1")
+    await h.client.publish(subjects.POD_BOUND, PodBound(spec=ls_pod("ls-1"), node="n1", at=T0),
+                           msg_id="bound-again", node="n1")
+    await h2.settle()
+    assert h2.service.counters["started"] == 0
+    assert [(s.uid, s.phase) for s in h.seen["status"]] == [("ls-1", "Running")]  # re-announce deduplicated
+    assert (await h2.tick(T0 + 120))["pods_running"] == 1
