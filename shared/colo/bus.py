@@ -125,7 +125,11 @@ class Subscription(Generic[T]):
         self._task: asyncio.Task[None] | None = None
         self._inbox = ""
         self._sub: Any = None
-        self._labels = (bus.service, subject.wildcard)
+        labels = (bus.service, subject.wildcard)
+        self._n_consumed = _consumed.labels(*labels)
+        self._n_dead = _dead.labels(*labels)
+        self._n_errors = _errors.labels(*labels)
+        self._span_name = f"consume {subject.wildcard}"
 
     def __await__(self) -> Any:
         async def wait() -> Subscription[T]:
@@ -224,25 +228,25 @@ class Subscription(Generic[T]):
             decoded = codec.decode(msg.data, self.subject.type)
         except codec.DecodeError as exc:
             await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-            _dead.labels(*self._labels).inc()
+            self._n_dead.inc()
             await msg.term()
             return
         try:
             if telemetry.tracing_enabled():
                 with telemetry.tracer("colo.bus").start_as_current_span(
-                        f"consume {self.subject.wildcard}", context=telemetry.extract(headers)):
+                        self._span_name, context=telemetry.extract(headers)):
                     await self._call(decoded, msg.subject, headers, seq, delivered)
             else:
                 await self._call(decoded, msg.subject, headers, seq, delivered)
         except Exception as exc:
-            _errors.labels(*self._labels).inc()
+            self._n_errors.inc()
             if delivered >= MAX_DELIVER:
                 log.exception("%s: handler failed on %s (delivery %d), dead-lettering",
                               self.name, msg.subject, delivered)
                 reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
                 await self.bus.dead_letter(msg.subject, reason, msg.data, headers,
                                            msg_id=f"{self.name}-{seq}")
-                _dead.labels(*self._labels).inc()
+                self._n_dead.inc()
                 await msg.term()
             else:
                 log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
@@ -250,7 +254,7 @@ class Subscription(Generic[T]):
                 await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
             return
         await msg.ack()
-        _consumed.labels(*self._labels).inc()
+        self._n_consumed.inc()
 
     async def _call(self, decoded: Any, subject: str, headers: dict[str, str], seq: int,
                     delivered: int) -> None:
@@ -307,6 +311,9 @@ class Bus:
         self._subs: list[Subscription[Any]] = []
         self._tick_sub: Any = None
         self._closed = False
+        self._ack_inbox = ""
+        self._ack_seq = 0
+        self._ack_futures: dict[str, asyncio.Future[Msg]] = {}
 
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
@@ -379,21 +386,54 @@ class Bus:
         else:
             await self.js.publish(subj, data, headers=headers, timeout=10.0)
 
-    async def publish_many(self, items: Iterable[tuple[Subject[Any], Any, str | None, Mapping[str, str]]]
-                           ) -> None:
-        """Publish ``(subject, msg, msg_id, keys)`` items concurrently and wait for every ack."""
-        futures: list[Any] = []
-        for subject, msg, msg_id, keys in items:
-            subj, data, headers = self._prepare(subject, msg, msg_id, keys)
-            if subject.stream is None:
-                await self.nc.publish(subj, data, headers=headers)
-            else:
-                futures.append(await self.js.publish_async(subj, data, headers=headers, wait_stall=10.0))
-        if futures:
-            results = await asyncio.wait_for(asyncio.gather(*futures), timeout=30.0)
-            for r in results:
-                if isinstance(r, Exception):
-                    raise r
+    async def publish_many(self, items: Iterable[tuple[Subject[Any], Any, str | None, Mapping[str, str]]],
+                           timeout_s: float = 30.0) -> None:
+        """Publish ``(subject, msg, msg_id, keys)`` items and wait for every JetStream ack.
+
+        All publishes are written before any ack is awaited, so they leave in few socket
+        writes. Raises BusError when a stream refuses a message or acks do not arrive within
+        ``timeout_s``; TypeError/ValueError as :meth:`publish`.
+        """
+        prepared = [(subject.stream, *self._prepare(subject, msg, msg_id, keys))
+                    for subject, msg, msg_id, keys in items]
+        if not prepared:
+            return
+        await self._ensure_ack_inbox()
+        loop = asyncio.get_running_loop()
+        tokens: list[str] = []
+        try:
+            for stream, subj, data, headers in prepared:
+                if stream is None:
+                    await self.nc.publish(subj, data, headers=headers)
+                    continue
+                self._ack_seq += 1
+                token = str(self._ack_seq)
+                self._ack_futures[token] = loop.create_future()
+                tokens.append(token)
+                await self.nc.publish(subj, data, reply=f"{self._ack_inbox}.{token}", headers=headers)
+            if tokens:
+                replies = await asyncio.wait_for(
+                    asyncio.gather(*(self._ack_futures[t] for t in tokens)), timeout=timeout_s)
+                for reply in replies:
+                    _check_pub_ack(reply)
+        except TimeoutError as exc:
+            raise BusError(f"{self.service}: {len(tokens)} publishes not acked within {timeout_s}s") from exc
+        finally:
+            for t in tokens:
+                self._ack_futures.pop(t, None)
+
+    async def _ensure_ack_inbox(self) -> None:
+        if self._ack_inbox:
+            return
+        inbox = self.nc.new_inbox()
+
+        async def on_ack(msg: Msg) -> None:
+            fut = self._ack_futures.get(msg.subject.rsplit(".", 1)[-1])
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+
+        await self.nc.subscribe(f"{inbox}.*", cb=on_ack)
+        self._ack_inbox = inbox
 
     async def dead_letter(self, subject: str, reason: str, data: bytes, headers: Mapping[str, str],
                           msg_id: str | None = None) -> None:
@@ -514,6 +554,20 @@ class Bus:
                 await self.nc.drain()
             except Exception:
                 await self.nc.close()
+
+
+def _check_pub_ack(reply: Msg) -> None:
+    """Raise BusError when a JetStream publish reply is a refusal (no stream, API error)."""
+    status = reply.headers.get("Status") if reply.headers else None
+    if status:
+        desc = reply.headers.get("Description", "") if reply.headers else ""
+        raise BusError(f"publish refused: status {status} {desc} (are the streams created?)")
+    try:
+        body = json.loads(reply.data)
+    except ValueError as exc:
+        raise BusError(f"unreadable publish ack: {reply.data[:200]!r}") from exc
+    if "error" in body:
+        raise BusError(f"publish refused: {body['error']}")
 
 
 async def _log_error(exc: Exception) -> None:

@@ -252,3 +252,11 @@ async def test_deferred_consumers_start_on_demand(bus_factory: BusFactory) -> No
     assert got == ["early"]
     with pytest.raises(ValueError, match="already subscribed"):
         bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
+
+
+async def test_publish_many_reports_refusals(bus_factory: BusFactory) -> None:
+    bus = await bus_factory("iota")
+    await bus.publish_many([])
+    await bus.delete_streams()
+    with pytest.raises(BusError, match="publish refused"):
+        await bus.publish_many([(subjects.POD_SUBMITTED, pod("x"), None, {})])
