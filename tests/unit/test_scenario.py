@@ -119,14 +119,15 @@ def test_batch_pods_follow_documented_scaling(small: Scenario) -> None:
         _, job, task, _k = p.uid.split("-")
         t = tasks[(int(job), int(task))]
         per_task[(t.job_id, t.task_id)] += 1
-        assert t.status == "Terminated" and start <= t.create_s < start + SMALL.hours * 3600
+        assert t.status == "Terminated"
+        assert start <= t.create_s < start + SMALL.hours * 3600 - SMALL.batch_warmup_s
         assert t.duration_s >= SMALL.min_batch_duration_s
         group = max(1, SMALL.max_batch_pod_cpu_milli // (t.plan_cpu * 10))
         assert p.requests.cpu == t.plan_cpu * 10 * group <= SMALL.max_batch_pod_cpu_milli
         expected_mem = round(t.plan_mem / m_norm * 64 * 1000 * bytes_per_milli) * group
         assert p.requests.memory == expected_mem
         assert p.sim is not None and p.sim.duration_s == t.duration_s
-        assert p.created_at == t.create_s - start
+        assert p.created_at == t.create_s - start + SMALL.batch_warmup_s
         assert (qos_class_of(p), priority_class_of(p), p.priority) == ("BE", "batch", 5500)
         assert validate_classes(p) == []
     scale = SMALL.nodes / V2017_MACHINES * SMALL.batch_scale
@@ -143,6 +144,7 @@ def test_arrivals_sorted_and_unique(small: Scenario) -> None:
     uids = [a.pod.uid for a in small.arrivals]
     assert len(uids) == len(set(uids))
     assert all(0 <= a.at < small.duration_s for a in small.arrivals)
+    assert min(a.at for a in small.arrivals if a.pod.uid.startswith("batch-")) >= SMALL.batch_warmup_s
 
 
 def test_default_scenario_size() -> None:

@@ -12,7 +12,6 @@ stops the services gracefully.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -59,6 +58,8 @@ class RunResult:
     allocated: dict[str, Resources] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
+    store_phases: dict[str, str] = field(default_factory=dict)
+    """uid → phase of every pod record in the store at the end (nothing lost)."""
 
 
 async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: str) -> None:
@@ -154,6 +155,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         result.violations = list(watch.violations)
         result.violations += [f"pod {uid} bound twice" for uid in metrics.double_bound()]
         result.allocated = await store.all_allocated()
+        result.store_phases = {r.spec.uid: r.phase for r in await store.list_pods()}
     finally:
         metrics.wall_s = time.perf_counter() - started
         result.exit_codes = sup.stop_all()

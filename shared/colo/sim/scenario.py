@@ -43,7 +43,9 @@ class ScenarioParams:
     by LS pods; ``batch_scale`` multiplies the nodes/1313 instance scaling;
     ``batch_window_start_s`` trace second where the batch window starts;
     ``min_batch_duration_s`` drops shorter tasks (below the tick resolution);
-    ``max_batch_pod_cpu_milli`` caps the CPU of a pod made of grouped instances.
+    ``max_batch_pod_cpu_milli`` caps the CPU of a pod made of grouped instances;
+    ``batch_warmup_s`` delays every batch arrival so that the long-running online services
+    (which pre-exist in a real cluster) are placed first.
     """
 
     nodes: int = 100
@@ -55,6 +57,7 @@ class ScenarioParams:
     batch_window_start_s: int = 21600
     min_batch_duration_s: int = 600
     max_batch_pod_cpu_milli: int = 8000
+    batch_warmup_s: int = 300
 
     def problems(self) -> list[str]:
         """Every invalid parameter (empty when valid)."""
@@ -69,6 +72,8 @@ class ScenarioParams:
             out.append(f"ls_cpu_fraction must be within 0..1, got {self.ls_cpu_fraction}")
         if self.batch_scale < 0:
             out.append(f"batch_scale must be ≥ 0, got {self.batch_scale}")
+        if not 0 <= self.batch_warmup_s < self.hours * 3600:
+            out.append(f"batch_warmup_s must be within 0..hours×3600, got {self.batch_warmup_s}")
         if self.max_batch_pod_cpu_milli < 1:
             out.append("max_batch_pod_cpu_milli must be ≥ 1")
         return out
@@ -132,7 +137,8 @@ class _Rooms:
         self.apps: dict[str, np.ndarray] = {}
 
     def place(self, s: tr.TraceService) -> bool:
-        """Best-fit placement of ``s`` (least CPU left afterwards, ties by node order); False if none fits."""
+        """Spread placement of ``s`` (most CPU left afterwards, as the scheduler's least-allocated score
+        prefers; ties by node order); False if none fits."""
         fits = ((self.cpu + s.cpu_request_milli <= self.cpu_cap)
                 & ((self.cpu_limit + s.cpu_limit_milli) * LOAD_AWARE_CPU_FACTOR
                    <= LOAD_AWARE_CPU_THRESHOLD * self.cpu_cap)
@@ -141,8 +147,8 @@ class _Rooms:
             fits &= self.apps[s.app] < s.max_instance_per_node
         if not fits.any():
             return False
-        left = np.where(fits, self.cpu_cap - self.cpu - s.cpu_request_milli, np.iinfo(np.int64).max)
-        i = int(np.argmin(left))
+        left = np.where(fits, self.cpu_cap - self.cpu - s.cpu_request_milli, -1)
+        i = int(np.argmax(left))
         self.cpu[i] += s.cpu_request_milli
         self.cpu_limit[i] += s.cpu_limit_milli
         self.mem[i] += s.memory_request_bytes
@@ -175,7 +181,10 @@ def _ls_pods(params: ScenarioParams, nodes: list[NodeSpec], rng: random.Random,
     cache: dict[str, tr.VMSeries] = {}
     samples = int(params.hours * 3600 // VM_STEP_S) + 1
     arrivals = []
-    for s in sorted(chosen, key=lambda s: s.instance):
+    # largest first, as the packing check would place them: the scheduler orders equal
+    # priorities by creation time, so creation times 1 ms apart carry that order
+    ordered = sorted(chosen, key=lambda s: (-s.cpu_request_milli, -s.memory_request_bytes, s.instance))
+    for i, s in enumerate(ordered):
         vm_id = rng.choice(vms)
         vm = cache.get(vm_id) or cache.setdefault(vm_id, tr.load_vm(vm_id, root))
         cpu_util, mem_util = _series(vm, rng.randrange(len(vm.cpu_util)), samples)
@@ -185,7 +194,7 @@ def _ls_pods(params: ScenarioParams, nodes: list[NodeSpec], rng: random.Random,
             uid=f"ls-{s.instance.replace('_', '-')}", name=s.instance.replace("_", "-"),
             namespace="online", labels={"app": s.app, "colo.sim/kind": "ls", "colo.sim/vm": vm_id},
             priority=LS_PRIORITY, priority_class="prod", qos_class="LS", requests=res, limits=lim,
-            app=s.app, max_instance_per_node=s.max_instance_per_node,
+            app=s.app, max_instance_per_node=s.max_instance_per_node, created_at=i * 0.001,
             sim=SimWorkload(kind="series", step_s=VM_STEP_S, cpu_util=cpu_util, memory_util=mem_util,
                             cpu_scale_milli=s.cpu_limit_milli, memory_scale_bytes=s.memory_limit_bytes),
         )
@@ -212,7 +221,7 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
     bytes_per_milli = cluster_mem / max(1, cluster_cpu)
     machine_bytes = V2017_MACHINE_CORES * 1000 * bytes_per_milli
     start = params.batch_window_start_s
-    end = start + params.hours * 3600
+    end = start + params.hours * 3600 - params.batch_warmup_s
     window = [t for t in tasks if t.status == "Terminated" and start <= t.create_s < end
               and t.duration_s >= params.min_batch_duration_s and t.plan_cpu > 0]
     window.sort(key=lambda t: (t.create_s, t.job_id, t.task_id))
@@ -235,11 +244,11 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
                 uid=uid, name=uid, namespace="batch",
                 labels={"app": f"job-{t.job_id}", "colo.sim/kind": "batch"},
                 priority=BATCH_PRIORITY, qos_class="BE", requests=res, limits=res,
-                app=f"job-{t.job_id}", created_at=float(t.create_s - start),
+                app=f"job-{t.job_id}", created_at=float(t.create_s - start + params.batch_warmup_s),
                 sim=SimWorkload(kind="batch", cpu_milli=cpu, memory_bytes=memory,
                                 duration_s=float(t.duration_s)),
             )
-            arrivals.append(Arrival(float(t.create_s - start), pod))
+            arrivals.append(Arrival(float(t.create_s - start + params.batch_warmup_s), pod))
             offered_milli_s += cpu * t.duration_s
             offered_byte_s += memory * t.duration_s
     desc = {
