@@ -128,6 +128,8 @@ async def test_bound_pod_runs_and_node_metrics_are_published(bus_factory: BusFac
 
 async def test_eviction_order_and_slo(bus_factory: BusFactory, store: Store) -> None:
     h = await start_agent(bus_factory, store, VirtualClock(T0))
+    assert h.service.backend is not None
+    assert h.service.backend.fs[1].read("cpu/kubepods/besteffort/cpu.idle") == "1"  # default policy
     await h.bind(ls_pod("ls-1"), "n2")
     await h.client.publish(subjects.NODE_SLO, NodeSLO(node="n2", be_cpu_idle=False), node="n2")
     await h.client.publish(subjects.POD_EVICT, EvictionCommand(uid="ls-1", node="n2", reason="LowNodeLoad",
@@ -137,10 +139,9 @@ async def test_eviction_order_and_slo(bus_factory: BusFactory, store: Store) -> 
         ("ls-1", "Running", ""), ("ls-1", "Failed", "Evicted")]
     events: list[QoSEvent] = h.seen["qos"]
     assert [(e.kind, e.pods) for e in events] == [("evict", ["ls-1"])]
-    assert h.service.backend is not None and not h.service.backend.slos[1].be_cpu_idle
-    assert h.service.backend.fs[1].read("cpu/kubepods/besteffort/cpu.idle") == "1"
-    await h.tick(T0 + 10)
+    assert not h.service.backend.slos[1].be_cpu_idle
     assert h.service.backend.fs[1].read("cpu/kubepods/besteffort/cpu.idle") == "0"
+    assert h.service.backend.fs[0].read("cpu/kubepods/besteffort/cpu.idle") == "1"
 
 
 @pytest.mark.parametrize(("subject", "payload", "reason"), [

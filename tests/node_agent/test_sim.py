@@ -104,6 +104,23 @@ def test_be_memory_hog(memory_evict: MemoryEvictStrategy, reason: str, ended_by_
     assert b.has_pod("ls")
 
 
+def test_be_group_memory_limit_follows_its_pods() -> None:
+    b = backend(NodeSLO(node=""))
+    pods = [PodSpec(uid=f"be{i}", name="be", qos_class="BE", priority=5500,
+                    limits=Resources(batch_memory=G),
+                    sim=SimWorkload(kind="batch", cpu_milli=100, duration_s=3600, memory_bytes=9 * G // 10))
+            for i in range(2)]
+    b.start_pod(pods[0], "n1")
+    b.advance(60)
+    assert b.fs[0].read("memory/kubepods/besteffort/memory.limit_in_bytes") == str(G)
+    b.start_pod(pods[1], "n1")
+    assert b.fs[0].read("memory/kubepods/besteffort/memory.limit_in_bytes") == str(2 * G)
+    res = b.advance(120)
+    assert res.ended == [] and res.stats["pods_running"] == 2
+    b.evict_pod("be0", "Evicted", "test", 120)
+    assert b.fs[0].read("memory/kubepods/besteffort/memory.limit_in_bytes") == str(G)
+
+
 def test_pod_over_its_memory_limit_is_oom_killed() -> None:
     b = backend(NodeSLO(node=""))
     pod = PodSpec(uid="p", name="p", qos_class="LS", priority=9500, limits=Resources(memory=G),

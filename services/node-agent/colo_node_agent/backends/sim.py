@@ -27,7 +27,7 @@ from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, Po
 
 from colo_node_agent.backends.sharing import water_fill
 from colo_node_agent.backends.sim_pods import F64, PodTable
-from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
+from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import CgroupVersion, cpuset_parse
@@ -113,7 +113,6 @@ class SimBackend:
         self.be_cpus: list[tuple[int, ...]] = [c for c in self.candidates]
         self.be_quota_us = [-1] * n
         self.be_allowed = [-1] * n
-        self.be_dirty: set[int] = set(range(n))
         self.last_mem_evict: list[float | None] = [None] * n
         self.last_cpu_evict: list[float | None] = [None] * n
         self.be_samples: list[deque[BECPUSample]] = [deque(maxlen=window_n) for _ in nodes]
@@ -125,8 +124,7 @@ class SimBackend:
             for cg in QOS_DIRS:
                 for path, text in default_files(config.cgroup_version, cg, self.logical[i]).items():
                     self.fs[i].seed(path, text)
-            self._record_failures(i, self.ex[i].apply(be_qos_settings([], self.slos[i].be_cpu_idle), at=start))
-        self._reload_be(range(n))
+            self._apply_be_settings(i, start)
 
     # ------------------------------------------------------------------ pods and policy
 
@@ -145,7 +143,7 @@ class SimBackend:
         if i is None:
             return False
         self.slos[i] = slo
-        self.be_dirty.add(i)
+        self._apply_be_settings(i, self.now)
         return True
 
     def start_pod(self, spec: PodSpec, node: str) -> bool:
@@ -170,7 +168,7 @@ class SimBackend:
         self.pods.quota_cap[key] = q * 1000 / p if q > 0 else np.inf
         self.pods.mem_limit[key] = float(limit) if isinstance(limit, int) and limit > 0 else np.inf
         if qos == "BE":
-            self.be_dirty.add(i)
+            self._apply_be_settings(i, self.now)
         return True
 
     def evict_pod(self, uid: str, reason: str, message: str, at: float) -> PodEnd | None:
@@ -191,8 +189,16 @@ class SimBackend:
         self.ex[i].forget(cg)
         self.pods.cpu_used[key] = self.pods.mem_used[key] = 0.0
         if qos == "BE":
-            self.be_dirty.add(i)
+            self._apply_be_settings(i, at)
         return PodEnd(uid, self.names[i], phase, reason, message, at, removed[1])
+
+    def _apply_be_settings(self, i: int, at: float) -> None:
+        """Write the BE QoS-level settings of node ``i`` now (pod set or NodeSLO changed) and read them back."""
+        T = self.pods
+        slots = np.flatnonzero(T.active[i] & T.is_be[i]).tolist()
+        writes = be_qos_settings([T.specs[(i, s)] for s in slots], self.slos[i].be_cpu_idle)
+        self._record_failures(i, self.ex[i].apply(writes, at=at))
+        self._reload_be([i])
 
     def _record_failures(self, i: int, records: list[WriteRecord]) -> list[WriteRecord]:
         self.cgroup_failures.extend((self.names[i], r) for r in records if not r.ok and not r.skipped)
@@ -339,25 +345,18 @@ class SimBackend:
 
     def _strategies(self, at: float, node_cpu: F64, node_mem: F64, ls_used: F64, be_used: F64, be_cap: F64,
                     res: AdvanceResult, counts: dict[str, float]) -> None:
-        T = self.pods
         ncpu, nmem, lsu, beu = node_cpu.tolist(), node_mem.tolist(), ls_used.tolist(), be_used.tolist()
         cap, cap_mem, be_cap_l = self.cap_cpu.tolist(), self.cap_mem.tolist(), be_cap.tolist()
         for i, name in enumerate(self.names):
             slo = self.slos[i]
-            writes: list[CgroupWrite] = []
-            if i in self.be_dirty:
-                slots = np.flatnonzero(T.active[i] & T.is_be[i]).tolist()
-                writes += be_qos_settings([T.specs[(i, s)] for s in slots], slo.be_cpu_idle)
             inp = SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),
                                 node_reserved=self.reserved_milli[i])
             state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
             plan = suppress(inp, slo.cpu_suppress, state)
-            writes += plan.writes
-            records = self._record_failures(i, self.ex[i].apply(writes, at=at))
+            records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
             changed = [r for r in records if r.ok and not r.skipped]
-            if changed or i in self.be_dirty:
+            if changed:
                 self._reload_be([i])
-            self.be_dirty.discard(i)
             if plan.be_cpu_allowed != self.be_allowed[i] and any(
                     r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
                 res.events.append(QoSEvent(node=name, kind="suppress", at=at, reason=slo.cpu_suppress.policy,
