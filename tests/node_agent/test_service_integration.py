@@ -17,6 +17,7 @@ from colo.messages import (
     DeadLetter,
     EvictionCommand,
     NodeMetric,
+    NodeResource,
     NodeSLO,
     NodeSpec,
     PodBound,
@@ -189,3 +190,20 @@ async def test_restart_adopts_bound_pods_and_starts_none_twice(bus_factory: BusF
     assert h2.service.counters["started"] == 0
     assert [(s.uid, s.phase) for s in h.seen["status"]] == [("ls-1", "Running")]  # re-announce deduplicated
     assert (await h2.tick(T0 + 120))["pods_running"] == 1
+
+
+async def test_batch_pod_succeeds_and_status_is_published(bus_factory: BusFactory, store: Store) -> None:
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    job = PodSpec(uid="job-1", name="job-1", qos_class="BE", priority=5500,
+                  requests=Resources(batch_cpu=1000, batch_memory=G),
+                  sim=SimWorkload(kind="batch", cpu_milli=1000, duration_s=45, memory_bytes=G // 2))
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=4000, batch_memory=4 * G))
+    await h.bind(job, "n1")
+    await h.settle()
+    stats = await h.tick(T0 + 60)
+    statuses: list[PodStatus] = h.seen["status"]
+    assert [(s.uid, s.phase, s.reason, s.priority_class) for s in statuses] == [
+        ("job-1", "Running", "", "batch"), ("job-1", "Succeeded", "Completed", "batch")]
+    assert T0 + 45 <= statuses[1].at <= T0 + 50
+    assert statuses[1].requests == job.requests
+    assert (stats["batch_completed"], stats["pods_running"]) == (1, 0)

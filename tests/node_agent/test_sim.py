@@ -147,6 +147,7 @@ def test_batch_completes_after_duration_slower_when_squeezed(ls_milli: int, done
         ended += res.ended
     assert [(e.uid, e.phase, e.reason) for e in ended] == [("job", "Succeeded", "Completed")]
     assert done_at[0] <= ended[0].at <= done_at[1]
+    assert type(ended[0].at) is float  # goes on the wire: no NumPy scalars
 
 
 @pytest.mark.parametrize(("samples", "p", "want"), [

@@ -8,6 +8,7 @@ interval — one NodeMetric per node. Bad input is dead-lettered with a reason; 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -87,6 +88,8 @@ class NodeAgentService:
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
         self._started = False
+        # consumers run concurrently: a pod's start, eviction and end must publish in the order they happen
+        self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -154,6 +157,10 @@ class NodeAgentService:
 
     async def on_pod_bound(self, msg: PodBound, info: MessageInfo) -> None:
         """Start a pod bound to one of our nodes (idempotent: replays and duplicates are ignored)."""
+        async with self._lock:
+            await self._start_bound(msg, info)
+
+    async def _start_bound(self, msg: PodBound, info: MessageInfo) -> None:
         assert self.ctx is not None and self.backend is not None
         problems = pod_problems(msg.spec)
         if msg.node not in self.backend.index:
@@ -179,6 +186,10 @@ class NodeAgentService:
 
     async def on_pod_evict(self, msg: EvictionCommand, info: MessageInfo) -> None:
         """Evict a pod on an order (descheduler); unknown pods are ignored (already gone)."""
+        async with self._lock:
+            await self._evict(msg, info)
+
+    async def _evict(self, msg: EvictionCommand, info: MessageInfo) -> None:
         assert self.ctx is not None and self.backend is not None
         if msg.node not in self.backend.index or not msg.uid:
             await self._reject(msg, info, f"eviction for pod {msg.uid!r} on node {msg.node!r} not hosted here")
@@ -221,6 +232,10 @@ class NodeAgentService:
 
     async def tick(self, now: float) -> dict[str, float]:
         """Advance to ``now``; publish statuses, QoS events, cgroup failures and due NodeMetrics; return stats."""
+        async with self._lock:
+            return await self._tick(now)
+
+    async def _tick(self, now: float) -> dict[str, float]:
         assert self.ctx is not None and self.backend is not None
         res = self.backend.advance(now)
         items = [self._end_item(end) for end in res.ended]

@@ -325,9 +325,9 @@ class SimBackend:
         T.work_left_s = np.where(b, T.work_left_s - rate * dt, T.work_left_s)
         for key in zip(*np.nonzero(done)):
             k = (int(key[0]), int(key[1]))
-            left = T.work_left_s[k] + rate[k] * dt
-            at = t + (left / rate[k] if rate[k] > 0 else dt)
-            end = self._end(T.specs[k].uid, "Succeeded", "Completed", "", min(at, t + dt))
+            left, r = float(T.work_left_s[k]) + float(rate[k]) * dt, float(rate[k])
+            at = t + (left / r if r > 0 else dt)
+            end = self._end(T.specs[k].uid, "Succeeded", "Completed", "", float(min(at, t + dt)))
             if end is not None:
                 res.ended.append(end)
                 counts["batch_completed"] += 1
