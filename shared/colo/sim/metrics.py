@@ -73,6 +73,8 @@ class RunMetrics:
     mem_util_ticks: list[float] = field(default_factory=list)
     series: list[Sample] = field(default_factory=list)
     tick_errors: list[str] = field(default_factory=list)
+    tick_wall_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds each service spent answering ticks over the run (where the run's time goes)."""
     wall_s: float = 0.0
 
     # ------------------------------------------------------------------ intake

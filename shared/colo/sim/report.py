@@ -36,6 +36,7 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
         }
     out["series"] = {r.name: [asdict(s) for s in r.series] for r in runs}
     out["tick_errors"] = {r.name: r.tick_errors[:50] for r in runs}
+    out["tick_wall_s"] = {r.name: {k: round(v, 2) for k, v in r.tick_wall_s.items()} for r in runs}
     return out
 
 

@@ -143,7 +143,9 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
             acks = []
             for service in TICK_ORDER:
                 sup.check_alive()
+                t0 = time.perf_counter()
                 acks.append(await bus.request_tick(service, tick, timeout_s=tick_timeout_s))
+                metrics.tick_wall_s[service] = metrics.tick_wall_s.get(service, 0.0) + time.perf_counter() - t0
             await bus.settle()
             metrics.on_ticks(now, acks)
             await watch.check(store, now)
