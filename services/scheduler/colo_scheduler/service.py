@@ -43,8 +43,17 @@ REQUEUE_REASONS = frozenset({"Evicted", "Descheduled"})
 """PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
 
 
+MAX_QUANTITY = 2**50
+"""Largest accepted resource amount (milli-cores, bytes, count). Larger values are absurd and
+would overflow the int64 columns of the node table once summed or scaled (×200 estimates)."""
+
+MAX_PRIORITY = 2**31 - 1
+"""Kubernetes pod priority is an int32."""
+
+
 def _negative(r: Resources) -> list[str]:
-    return [n for n in RESOURCE_NAMES if getattr(r, n) < 0]
+    """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
+    return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
 
 
 class SchedulerService:
@@ -101,10 +110,13 @@ class SchedulerService:
         for nr in (await store.list_node_resources()).values():
             self.core.on_node_resource(nr, now)
         for rec in await store.list_pods():
-            if rec.node and rec.phase in ("Pending", "Running"):
-                self.core.adopt(rec.spec, rec.node, rec.bound_at)
-            elif rec.phase == "Pending" and not rec.node:
-                self.core.add_pod(rec.spec, now)
+            try:
+                if rec.node and rec.phase in ("Pending", "Running"):
+                    self.core.adopt(rec.spec, rec.node, rec.bound_at)
+                elif rec.phase == "Pending" and not rec.node:
+                    self.core.add_pod(rec.spec, now)
+            except (OverflowError, ValueError) as exc:  # a corrupt record must not stop the start
+                log.error("skipping stored pod %s: %r", rec.spec.uid, exc)
         await self._resync(now)
 
     def _store(self) -> Any:
@@ -132,8 +144,11 @@ class SchedulerService:
     async def _on_admitted(self, msg: PodAdmitted, info: MessageInfo) -> None:
         spec = msg.spec
         bad = _negative(spec.requests) + _negative(spec.limits)
+        if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
+            bad.append("priority")
         if not spec.uid or bad:
-            await self._dead_letter(msg, info, f"invalid pod: empty uid or negative {bad}")
+            await self._dead_letter(msg, info, f"invalid pod {spec.uid!r}: empty uid or out of range {bad}"
+                                    f" (resources 0..{MAX_QUANTITY}, priority int32)")
             return
         if spec.uid in self.core.framework.placed or spec.uid in self.core.queue:
             return  # redelivery
@@ -146,9 +161,10 @@ class SchedulerService:
         self.core.add_pod(spec, now)
 
     async def _on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
-        bad = _negative(spec.allocatable)
+        bad = _negative(spec.allocatable) + _negative(spec.capacity)
         if not spec.name or bad:
-            await self._dead_letter(spec, info, f"invalid node: empty name or negative allocatable {bad}")
+            await self._dead_letter(spec, info, f"invalid node {spec.name!r}: empty name or allocatable/capacity"
+                                    f" out of range 0..{MAX_QUANTITY} {bad}")
             return
         now = self._now()
         self.core.on_node(spec, now)
@@ -158,8 +174,8 @@ class SchedulerService:
         self._dirty.add(spec.name)
 
     async def _on_node_resource(self, nr: NodeResource, info: MessageInfo) -> None:
-        if min(nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory) < 0:
-            await self._dead_letter(nr, info, "invalid NodeResource: negative allocatable")
+        if not all(0 <= v <= MAX_QUANTITY for v in (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)):
+            await self._dead_letter(nr, info, f"invalid NodeResource: allocatable out of range 0..{MAX_QUANTITY}")
             return
         if nr.node not in self.core.table.index:
             self._early_resources[nr.node] = nr  # applied when the node registers
@@ -167,8 +183,10 @@ class SchedulerService:
         self.core.on_node_resource(nr, self._now())
 
     async def _on_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
-        if metric.node_usage.cpu < 0 or metric.node_usage.memory < 0 or not math.isfinite(metric.at):
-            await self._dead_letter(metric, info, "invalid NodeMetric: negative usage or non-finite time")
+        u = metric.node_usage
+        if not (0 <= u.cpu <= MAX_QUANTITY and 0 <= u.memory <= MAX_QUANTITY) or not math.isfinite(metric.at):
+            await self._dead_letter(metric, info, f"invalid NodeMetric: usage out of range 0..{MAX_QUANTITY}"
+                                    " or non-finite time")
             return
         self.core.on_metric(metric, self._now())
 
