@@ -147,8 +147,8 @@ class SchedulerService:
         if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
             bad.append("priority")
         if not spec.uid or bad:
-            await self._dead_letter(msg, info, f"invalid pod {spec.uid!r}: empty uid or out of range {bad}"
-                                    f" (resources 0..{MAX_QUANTITY}, priority int32)")
+            await self._dead_letter(msg, info, f"invalid pod {spec.uid!r}: empty uid or negative or out of"
+                                    f" range {bad} (resources 0..{MAX_QUANTITY}, priority int32)")
             return
         if spec.uid in self.core.framework.placed or spec.uid in self.core.queue:
             return  # redelivery
@@ -163,8 +163,8 @@ class SchedulerService:
     async def _on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
         bad = _negative(spec.allocatable) + _negative(spec.capacity)
         if not spec.name or bad:
-            await self._dead_letter(spec, info, f"invalid node {spec.name!r}: empty name or allocatable/capacity"
-                                    f" out of range 0..{MAX_QUANTITY} {bad}")
+            await self._dead_letter(spec, info, f"invalid node {spec.name!r}: empty name or negative or"
+                                    f" allocatable/capacity out of range 0..{MAX_QUANTITY} {bad}")
             return
         now = self._now()
         self.core.on_node(spec, now)
