@@ -54,6 +54,9 @@ ACK_WAIT_S = 30.0
 """JetStream ack wait of every consumer."""
 MAX_DELIVER = 5
 """Deliveries of a failing message before it is dead-lettered."""
+DEAD_LETTER_MAX_DATA = 64 * 1024
+"""Bytes of the offending payload kept in a DeadLetter (a payload near the server's 1 MiB limit,
+or invalid UTF-8 inflated by replacement characters, would otherwise not fit)."""
 
 _published = telemetry.counter("colo_bus_published_total", "Messages published", ("service", "subject"))
 _consumed = telemetry.counter("colo_bus_consumed_total", "Messages handled and acked", ("service", "subject"))
@@ -439,7 +442,10 @@ class Bus:
                           msg_id: str | None = None) -> None:
         """Publish a :class:`DeadLetter` for ``data`` received on ``subject`` to ``dlq.<service>``."""
         log.error("%s: dead letter from %s: %s", self.service, subject, reason)
-        dl = DeadLetter(service=self.service, subject=subject, reason=reason,
+        if len(data) > DEAD_LETTER_MAX_DATA:  # the dead letter must stay under the server's max payload
+            reason = f"{reason} (data truncated from {len(data)} bytes)"
+            data = data[:DEAD_LETTER_MAX_DATA]
+        dl = DeadLetter(service=self.service, subject=subject, reason=reason[:DEAD_LETTER_MAX_DATA],
                         data=data.decode("utf-8", errors="replace"), at=self.clock.now(),
                         headers={str(k): str(v) for k, v in headers.items()})
         try:
