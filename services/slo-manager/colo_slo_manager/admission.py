@@ -27,6 +27,9 @@ from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
 """uid / name / namespace: a letter or digit, then letters, digits, ``_ . -`` (usable as a message id)."""
 
+MAX_QUANTITY = 2**50
+"""Largest accepted resource amount (milli-cores, bytes, count); larger would overflow the
+scheduler's int64 sums (the scheduler rejects the same bound)."""
 _RESOURCE_FIELDS = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
 
 
@@ -121,7 +124,8 @@ def apply_profile(profile: ColocationProfile, pod: PodSpec) -> PodSpec:
 
 
 def basic_problems(pod: PodSpec) -> list[str]:
-    """Problems independent of classes: identifiers, negative quantities, request above limit."""
+    """Problems independent of classes: identifiers, negative or absurd (> MAX_QUANTITY) quantities,
+    non-int32 priority, request above limit."""
     out: list[str] = []
     for field in ("uid", "name", "namespace"):
         value = getattr(pod, field)
@@ -133,6 +137,10 @@ def basic_problems(pod: PodSpec) -> list[str]:
         for f in (*_RESOURCE_FIELDS, "pods"):
             if getattr(res, f) < 0:
                 out.append(f"{kind} {f} must not be negative, got {getattr(res, f)}")
+            elif getattr(res, f) > MAX_QUANTITY:
+                out.append(f"{kind} {f} must not exceed {MAX_QUANTITY}, got {getattr(res, f)}")
+    if pod.priority is not None and not -(2**31) <= pod.priority < 2**31:
+        out.append(f"priority {pod.priority} is outside the int32 range")
     for f in _RESOURCE_FIELDS:
         req, lim = getattr(pod.requests, f), getattr(pod.limits, f)
         if lim > 0 and req > lim:
