@@ -219,14 +219,12 @@ class Subscription(Generic[T]):
                 log.exception("%s: failed to settle message on %s", self.name, msg.subject)
             finally:
                 self._busy = False
+                if self._queue.empty():
+                    self.bus._went_idle.set()
 
     async def _process(self, msg: Msg) -> None:
         headers = dict(msg.headers or {})
-        try:
-            meta = msg.metadata
-            seq, delivered = int(meta.sequence.stream), int(meta.num_delivered)
-        except Exception:
-            seq, delivered = 0, 1
+        seq, delivered = _ack_sequence(msg)
         try:
             decoded = codec.decode(msg.data, self.subject.type)
         except codec.DecodeError as exc:
@@ -236,8 +234,7 @@ class Subscription(Generic[T]):
             return
         try:
             if telemetry.tracing_enabled():
-                with telemetry.tracer("colo.bus").start_as_current_span(
-                        self._span_name, context=telemetry.extract(headers)):
+                with telemetry.consume_span(self._span_name, headers):
                     await self._call(decoded, msg.subject, headers, seq, delivered)
             else:
                 await self._call(decoded, msg.subject, headers, seq, delivered)
@@ -292,6 +289,24 @@ class Subscription(Generic[T]):
                     pass
 
 
+def _ack_sequence(msg: Msg) -> tuple[int, int]:
+    """(stream sequence, delivery count) from a JetStream message's ack subject; (0, 1) when absent.
+
+    Reads ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...`` (and the 12-token form with
+    domain and account) directly: the client's metadata parser costs more than a handler here.
+    """
+    tokens = (msg.reply or "").split(".")
+    try:
+        if len(tokens) == 9 and tokens[1] == "ACK":
+            return int(tokens[5]), int(tokens[4])
+        if len(tokens) >= 11 and tokens[1] == "ACK":
+            return int(tokens[7]), int(tokens[6])
+        meta = msg.metadata
+        return int(meta.sequence.stream), int(meta.num_delivered)
+    except Exception:
+        return 0, 1
+
+
 def _takes_two(handler: Callable[..., Any]) -> bool:
     try:
         params = [p for p in inspect.signature(handler).parameters.values()
@@ -317,6 +332,8 @@ class Bus:
         self._ack_inbox = ""
         self._ack_seq = 0
         self._ack_futures: dict[str, asyncio.Future[Msg]] = {}
+        self._went_idle = asyncio.Event()
+        """Set by a consumer when it finishes a message with nothing queued (wakes :meth:`settle`)."""
 
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
@@ -489,13 +506,18 @@ class Bus:
         delay = 0.0005
         subs = [s for s in self._subs if s._started is not None]
         while True:
+            self._went_idle.clear()
             if all(s.idle for s in subs):
                 counts = await asyncio.gather(*(s.pending() for s in subs))
                 if not any(counts) and all(s.idle for s in subs):
                     return
             if time.monotonic() > deadline:
                 raise BusError(f"{self.service}: bus did not settle within {timeout_s}s")
-            await asyncio.sleep(delay)
+            # woken as soon as a consumer drains its queue, else polled with a growing delay
+            try:
+                await asyncio.wait_for(self._went_idle.wait(), timeout=delay)
+            except TimeoutError:
+                pass
             delay = min(delay * 2, 0.02)
 
     # ------------------------------------------------------------------ ticks

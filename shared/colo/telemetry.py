@@ -8,9 +8,13 @@ created and propagated over NATS (DESIGN.md §4), but no span leaves the process
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import prometheus_client
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 log = logging.getLogger("colo.telemetry")
 
 _provider: TracerProvider | None = None
+_exporting = False
 
 
 def setup(service_name: str, otlp_endpoint: str = "") -> TracerProvider:
@@ -26,7 +31,7 @@ def setup(service_name: str, otlp_endpoint: str = "") -> TracerProvider:
     With ``otlp_endpoint`` set and ``opentelemetry-exporter-otlp`` importable, spans are
     exported in batches over OTLP/gRPC; otherwise a warning is logged and nothing is exported.
     """
-    global _provider
+    global _provider, _exporting
     if _provider is not None:
         return _provider
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
@@ -38,6 +43,7 @@ def setup(service_name: str, otlp_endpoint: str = "") -> TracerProvider:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
+            _exporting = True
         except ImportError:
             log.warning("OTLP endpoint %s set but opentelemetry-exporter-otlp is not installed; "
                         "traces are not exported", otlp_endpoint)
@@ -49,6 +55,58 @@ def setup(service_name: str, otlp_endpoint: str = "") -> TracerProvider:
 def tracing_enabled() -> bool:
     """True once :func:`setup` installed a provider (the bus then propagates traceparent)."""
     return _provider is not None
+
+
+def exporting() -> bool:
+    """True when spans leave the process (an OTLP exporter was installed by :func:`setup`)."""
+    return _exporting
+
+
+_rng = random.Random()
+
+
+def _parse_traceparent(value: str) -> tuple[int, int, int] | None:
+    """(trace_id, parent span_id, flags) of a W3C ``traceparent`` header; None when malformed."""
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2 or parts[0] == "ff":
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    if trace_id == 0 or span_id == 0:
+        return None
+    return trace_id, span_id, flags
+
+
+@contextmanager
+def consume_span(name: str, headers: Mapping[str, str]) -> Iterator[None]:
+    """Make a span for handling one message the current span (DESIGN.md §4: one trace per pod).
+
+    The span continues the trace of the message's ``traceparent`` (a new trace when absent or
+    malformed), so anything published inside carries the same trace id. When spans are exported
+    (:func:`exporting`) it is a full SDK span named ``name``; otherwise nothing would ever read
+    it, so a non-recording span with the same trace id, a fresh span id and the parent's flags is
+    used instead — it propagates identically at a fraction of the cost (this runs per message).
+    """
+    if _exporting:
+        with tracer("colo.bus").start_as_current_span(name, context=extract(dict(headers))):
+            yield
+        return
+    parent = _parse_traceparent(headers.get("traceparent", ""))
+    if parent is None:
+        trace_id, flags, state = _rng.getrandbits(128) or 1, trace.TraceFlags.SAMPLED, None
+    else:
+        trace_id, flags = parent[0], parent[2]
+        raw_state = headers.get("tracestate")
+        state = trace.TraceState.from_header([raw_state]) if raw_state else None
+    ctx = trace.SpanContext(trace_id=trace_id, span_id=_rng.getrandbits(64) or 1, is_remote=False,
+                            trace_flags=trace.TraceFlags(flags), trace_state=state)
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(ctx)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 _tracers: dict[str, trace.Tracer] = {}
