@@ -7,11 +7,13 @@ virtual time: publish the pods that arrived (``pod.submitted``, msg_id = uid), t
 services in order node-agent → profiler → slo-manager → scheduler → descheduler, wait
 for the coordinator's own consumers to settle and record metrics
 (:class:`colo.sim.metrics.RunMetrics`). At the end it checks invariants in Redis and
-stops the services gracefully.
+stops the services gracefully. The runs of :func:`run_all` proceed concurrently when each
+has its own embedded servers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -160,7 +162,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         result.store_phases = {r.spec.uid: r.phase for r in await store.list_pods()}
     finally:
         metrics.wall_s = time.perf_counter() - started
-        result.exit_codes = sup.stop_all()
+        # in a thread: a concurrent run keeps ticking while these services shut down
+        result.exit_codes = await asyncio.to_thread(sup.stop_all)
         result.restarts = dict(sup.restarts)
         await bus.close()
         await store.close()
@@ -174,24 +177,45 @@ def make_progress() -> Progress:
 
 
 async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("baseline", "colo"),
-                  show_progress: bool = True, hook: StepHook | None = None) -> list[RunResult]:
-    """Each of ``runs`` on fresh embedded servers (or on COLO_NATS_URL/COLO_REDIS_URL when set)."""
-    results = []
+                  show_progress: bool = True, hook: StepHook | None = None,
+                  concurrent: bool | None = None) -> list[RunResult]:
+    """Each of ``runs`` on fresh embedded servers (or on COLO_NATS_URL/COLO_REDIS_URL when set).
+
+    With ``concurrent`` (default: when both servers are embedded, there are several runs and
+    more than one CPU) the runs proceed at the same time, each on its own NATS and Redis: one
+    run's services mostly wait for a tick while the other's compute, so the pair finishes in
+    little more than the time of one. Runs on shared external servers always go one after
+    the other (each run purges the streams). Results are in the order of ``runs``; when one
+    run fails the others are cancelled and the error is raised.
+    """
+    nats_env = os.environ.get("COLO_NATS_URL")
+    redis_env = os.environ.get("COLO_REDIS_URL")
+    if concurrent is None:
+        concurrent = not nats_env and not redis_env and len(runs) > 1 and (os.cpu_count() or 1) > 1
+    if nats_env or redis_env:
+        concurrent = False
     progress = make_progress() if show_progress else None
+
+    async def one(run: str) -> RunResult:
+        if nats_env and redis_env:
+            return await run_once(scenario, run, nats_env, redis_env, work_dir, progress, hook)
+        with EmbeddedServers(nats=not nats_env, redis=not redis_env) as servers:
+            return await run_once(scenario, run, nats_env or servers.nats_url, redis_env or servers.redis_url,
+                                  work_dir, progress, hook)
+
     if progress is not None:
         progress.start()
     try:
-        for run in runs:
-            nats_url = os.environ.get("COLO_NATS_URL")
-            redis_url = os.environ.get("COLO_REDIS_URL")
-            if nats_url and redis_url:
-                results.append(await run_once(scenario, run, nats_url, redis_url, work_dir, progress, hook))
-                continue
-            with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
-                results.append(await run_once(
-                    scenario, run, nats_url or servers.nats_url, redis_url or servers.redis_url,
-                    work_dir, progress, hook))
+        if not concurrent:
+            return [await one(run) for run in runs]
+        tasks = [asyncio.create_task(one(run), name=f"run:{run}") for run in runs]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     finally:
         if progress is not None:
             progress.stop()
-    return results
