@@ -1,13 +1,17 @@
 """The ``colo`` command: up, submit, get, events, traces fetch, sim (docs/cli.md).
 
 Connection settings come from the common runtime settings (``COLO_NATS_URL``,
-``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`.
+``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`. While ``colo up`` runs it
+records its servers in :func:`endpoints_path`; the other commands use them when those variables
+are not set, so they never talk to unrelated servers on the standard ports by accident.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import signal
 import sys
 import time
@@ -19,14 +23,48 @@ from rich.table import Table
 from colo import subjects as S
 from colo.cli.podfile import PodFileError, load_pod_file
 from colo.codec import DecodeError, decode, to_builtins
+from colo.messages import NodeSpec
 from colo.quantity import format_cpu, format_memory
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def endpoints_path() -> Path:
+    """Where a running ``colo up`` records its servers: ``$COLO_STATE_DIR`` or ``~/.cache/colo``, ``up.json``."""
+    base = os.environ.get("COLO_STATE_DIR") or str(Path.home() / ".cache" / "colo")
+    return Path(base) / "up.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_up_env() -> dict[str, str]:
+    """The ``COLO_*`` connection variables of a running ``colo up``, or {} when none runs."""
+    try:
+        state = json.loads(endpoints_path().read_text())
+        if not _alive(int(state["pid"])):
+            return {}
+        return {k: str(v) for k, v in state["env"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _settings() -> RuntimeSettings:
-    return load_runtime_settings()
+    env = dict(os.environ)
+    if "COLO_NATS_URL" not in env and "COLO_REDIS_URL" not in env:
+        up = running_up_env()
+        if up:
+            console.print(f"[dim]using the servers of colo up ({up['COLO_NATS_URL']}, {up['COLO_REDIS_URL']})[/]")
+            env.update(up)
+    return load_runtime_settings(env)
 
 
 # --------------------------------------------------------------------------- submit
@@ -86,9 +124,9 @@ async def _get(what: str, settings: RuntimeSettings) -> Table:
                 a = alloc.get(n.name)
                 r = res.get(n.name)
                 t.add_row(n.name, format_cpu(n.allocatable.cpu), format_memory(n.allocatable.memory),
-                          format_cpu(a.cpu) if a else "0", format_memory(a.memory) if a else "0",
+                          format_cpu(a.cpu) if a else "0", _mem(a.memory) if a else "0",
                           f"{a.pods if a else 0}/{n.allocatable.pods}",
-                          format_cpu(r.batch_cpu) if r else "-", format_memory(r.batch_memory) if r else "-",
+                          format_cpu(r.batch_cpu) if r else "-", _mem(r.batch_memory) if r else "-",
                           format_cpu(a.batch_cpu) if a else "0")
             return t
         pods = await store.list_pods()
@@ -100,7 +138,7 @@ async def _get(what: str, settings: RuntimeSettings) -> Table:
             cpu = r.cpu or r.batch_cpu or r.mid_cpu
             mem = r.memory or r.batch_memory or r.mid_memory
             t.add_row(p.spec.namespace, p.spec.name, p.phase, p.node or "-", p.spec.qos_class or "-",
-                      format_cpu(cpu), format_memory(mem), p.reason)
+                      format_cpu(cpu), _mem(mem), p.reason)
         return t
     finally:
         await store.close()
@@ -197,21 +235,36 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return run_demo(args, console)
 
 
-async def _up(args: argparse.Namespace) -> int:
-    import os
+def _mem(n_bytes: int) -> str:
+    """Bytes for a table cell: exact binary units when exact, else GiB with one decimal."""
+    exact = format_memory(n_bytes)
+    return exact if not exact.isdigit() or n_bytes < 2**30 else f"{n_bytes / 2**30:.1f}Gi"
 
-    from colo.embedded import EmbeddedServers
-    from colo.messages import NodeSpec
-    from colo.sim.run import NODES_FILE_ENV, _write_nodes
+
+def _up_nodes(args: argparse.Namespace) -> list[NodeSpec]:
+    """Nodes for the sim node agent: ``--nodes-file`` (JSON list of NodeSpec) or sampled from the traces."""
+    if args.nodes_file:
+        try:
+            return decode(Path(args.nodes_file).read_bytes(), list[NodeSpec])
+        except (OSError, DecodeError) as exc:
+            raise SystemExit(f"--nodes-file {args.nodes_file}: {exc}") from exc
     from colo.sim.scenario import ScenarioParams, build_scenario
+
+    return build_scenario(ScenarioParams(nodes=args.nodes, hours=1, seed=args.seed)).nodes
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from colo.embedded import EmbeddedServers
+    from colo.sim.run import NODES_FILE_ENV, _write_nodes
     from colo.sim.services import Supervisor
 
     out = Path(args.work_dir)
-    nodes: list[NodeSpec] = build_scenario(ScenarioParams(nodes=args.nodes, hours=1, seed=args.seed)).nodes
+    nodes = _up_nodes(args)
     nodes_file = out / "up-nodes.json"
     _write_nodes(nodes_file, nodes)
     nats_url = os.environ.get("COLO_NATS_URL")
     redis_url = os.environ.get("COLO_REDIS_URL")
+    state = endpoints_path()
     with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
         env = {"COLO_NATS_URL": nats_url or servers.nats_url, "COLO_REDIS_URL": redis_url or servers.redis_url,
                "COLO_SIM": "0", NODES_FILE_ENV: str(nodes_file)}
@@ -222,10 +275,16 @@ async def _up(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         try:
             await sup.start_all()
-            console.print(f"NATS {env['COLO_NATS_URL']}  Redis {env['COLO_REDIS_URL']}")
+            state.parent.mkdir(parents=True, exist_ok=True)
+            conn = {k: env[k] for k in ("COLO_NATS_URL", "COLO_REDIS_URL")}
+            state.write_text(json.dumps({"pid": os.getpid(), "env": conn}))
+            console.print(f"NATS {env['COLO_NATS_URL']}  Redis {env['COLO_REDIS_URL']}", soft_wrap=True)
             for name, p in sup.procs.items():
-                console.print(f"  {name:<12} pid {p.proc.pid}  http://127.0.0.1:{p.port}  log {p.log_path}")
-            console.print("all services ready; Ctrl-C stops everything")
+                console.print(f"  {name:<12} pid {p.proc.pid}  http://127.0.0.1:{p.port}  log {p.log_path}",
+                              soft_wrap=True)
+            console.print(f"{len(nodes)} simulated nodes; all services ready; Ctrl-C stops everything")
+            console.print("colo submit/get/events in another shell find these servers by themselves; other "
+                          f"clients: export {' '.join(f'{k}={v}' for k, v in conn.items())}", soft_wrap=True)
             while not stop.is_set():
                 sup.check_alive()
                 try:
@@ -233,6 +292,11 @@ async def _up(args: argparse.Namespace) -> int:
                 except asyncio.TimeoutError:
                     pass
         finally:
+            try:
+                if json.loads(state.read_text()).get("pid") == os.getpid():
+                    state.unlink()
+            except (OSError, ValueError):
+                pass
             codes = sup.stop_all()
             console.print(f"stopped: {codes}")
     return 0
@@ -254,8 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="colo", description="Colo co-location system")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("up", help="embedded NATS/Redis + the five services (Ctrl-C stops all)")
-    p.add_argument("--nodes", type=int, default=10, help="simulated nodes for the node agent")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--nodes", type=int, default=10, help="simulated nodes sampled from the traces")
+    p.add_argument("--seed", type=int, default=1, help="seed of the node sample")
+    p.add_argument("--nodes-file", default="", help="JSON list of NodeSpec instead of the traces "
+                   "(e.g. examples/nodes-a.json)")
     p.add_argument("--work-dir", default="out/up")
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("submit", help="submit pods from a YAML/JSON manifest")
