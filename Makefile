@@ -10,7 +10,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 NODES  ?= 100
 HOURS  ?= 6
-SEED   ?= 7
+SEED   ?= 1
 OUT    ?= out/demo
 PYTEST_ARGS ?=
 
