@@ -4,7 +4,6 @@ started twice by a node agent, Redis allocations equal the sum of bound pods' re
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,9 @@ from colo.sim.run import run_all
 from colo.sim.scenario import Scenario, ScenarioParams, build_scenario
 from colo.sim.services import SERVICES, Supervisor
 
-MISSING = [m for _, m in SERVICES if importlib.util.find_spec(f"{m}.__main__") is None]
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(bool(MISSING), reason=f"services without an entry point yet: {MISSING}"),
-    pytest.mark.skipif(not (tr.traces_dir() / tr.NODE_LIST).exists(), reason="traces not available"),
+    pytest.mark.skipif(not (tr.traces_dir() / tr.NODE_LIST).exists(), reason=f"traces not found in {tr.traces_dir()}: set COLO_TRACES_DIR or run `make traces`"),
 ]
 
 SHORT = ScenarioParams(nodes=6, hours=0.5, seed=2)

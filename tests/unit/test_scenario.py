@@ -20,7 +20,7 @@ from colo.sim.scenario import (
 )
 
 pytestmark = pytest.mark.skipif(not (tr.traces_dir() / tr.NODE_LIST).exists(),
-                                reason="traces not available (run `colo traces fetch`)")
+                                reason=f"traces not found in {tr.traces_dir()}: set COLO_TRACES_DIR or run `make traces`")
 
 SMALL = ScenarioParams(nodes=20, hours=2.0, seed=7)
 
