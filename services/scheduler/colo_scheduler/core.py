@@ -10,15 +10,37 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
-from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, NODE_RESOURCE, POD_DELETE
+from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult
+from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import default_profile_config, new_in_tree_registry
+from colo_scheduler.plugins.loadaware import LoadAware
+from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
+from colo_scheduler.plugins.noderesources import NodeResourcesFit
+from colo_scheduler.plugins.nodeselector import NodeSelector
+from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.podinfo import PodInfo, make_pod_info
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
+
+
+EQUIVALENCE_FILTERS = (NodeSelector, TaintToleration, NodeResourcesFit, MaxInstancePerNode, LoadAware)
+"""Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
+cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
+
+
+def equivalence_key(pod: PodInfo) -> tuple[object, ...]:
+    """What the :data:`EQUIVALENCE_FILTERS` read of a pod: requests (fit vector), load estimate,
+    DaemonSet flag, node selector, tolerations and the app with its per-node cap. Two pods with
+    equal keys pass exactly the same nodes in the same table state."""
+    spec = pod.spec
+    return (pod.fit_request.tobytes(), pod.estimate200.tobytes(), spec.daemonset, pod.selector_key,
+            pod.tolerations_key, spec.app, spec.max_instance_per_node)
 
 
 @dataclass(slots=True)
@@ -59,6 +81,14 @@ class Scheduler:
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
+        self._filter_names = frozenset(p.name for p in profile_obj.filter)
+        self._equivalence = not profile_obj.pre_filter and all(
+            isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
+        self._dirty_rows: set[int] = set()
+        self._events: set[str] = set()
+        self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
+        """Counters: pods woken by hints, unschedulable pods left parked after a change, and
+        failures decided by an equivalent pod's failure in the same cycle."""
 
     # ------------------------------------------------------------------ pods
 
@@ -86,9 +116,22 @@ class Scheduler:
 
     def release(self, uid: str, now: float) -> PodInfo | None:
         """Free a placed pod (Unreserve) and wake pods waiting for room; the pod's info or None."""
-        entry = self.framework.unreserve(uid)
-        self.queue.move_on_event(POD_DELETE, now, self.interest)
+        entry = self.unreserve(uid)
+        self._events.add(POD_DELETE)
         return entry[0] if entry else None
+
+    def unreserve(self, uid: str) -> tuple[PodInfo, int] | None:
+        """Undo a placement (Unreserve) and remember its node as changed; None when not placed."""
+        entry = self.framework.unreserve(uid)
+        if entry is not None:
+            self._dirty_rows.add(entry[1])
+        return entry
+
+    def node_changed(self, row: int, event: str) -> None:
+        """Record that node ``row`` may accept more pods after ``event``; the next cycle wakes the
+        unschedulable pods that now pass every filter on it (:meth:`wake_helped`)."""
+        self._dirty_rows.add(row)
+        self._events.add(event)
 
     def forget(self, uid: str) -> None:
         """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
@@ -100,44 +143,94 @@ class Scheduler:
         """Register or update a node; moves pods waiting for node changes. True when changed."""
         changed = self.table.upsert_node(spec)
         if changed:
-            self.queue.move_on_event(NODE_ADD, now, self.interest)
+            self.node_changed(self.table.index[spec.name], NODE_ADD)
         return changed
 
     def on_node_resource(self, nr: NodeResource, now: float) -> bool:
         """Apply batch/mid allocatable; moves pods waiting for it. True when changed."""
         changed = self.table.set_node_resource(nr)
         if changed:
-            self.queue.move_on_event(NODE_RESOURCE, now, self.interest)
+            self.node_changed(self.table.index[nr.node], NODE_RESOURCE)
         return changed
 
     def on_metric(self, metric: NodeMetric, now: float) -> bool:
         """Apply a node metric; moves pods the load filter rejected. True when applied."""
         applied = self.table.set_metric(metric)
         if applied:
-            self.queue.move_on_event(NODE_METRIC, now, self.interest)
+            self.node_changed(self.table.index[metric.node], NODE_METRIC)
         return applied
 
     def set_allocated(self, node: str, allocated: Resources, pods: int) -> None:
-        """Overwrite a node's allocation with the store's sums (``pods`` = number of pods)."""
+        """Overwrite a node's allocation with the store's sums (``pods`` = number of pods); a node
+        whose free amount grew in any column counts as changed (pods released elsewhere)."""
+        i = self.table.index.get(node)
+        if i is None:
+            return
+        before = self.table.free[i].copy()
         self.table.set_allocated(node, allocated, pods)
+        if bool((self.table.free[i] > before).any()):
+            self.node_changed(i, POD_DELETE)
+
+    # ------------------------------------------------------------------ queueing hints
+
+    def wake_helped(self, state: CycleState, now: float) -> int:
+        """Move back the unschedulable pods the changes since the last cycle may help; returns how many.
+
+        Pods rejected by filters only wake when they now pass every filter on a changed node
+        (:func:`colo_scheduler.hints.fits_any_row`, at ``state``); pods rejected otherwise (a
+        PreFilter, no nodes) keep the event rule: wake when a rejecting plugin registered one of
+        the events seen. The queue's timed retry stays the safety net (time-driven changes such
+        as metric expiry)."""
+        rows, events = self._dirty_rows, self._events
+        self._dirty_rows, self._events = set(), set()
+        pool = self.queue.unschedulable
+        if not pool or not events:
+            return 0
+        hinted = []
+        wake: list[str] = []
+        for uid, u in pool.items():
+            if u.rejectors and u.rejectors <= self._filter_names:
+                hinted.append(u.pod)
+            elif not u.rejectors or any(e in self.interest.get(r, frozenset()) for r in u.rejectors
+                                        for e in events):
+                wake.append(uid)
+        if hinted and rows:
+            ok = fits_any_row(self.framework.profile.filter, state, hinted,
+                              np.fromiter(sorted(rows), np.intp, len(rows)))
+            wake.extend(hinted[k].uid for k in np.flatnonzero(ok))
+        moved = self.queue.wake(wake, now)
+        self.hint_stats["woken"] += moved
+        self.hint_stats["skipped"] += len(pool)  # pods still parked after the move
+        return moved
 
     # ------------------------------------------------------------------ cycle
 
     def schedule_cycle(self, now: float) -> CycleOutcome:
         """One cycle at clock time ``now``: flush pools, then place active pods in QueueSort order,
         reserving each placement so that later pods see it. Unplaced pods become unschedulable."""
+        state = self.framework.begin_cycle(now)
+        self.wake_helped(state, now)
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
         out = CycleOutcome()
         if not pods:
             return out
-        state = self.framework.begin_cycle(now)
         names = self.table.names
+        failed: dict[tuple[object, ...], ScheduleResult] = {}
         for pod in pods:
             t0 = time.perf_counter()
             pod.attempts += 1
             pod.last_attempt_at = now
-            result = self.framework.schedule_one(state, pod)
+            key = equivalence_key(pod) if self._equivalence else None
+            known = failed.get(key) if key is not None else None
+            if known is not None:
+                # An equal pod found no node earlier in this cycle; the table only filled since.
+                result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message)
+                self.hint_stats["equivalent_failures"] += 1
+            else:
+                result = self.framework.schedule_one(state, pod)
+                if result.node < 0 and key is not None:
+                    failed[key] = result
             if result.node >= 0:
                 self.framework.reserve(pod, result.node, now)
                 out.placements.append(Placement(pod, names[result.node], (time.perf_counter() - t0) * 1e3))
@@ -148,7 +241,7 @@ class Scheduler:
 
     def bind_failed(self, pod: PodInfo) -> None:
         """A placement the store refused: Unreserve it and retry after backoff."""
-        self.framework.unreserve(pod.uid)
+        self.unreserve(pod.uid)
         self.queue.add_backoff(pod)
 
     def explain(self, uid: str, now: float) -> dict[str, object] | None:

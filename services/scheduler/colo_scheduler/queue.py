@@ -135,6 +135,17 @@ class SchedulingQueue:
             self._requeue(u.pod, now)
         return len(moved)
 
+    def wake(self, uids: list[str], now: float) -> int:
+        """Move the unschedulable pods ``uids`` (in that order) back to active, or to backoff while
+        still backing off; uids not in the unschedulable pool are skipped. Returns pods moved."""
+        moved = 0
+        for uid in uids:
+            u = self.unschedulable.pop(uid, None)
+            if u is not None:
+                self._requeue(u.pod, now)
+                moved += 1
+        return moved
+
     def flush(self, now: float) -> None:
         """Backoff pods whose backoff passed, and unschedulable pods parked at least the retry
         interval, become active."""

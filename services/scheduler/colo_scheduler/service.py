@@ -246,7 +246,7 @@ class SchedulerService:
                     events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{p.pod.attempts}",
                                    {"node": p.node}))
                 elif res.reason.startswith(REASON_ALREADY_BOUND):
-                    self.core.framework.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
+                    self.core.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
                 else:
                     self.totals["bind_conflicts"] += 1
                     log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)

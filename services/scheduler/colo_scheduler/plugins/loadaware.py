@@ -18,9 +18,11 @@ and refreshes the one row a Reserve changes, so a pod costs two array passes to 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
 from colo_scheduler.podinfo import IntArray, PodInfo
@@ -102,6 +104,14 @@ class LoadAware:
             return None
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
         ok: BoolArray = (c.slack > pod.estimate200).all(axis=1)
+        return ok
+
+    def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        est200 = np.stack([p.estimate200 for p in pods])
+        ok: BoolArray = (c.slack[rows][None, :, :] > est200[:, None, :]).all(axis=2)
+        ok |= np.array([p.spec.daemonset for p in pods], np.bool_)[:, None]
         return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:

@@ -21,6 +21,10 @@ class MaxInstancePerNode:
     name = "MaxInstancePerNode"
     events = frozenset({NODE_ADD, POD_DELETE})
 
+    def pool_key(self, pod: PodInfo) -> object:
+        """Hashable key on which :meth:`filter` alone depends (a queueing hint, hints.py)."""
+        return (pod.spec.app, pod.spec.max_instance_per_node)
+
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
         """(n,) True where the app has fewer than the cap on the node; None for uncapped pods."""
         cap = pod.spec.max_instance_per_node

@@ -9,7 +9,10 @@ docs/architecture.md "Store").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import numpy.typing as npt
 
 from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
@@ -32,6 +35,12 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
         """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
         ok: BoolArray = (state.table.free >= pod.fit_request).all(axis=1)
+        return ok
+
+    def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
+        fit = np.stack([p.fit_request for p in pods])
+        ok: BoolArray = (state.table.free[rows][None, :, :] >= fit[:, None, :]).all(axis=2)
         return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:

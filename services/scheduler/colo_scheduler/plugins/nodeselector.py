@@ -35,6 +35,10 @@ class NodeSelector:
     name = "NodeSelector"
     events = frozenset({NODE_ADD})
 
+    def pool_key(self, pod: PodInfo) -> object:
+        """Hashable key on which :meth:`filter` alone depends (a queueing hint, hints.py)."""
+        return pod.selector_key
+
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
         """(n,) True where every selector pair matches; None when every node matches."""
         if not pod.selector_key:

@@ -54,6 +54,10 @@ class TaintToleration:
     name = "TaintToleration"
     events = frozenset({NODE_ADD})
 
+    def pool_key(self, pod: PodInfo) -> object:
+        """Hashable key on which :meth:`filter` alone depends (a queueing hint, hints.py)."""
+        return pod.tolerations_key
+
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
         """(n,) True where the pod tolerates every NoSchedule/NoExecute taint; None when all do."""
         key = pod.tolerations_key
