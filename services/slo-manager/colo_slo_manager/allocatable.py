@@ -265,3 +265,85 @@ def compute_allocatable(node: NodeSpec, metric: NodeMetric, pods: Sequence[PodVi
     batch_cpu, batch_memory = batch_allocatable(node, metric, pods, batch)
     mid_cpu, mid_memory = mid_allocatable(node, metric, pods, profile, mid)
     return Allocatable(batch_cpu=batch_cpu, batch_memory=batch_memory, mid_cpu=mid_cpu, mid_memory=mid_memory)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePods:
+    """The metric-independent part of a node's pod list, computed once per change of that list.
+
+    ``known`` every pod uid on the node (any phase); ``hp`` per high-priority pod
+    ``(uid, request cpu m, request memory B, is LSE)`` with mid-* requests included (as
+    :func:`high_priority_sums`); ``prod_requests`` Σ native requests of active prod/none pods
+    (as :func:`mid_allocatable`).
+    """
+
+    known: frozenset[str]
+    hp: tuple[tuple[str, int, int, bool], ...]
+    prod_requests: Usage
+
+    @classmethod
+    def of(cls, pods: Iterable[PodView]) -> NodePods:
+        """The summary of ``pods`` (the views of one node)."""
+        views = list(pods)
+        hp = []
+        for pod in views:
+            if pod.high_priority:
+                req = _hp_request(pod)
+                hp.append((pod.uid, req.cpu, req.memory, pod.qos_class == "LSE"))
+        return cls(known=frozenset(p.uid for p in views), hp=tuple(hp), prod_requests=_prod_none_requests(views))
+
+
+def high_priority_sums_of(summary: NodePods, metric: NodeMetric) -> HighPrioritySums:
+    """:func:`high_priority_sums` over a precomputed :class:`NodePods`; same formulas and result."""
+    usage = {pm.uid: pm for pm in metric.pods}
+    req_c = req_m = used_c = used_m = max_c = max_m = 0
+    for uid, rc, rm, lse in summary.hp:
+        pm = usage.get(uid)
+        cpu, mem = (pm.cpu, pm.memory) if pm is not None else (rc, rm)
+        if lse:
+            cpu = rc
+        req_c += rc
+        req_m += rm
+        used_c += cpu
+        used_m += mem
+        max_c += max(rc, cpu)
+        max_m += max(rm, mem)
+    known = summary.known
+    for pm in metric.pods:
+        if pm.uid not in known and _metric_only_counts(pm):
+            used_c += pm.cpu
+            used_m += pm.memory
+            max_c += pm.cpu
+            max_m += pm.memory
+    return HighPrioritySums(request=Usage(cpu=req_c, memory=req_m), used=Usage(cpu=used_c, memory=used_m),
+                            max_request_used=Usage(cpu=max_c, memory=max_m))
+
+
+def compute_allocatable_of(node: NodeSpec, reserved: Usage, metric: NodeMetric, summary: NodePods,
+                           profile: NodeProfile | None, batch: BatchConfig, mid: MidConfig) -> Allocatable:
+    """:func:`compute_allocatable` from precomputed inputs: ``reserved`` = :func:`node_reserved` of
+    ``node`` and ``summary`` = :class:`NodePods` of its pods. Same formulas (REFERENCE.md §3) and result;
+    only the per-pod work that does not depend on ``metric`` is done once per pod-list change."""
+    cap = node.capacity
+    hp = high_priority_sums_of(summary, metric)
+    system = metric.system_usage
+    hosts = metric.host_apps_usage
+    batch_cpu = _batch_one(cap.cpu, batch.cpu_reclaim_threshold_percent, reserved.cpu, system.cpu + hosts.cpu,
+                           hp.request.cpu, hp.used.cpu, hp.max_request_used.cpu, batch.cpu_policy,
+                           batch.cpu_threshold_percent)
+    batch_memory = _batch_one(cap.memory, batch.memory_reclaim_threshold_percent, reserved.memory,
+                              system.memory + hosts.memory, hp.request.memory, hp.used.memory,
+                              hp.max_request_used.memory, batch.memory_policy, batch.memory_threshold_percent)
+    if mid.mode == "static":
+        mid_cpu = min(cap.cpu * mid.cpu_static_percent // 100, cap.cpu * mid.cpu_threshold_percent // 100)
+        mid_memory = min(cap.memory * mid.memory_static_percent // 100,
+                         cap.memory * mid.memory_threshold_percent // 100)
+    else:
+        reclaimable = profile.prod_reclaimable if profile is not None else Usage()
+        prod = summary.prod_requests
+        mid_cpu = _mid_one(cap.cpu, metric.node_usage.cpu, reclaimable.cpu, reserved.cpu, system.cpu + hosts.cpu,
+                           prod.cpu, mid.cpu_unallocated_percent, mid.cpu_threshold_percent)
+        mid_memory = _mid_one(cap.memory, metric.node_usage.memory, reclaimable.memory, reserved.memory,
+                              system.memory + hosts.memory, prod.memory, mid.memory_unallocated_percent,
+                              mid.memory_threshold_percent)
+    return Allocatable(batch_cpu=batch_cpu, batch_memory=batch_memory, mid_cpu=mid_cpu, mid_memory=mid_memory)

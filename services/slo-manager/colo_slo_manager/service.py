@@ -19,6 +19,7 @@ from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.messages import (
     NodeMetric,
+    NodeSLO,
     NodeProfile,
     NodeResource,
     NodeSpec,
@@ -26,10 +27,11 @@ from colo.messages import (
     PodBound,
     PodSpec,
     PodStatus,
+    Usage,
 )
 
 from colo_slo_manager.admission import admit
-from colo_slo_manager.allocatable import Allocatable, compute_allocatable, node_problems
+from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.nodeslo import render_node_slo, same_policy
 from colo_slo_manager.publish import decide, metric_is_stale
 from colo_slo_manager.settings import SloManagerSettings
@@ -67,6 +69,11 @@ class SloManagerService:
         self.admitted = 0
         self.rejected = 0
         self.invalid_nodes: dict[str, str] = {}
+        self._reserved: dict[str, tuple[NodeSpec, Usage]] = {}
+        """node → (the spec it was computed for, its NodeReserved): recomputed when the spec changes."""
+        self._rendered: dict[str, tuple[NodeSpec, NodeSLO]] = {}
+        """node → (the spec, the NodeSLO last rendered for it): settings are fixed for the process,
+        so an unchanged spec renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
 
@@ -174,8 +181,24 @@ class SloManagerService:
         if metric_is_stale(metric, now, self.settings.metric_stale_reset_s):
             return None
         node = self.state.nodes[name]
-        return compute_allocatable(node, metric, self.state.pods_on(name), self.state.profiles.get(name),
-                                   self.settings.batch, self.settings.mid)
+        cached = self._reserved.get(name)
+        if cached is None or cached[0] is not node:
+            cached = self._reserved[name] = (node, node_reserved(node))
+        return compute_allocatable_of(node, cached[1], metric, self.state.pod_summary(name),
+                                      self.state.profiles.get(name), self.settings.batch, self.settings.mid)
+
+    def _render(self, name: str, node: NodeSpec, now: float) -> NodeSLO | None:
+        """The NodeSLO to publish for ``node`` at ``now`` when its policy changed, else None."""
+        rendered = self._rendered.get(name)
+        if rendered is not None and rendered[0] is node and self.state.slos.get(name) is rendered[1]:
+            return None  # same spec, same settings: same policy as the one published
+        s = self.settings
+        slo = render_node_slo(node, s.node_slo, s.node_pools, now)
+        changed = not same_policy(self.state.slos.get(name), slo)
+        if changed:
+            self.state.slos[name] = slo
+        self._rendered[name] = (node, self.state.slos[name])
+        return slo if changed else None
 
     async def tick(self, now: float) -> dict[str, float]:
         """Recompute and publish per node at clock time ``now`` (seconds); returns the stats."""
@@ -183,11 +206,9 @@ class SloManagerService:
         slos: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         resources: list[NodeResource] = []
         for name in sorted(self.state.nodes):
-            node = self.state.nodes[name]
-            slo = render_node_slo(node, s.node_slo, s.node_pools, now)
-            if not same_policy(self.state.slos.get(name), slo):
+            slo = self._render(name, self.state.nodes[name], now)
+            if slo is not None:
                 slos.append((subjects.NODE_SLO, slo, _msg_id("slo", f"{name}-{now:.3f}"), {"node": name}))
-                self.state.slos[name] = slo
             computed = self._compute(name, now)
             if computed is not None:
                 self.computed[name] = computed

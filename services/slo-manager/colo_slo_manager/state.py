@@ -23,7 +23,7 @@ from colo.messages import (
     QoSClass,
 )
 
-from colo_slo_manager.allocatable import PodView
+from colo_slo_manager.allocatable import NodePods, PodView
 
 TERMINAL_RETENTION_S = 3600.0
 """Finished pods are forgotten this many seconds after their last update (they no longer hold resources)."""
@@ -50,6 +50,8 @@ class ClusterState:
         self.published: dict[str, NodeResource] = {}
         self.slos: dict[str, NodeSLO] = {}
         self._by_node: dict[str, set[str]] = {}
+        self._summaries: dict[str, NodePods] = {}
+        """Cached :class:`NodePods` per node; dropped whenever a pod on that node changes."""
 
     # ------------------------------------------------------------------ nodes, metrics, profiles
 
@@ -79,9 +81,11 @@ class ClusterState:
         old = self.pods.get(uid)
         if old is not None and old.node != entry.node:
             self._by_node.get(old.node, set()).discard(uid)
+            self._summaries.pop(old.node, None)
         self.pods[uid] = entry
         if entry.node:
             self._by_node.setdefault(entry.node, set()).add(uid)
+            self._summaries.pop(entry.node, None)
 
     def put_record(self, record: PodRecord) -> None:
         """Load a pod from the store at start (bound pods only)."""
@@ -128,6 +132,13 @@ class ClusterState:
         """Views of every pod known on ``node`` (all phases; the calculators filter)."""
         return [self.pods[uid].view for uid in sorted(self._by_node.get(node, ()))]
 
+    def pod_summary(self, node: str) -> NodePods:
+        """:class:`NodePods` of :meth:`pods_on` ``node``, rebuilt only after a pod on the node changed."""
+        summary = self._summaries.get(node)
+        if summary is None:
+            summary = self._summaries[node] = NodePods.of(self.pods_on(node))
+        return summary
+
     def forget_finished(self, now: float, retention_s: float = TERMINAL_RETENTION_S) -> int:
         """Drop finished pods last updated more than ``retention_s`` seconds before ``now``; returns the count."""
         gone = [uid for uid, e in self.pods.items()
@@ -135,4 +146,5 @@ class ClusterState:
         for uid in gone:
             entry = self.pods.pop(uid)
             self._by_node.get(entry.node, set()).discard(uid)
+            self._summaries.pop(entry.node, None)
         return len(gone)
