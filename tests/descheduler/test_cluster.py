@@ -87,3 +87,26 @@ def test_migration_in_flight_moves_usage_until_it_ends() -> None:
     v.on_status(PodStatus(uid="p1", node="n1", phase="Failed", at=130.0, reason="Evicted"))
     loads = {load.name: load.usage for load in v.fresh_loads(130.0, 180.0)}
     assert loads == {"n1": (4500, 5 * GI), "n2": (1000, GI)}  # booking released, nothing leaks
+
+
+@pytest.mark.parametrize(
+    ("rebind", "want"),
+    [
+        pytest.param(PodSpec(uid="p1", name="p1", app="api", priority=9500), ("default/api", 1, "prod"),
+                     id="new-workload"),
+        pytest.param(PodSpec(uid="p1", name="p1", app="web", priority=5500), ("default/web", 1, "batch"),
+                     id="new-priority-class"),
+        pytest.param(PodSpec(uid="p1", name="p1", app="web", daemonset=True), None, id="now-a-daemonset"),
+    ],
+)
+def test_rebinding_refreshes_cached_spec_fields(rebind: PodSpec, want: tuple[str, int, str] | None) -> None:
+    v = view()
+    v.on_bound(PodBound(spec=rebind, node="n1", at=20.0))
+    (cands,) = v.candidates(v.fresh_loads(100.0, 180.0)).values()
+    mine = [c for c in cands if c.uid == "p1"]
+    if want is None:
+        assert mine == []
+        return
+    workload, replicas, prio = want
+    assert (mine[0].workload, mine[0].priority_class) == (workload, prio)
+    assert v.workload_counts()[1].get(workload) == replicas

@@ -9,10 +9,10 @@ migrations count against the per-node cap (REFERENCE.md §11).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
-from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus
+from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
 
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad
 
@@ -22,12 +22,27 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 
 @dataclass
 class PodEntry:
-    """A bound pod: its spec, node, phase and the time it was bound (seconds)."""
+    """A bound pod: its spec, node, phase and the time it was bound (seconds).
+
+    ``candidate`` caches what a round needs of the spec (``evictable`` and the
+    :class:`Candidate` ordering fields), derived once per binding since a bound spec
+    does not change; ``workload`` is :func:`workload_of` the spec.
+    """
 
     spec: PodSpec
     node: str
     phase: str
     bound_at: float
+    workload: str = field(init=False)
+    evictable: bool = field(init=False)
+    priority_class: PriorityClass = field(init=False)
+    qos_class: QoSClass = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.workload = workload_of(self.spec)
+        self.evictable = evictable(self.spec)
+        self.priority_class = priority_class_of(self.spec)
+        self.qos_class = qos_class_of(self.spec)
 
 
 @dataclass(frozen=True)
@@ -142,12 +157,11 @@ class ClusterView:
                 entry = self.pods.get(pm.uid)
                 if entry is None or entry.node != load.name or pm.uid in self.migrations:
                     continue
-                if not evictable(entry.spec):
+                if not entry.evictable:
                     continue
-                spec = entry.spec
                 pods.append(Candidate(pm.uid, load.name, (max(pm.cpu, 0), max(pm.memory, 0)),
-                                      priority_class_of(spec), spec.priority or 0, qos_class_of(spec),
-                                      workload_of(spec)))
+                                      entry.priority_class, entry.spec.priority or 0, entry.qos_class,
+                                      entry.workload))
             out[load.name] = pods
         return out
 
@@ -166,7 +180,7 @@ class ClusterView:
                 unavailable[m.workload] = unavailable.get(m.workload, 0) + 1
         replicas: dict[str, int] = {}
         for e in self.pods.values():
-            w = workload_of(e.spec)
+            w = e.workload
             if w:
                 replicas[w] = replicas.get(w, 0) + 1
         return unavailable, replicas
