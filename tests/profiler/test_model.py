@@ -149,3 +149,35 @@ def test_negative_usage_clamped() -> None:
     m.ingest(NodeMetric(node="n3", at=0.0, system_usage=Usage(cpu=-5, memory=-1)))
     prof = m.profile("n3", 1.0)
     assert prof.system_peak.cpu == cpu_peak(0)
+
+
+@pytest.mark.parametrize("names", [
+    ["n1"],
+    ["n1", "n2", "n3"],
+    ["n3", "n1"],
+    ["empty", "n2"],
+    [],
+], ids=["one", "three", "unsorted", "node-without-modelled-pods", "none"])
+def test_batched_profiles_equal_one_by_one(names: list[str]) -> None:
+    m = make_model()
+    m.node_registered("n2", Usage(cpu=16000, memory=32 * GI))
+    m.pod_bound("api", "n2", 3000, 2 * GI, "prod", at=0.0)
+    m.pod_bound("old", "n3", 1000, GI, "prod", at=-2 * DAY)
+    m.pod_bound("late", "empty", 1000, GI, "prod", at=0.0)
+    feed(m, "n1", 0.0, 40, SYSTEM, USAGE)
+    feed(m, "n2", 0.0, 40, (800, 2 * GI), {"api": (2500, GI)})
+    feed(m, "n3", 0.0, 20, (100, GI), {"old": (700, GI // 2)})
+    feed(m, "empty", 0.0, 3, (100, GI), {})
+    now = 2 * DAY
+    batched = m.profiles(names, now)
+    assert [p.node for p in batched] == names
+    assert batched == [m.profile(n, now) for n in names]
+    if "n2" in names:  # the peaks are really per node, not shared across the batch
+        api = next(p for p in batched[names.index("n2")].pods if p.uid == "api")
+        assert api.cpu_peak == cpu_peak(2500)
+
+
+def test_batched_profiles_unknown_node_raises() -> None:
+    m = make_model()
+    with pytest.raises(KeyError):
+        m.profiles(["n1", "nope"], 0.0)

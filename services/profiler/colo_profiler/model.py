@@ -233,22 +233,40 @@ class ProfileModel:
 
     def profile(self, name: str, now: float) -> NodeProfile:
         """The NodeProfile of node ``name`` at ``now``. Raises KeyError for an unknown node."""
-        node = self.nodes[name]
-        pods = sorted((self.pods[u] for u in node.pods if u in self.pods), key=lambda p: p.uid)
-        modelled = [p for p in pods if p.row >= 0]
-        rows = [p.row for p in modelled] + [node.class_rows["prod"], node.system_row]
+        return self.profiles([name], now)[0]
+
+    def profiles(self, names: list[str], now: float) -> list[NodeProfile]:
+        """The NodeProfiles of nodes ``names`` at ``now`` (same order), with one percentile pass per bank
+        for all of them. Raises KeyError for an unknown node."""
+        nodes = [self.nodes[n] for n in names]
+        per_node: list[tuple[NodeModel, list[PodModel], list[PodModel], int]] = []
+        rows: list[int] = []
+        for node in nodes:
+            pods = sorted((self.pods[u] for u in node.pods if u in self.pods), key=lambda p: p.uid)
+            modelled = [p for p in pods if p.row >= 0]
+            per_node.append((node, pods, modelled, len(rows)))
+            rows += [p.row for p in modelled]
+            rows += [node.class_rows["prod"], node.system_row]
         cpu_peaks, mem_peaks = self._peaks(rows)
-        peak_of = {p.uid: (cpu_peaks[i], mem_peaks[i]) for i, p in enumerate(modelled)}
-        prod_cpu, prod_mem = cpu_peaks[-2], mem_peaks[-2]
-        sys_cpu, sys_mem = cpu_peaks[-1], mem_peaks[-1]
+        return [self._build(node, pods, modelled, cpu_peaks, mem_peaks, base, now)
+                for node, pods, modelled, base in per_node]
+
+    def _build(self, node: NodeModel, pods: list[PodModel], modelled: list[PodModel], cpu_peaks: list[int],
+               mem_peaks: list[int], base: int, now: float) -> NodeProfile:
+        """One NodeProfile from the peaks of its rows, which start at ``base`` (modelled pods, prod, system)."""
+        k = len(modelled)
+        peak_of = {p.uid: (cpu_peaks[base + i], mem_peaks[base + i]) for i, p in enumerate(modelled)}
+        prod_cpu, prod_mem = cpu_peaks[base + k], mem_peaks[base + k]
+        sys_cpu, sys_mem = cpu_peaks[base + k + 1], mem_peaks[base + k + 1]
         predictions: list[PodPrediction] = []
         req_cpu: list[int] = []
         req_mem: list[int] = []
         peak_cpu: list[int] = []
         peak_mem: list[int] = []
         warm_cpu = warm_mem = 0
+        cold_start_s = self.settings.cold_start_s
         for p in pods:
-            cold = p.started_at is None or now - p.started_at < self.settings.cold_start_s
+            cold = p.started_at is None or now - p.started_at < cold_start_s
             if cold or p.uid not in peak_of:
                 c, m = p.cpu_request, p.memory_request
             else:
@@ -269,7 +287,7 @@ class ProfileModel:
             memory=prod_reclaimable(req_mem, peak_mem, warm_mem, sys_mem, prod_mem,
                                     alloc.memory if alloc else None),
         )
-        return NodeProfile(node=name, at=now, prod_reclaimable=reclaim,
+        return NodeProfile(node=node.name, at=now, prod_reclaimable=reclaim,
                            system_peak=Usage(cpu=sys_cpu, memory=sys_mem),
                            prod_peak=Usage(cpu=prod_cpu, memory=prod_mem), pods=predictions)
 

@@ -116,8 +116,7 @@ class ProfilerService:
         expired = self.model.expire(now)
         due = self.model.due(now)
         items = []
-        for name in due:
-            profile = self.model.profile(name, now)
+        for name, profile in zip(due, self.model.profiles(due, now)):
             items.append((subjects.PROFILE_NODE, profile, f"profile-{name}-{now:.3f}", {"node": name}))
         if items:
             await self.ctx.bus.publish_many(items)

@@ -34,7 +34,8 @@ from colo_node_agent.cgroups.resources import CgroupVersion, cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
-from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
+from colo_node_agent.strategies.cpu_suppress import (SuppressInput, SuppressState, be_cpu_allowed, cpuset_size,
+                                                     suppress)
 from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.types import PodView
 
@@ -112,6 +113,10 @@ class SimBackend:
         self.be_mem_limit: F64 = np.full(n, np.inf)
         self.be_cpus: list[tuple[int, ...]] = [c for c in self.candidates]
         self.be_quota_us = [-1] * n
+        self.candidate_sets = [frozenset(c) for c in self.candidates]
+        self.be_settled = [False] * n
+        """Per node: the BE cpuset (all candidates) and quota −1 were read back as written, so a cpuset-policy
+        round whose target size equals the current size would only re-write unchanged values (see _strategies)."""
         self.be_allowed = [-1] * n
         self.last_mem_evict: list[float | None] = [None] * n
         self.last_cpu_evict: list[float | None] = [None] * n
@@ -219,6 +224,8 @@ class SimBackend:
             self.be_cpuset_cap[i] = len(self.be_cpus[i]) * 1000.0
             self.be_idle[i] = idle == 1
             self.be_mem_limit[i] = float(limit) if isinstance(limit, int) and limit > 0 else np.inf
+            self.be_settled[i] = (isinstance(cpus, str) and quota == -1 and bool(self.be_cpus[i])
+                                  and self.candidate_sets[i].issuperset(self.be_cpus[i]))
 
     # ------------------------------------------------------------------ time
 
@@ -349,25 +356,42 @@ class SimBackend:
         cap, cap_mem, be_cap_l = self.cap_cpu.tolist(), self.cap_mem.tolist(), be_cap.tolist()
         for i, name in enumerate(self.names):
             slo = self.slos[i]
+            policy = slo.cpu_suppress
             inp = SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),
                                 node_reserved=self.reserved_milli[i])
+            if policy.enabled and policy.policy == "cpuset" and self.be_settled[i]:
+                # Fast path: the plan would keep the current cpuset and quota −1, i.e. only unchanged writes
+                # (skipped by the executor, no record kept, no event): skip planning and applying it.
+                allowed = be_cpu_allowed(inp, policy)
+                if cpuset_size(allowed, len(self.be_cpus[i]), self.logical[i]) == len(self.be_cpus[i]):
+                    self.be_allowed[i] = allowed
+                    self._maybe_evict(i, at, nmem[i], cap_mem[i], be_cap_l[i], beu[i], res, counts)
+                    continue
             state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
-            plan = suppress(inp, slo.cpu_suppress, state)
+            plan = suppress(inp, policy, state)
             records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
             changed = [r for r in records if r.ok and not r.skipped]
             if changed:
                 self._reload_be([i])
+            if any(not r.ok for r in records):
+                self.be_settled[i] = False
             if plan.be_cpu_allowed != self.be_allowed[i] and any(
                     r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
-                res.events.append(QoSEvent(node=name, kind="suppress", at=at, reason=slo.cpu_suppress.policy,
+                res.events.append(QoSEvent(node=name, kind="suppress", at=at, reason=policy.policy,
                                            detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
                                                    "be_cpus": len(self.be_cpus[i]),
                                                    "be_quota_us": self.be_quota_us[i]}))
                 counts["suppress_events"] += 1
             self.be_allowed[i] = plan.be_cpu_allowed
-            me = slo.memory_evict
-            if slo.cpu_evict.enabled or (me.enabled and nmem[i] * 100 >= me.threshold_percent * cap_mem[i]):
-                self._evictions(i, at, nmem[i], be_cap_l[i], beu[i], res, counts)
+            self._maybe_evict(i, at, nmem[i], cap_mem[i], be_cap_l[i], beu[i], res, counts)
+
+    def _maybe_evict(self, i: int, at: float, node_mem: float, cap_mem: float, be_limit: float, be_used: float,
+                     res: AdvanceResult, counts: dict[str, float]) -> None:
+        """Run the eviction strategies of node ``i`` when CPU eviction is on or memory is over its threshold."""
+        slo = self.slos[i]
+        me = slo.memory_evict
+        if slo.cpu_evict.enabled or (me.enabled and node_mem * 100 >= me.threshold_percent * cap_mem):
+            self._evictions(i, at, node_mem, be_limit, be_used, res, counts)
 
     def _evictions(self, i: int, at: float, node_mem: float, be_limit: float, be_used: float,
                    res: AdvanceResult, counts: dict[str, float]) -> None:

@@ -73,17 +73,24 @@ def be_cpu_allowed(inp: SuppressInput, policy: CPUSuppressStrategy) -> int:
     return max(allowed, 0)
 
 
+def cpuset_size(allowed: int, current: int, logical_cpus: int) -> int:
+    """CPUs the BE group gets for budget ``allowed`` milli-cores when it has ``current`` candidate CPUs now:
+    max(ceil(allowed/1000), 2), growing by at most ceil(10 % of ``logical_cpus``) (REFERENCE.md §5)."""
+    n = max(math.ceil(allowed / 1000), MIN_BE_CPUS)
+    if n > current and current:
+        n = min(n, current + math.ceil(logical_cpus * GROWTH_PERCENT / 100))
+    return n
+
+
 def cpuset_target(allowed: int, state: SuppressState) -> tuple[int, ...]:
     """The BE cpuset for budget ``allowed``: n = max(ceil(allowed/1000), 2) CPUs with the growth limit.
 
     Keeps CPUs the group already has (less churn) and never returns more than the candidates; empty only when
     there are no candidates (the executor then refuses the write).
     """
-    n = max(math.ceil(allowed / 1000), MIN_BE_CPUS)
     candidates = set(state.candidate_cpus)
     cur = [c for c in state.current_cpus if c in candidates]
-    if n > len(cur) and cur:
-        n = min(n, len(cur) + math.ceil(state.logical_cpus * GROWTH_PERCENT / 100))
+    n = cpuset_size(allowed, len(cur), state.logical_cpus)
     if n == len(cur):
         return tuple(cur)
     have = set(cur)
