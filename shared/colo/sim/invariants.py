@@ -2,10 +2,89 @@
 
 from __future__ import annotations
 
-from colo.messages import RESOURCE_NAMES, NodeResource, Resources
+from typing import Any
+
+from colo import codec
+from colo.messages import RESOURCE_NAMES, NodeResource, NodeSpec, Resources
 from colo.store import Store
 
 _BATCH_MID = ("batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
+_ALLOC_FIELDS = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory", "pods")
+
+_ALLOCATED_LUA = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = table.concat(redis.call('HGETALL', key), ',')
+end
+return table.concat(out, ';')
+"""
+"""Every allocation hash of KEYS in one reply: ``f,v,f,v;f,v;...`` (fields are plain names, values integers)."""
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def parse_allocated(names: list[str], reply: str) -> dict[str, Resources]:
+    """The allocations of ``names`` from one :data:`_ALLOCATED_LUA` reply; equal to
+    :meth:`colo.store.Store.all_allocated` (missing fields and empty hashes are 0).
+
+    Raises ValueError when the reply does not have one part per name or a value is not an integer.
+    """
+    parts = reply.split(";") if names else []
+    if len(parts) != len(names):
+        raise ValueError(f"allocation reply has {len(parts)} parts for {len(names)} nodes")
+    out: dict[str, Resources] = {}
+    for name, part in zip(names, parts):
+        flat = part.split(",") if part else []
+        vals = {flat[i]: int(flat[i + 1] or 0) for i in range(0, len(flat) - 1, 2)}
+        out[name] = Resources(**{k: vals.get(k, 0) for k in _ALLOC_FIELDS})
+    return out
+
+
+class StoreSnapshot:
+    """Reads what the allocation check needs from the store in four round trips per tick.
+
+    Node specs and NodeResources are decoded again only when their stored bytes changed
+    (most do not change between ticks); allocations are read in one server-side script.
+    The results equal :meth:`Store.list_nodes` (allocatable per node),
+    :meth:`Store.list_node_resources` and :meth:`Store.all_allocated`.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, tuple[bytes, str, Resources]] = {}
+        self._resources: dict[str, tuple[bytes, NodeResource]] = {}
+
+    async def read(self, store: Store) -> tuple[dict[str, Resources], dict[str, NodeResource],
+                                                 dict[str, Resources]]:
+        """(allocatable per node, NodeResource per node that has one, allocation per node)."""
+        k = store.keys
+        names = sorted(_text(n) for n in await store.redis.smembers(k.nodes))
+        if not names:
+            return {}, {}, {}
+        pipe = store.redis.pipeline(transaction=False)
+        pipe.mget([k.node(n) for n in names])
+        pipe.mget([k.node_resource(n) for n in names])
+        pipe.eval(_ALLOCATED_LUA, len(names), *[k.allocated(n) for n in names])
+        spec_raws, res_raws, alloc_raw = await pipe.execute()
+        nodes: dict[str, Resources] = {}
+        for name, raw in zip(names, spec_raws):
+            if raw is None:
+                continue
+            cached = self._nodes.get(name)
+            if cached is None or cached[0] != raw:
+                spec = codec.decode(raw, NodeSpec)
+                cached = self._nodes[name] = (raw, spec.name, spec.allocatable)
+            nodes[cached[1]] = cached[2]
+        resources: dict[str, NodeResource] = {}
+        for name, raw in zip(names, res_raws):
+            if raw is None:
+                continue
+            cached_r = self._resources.get(name)
+            if cached_r is None or cached_r[0] != raw:
+                cached_r = self._resources[name] = (raw, codec.decode(raw, NodeResource))
+            resources[name] = cached_r[1]
+        return nodes, resources, parse_allocated(names, _text(alloc_raw))
 
 
 def over_commitments(nodes: dict[str, Resources], extended: dict[str, Resources],
@@ -51,6 +130,7 @@ class AllocationWatch:
         self.violations: list[str] = []
         self._max_offer: dict[str, Resources] = {}
         self._last: dict[str, Resources] = {}
+        self._snapshot = StoreSnapshot()
 
     def offered(self, res: NodeResource) -> None:
         """A NodeResource seen on the bus: raise the interval's maximum offer of its node."""
@@ -60,9 +140,7 @@ class AllocationWatch:
 
     async def check(self, store: Store, at: float) -> list[str]:
         """Compare the store's allocations with allocatable and offers; returns new violations."""
-        nodes = {n.name: n.allocatable for n in await store.list_nodes()}
-        current = await store.list_node_resources()
-        allocated = await store.all_allocated()
+        nodes, current, allocated = await self._snapshot.read(store)
         ext: dict[str, Resources] = {}
         for name in set(current) | set(self._max_offer):
             cur = current.get(name)

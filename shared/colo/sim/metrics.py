@@ -76,6 +76,18 @@ class RunMetrics:
     tick_wall_s: dict[str, float] = field(default_factory=dict)
     """Wall seconds each service spent answering ticks over the run (where the run's time goes)."""
     wall_s: float = 0.0
+    _batch_running: set[str] = field(default_factory=set)
+    """Batch pods whose phase is Running (kept with ``phase`` by :meth:`_set_phase`)."""
+    _batch_completed: int = 0
+    """Batch pods in ``completed_at``."""
+
+    def _set_phase(self, uid: str, phase: str) -> None:
+        self.phase[uid] = phase
+        if uid in self.batch_duration_s:
+            if phase == "Running":
+                self._batch_running.add(uid)
+            else:
+                self._batch_running.discard(uid)
 
     # ------------------------------------------------------------------ intake
 
@@ -83,14 +95,18 @@ class RunMetrics:
         """A pod published at virtual time ``at`` (seconds)."""
         self.submitted_at[pod.uid] = at
         if pod.sim is not None and pod.sim.kind == "batch":
+            if pod.uid not in self.batch_duration_s and pod.uid in self.completed_at:
+                self._batch_completed += 1
             self.batch_duration_s[pod.uid] = pod.sim.duration_s
+            if self.phase.get(pod.uid) == "Running":
+                self._batch_running.add(pod.uid)
 
     def on_bound(self, msg: PodBound) -> None:
         """A binding (see :meth:`double_bound` for the bound-twice check)."""
         uid = msg.spec.uid
         self.bind_events[uid] = self.bind_events.get(uid, 0) + 1
         self.bound_node[uid] = msg.node
-        self.phase[uid] = "Bound"
+        self._set_phase(uid, "Bound")
         self.unschedulable.pop(uid, None)
         self.attempt_ms.append(msg.attempt_ms)
 
@@ -101,9 +117,11 @@ class RunMetrics:
 
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
-        self.phase[msg.uid] = msg.phase
+        self._set_phase(msg.uid, msg.phase)
         if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
             self.completed_at[msg.uid] = msg.at
+            if msg.uid in self.batch_duration_s:
+                self._batch_completed += 1
         elif msg.phase == "Failed":
             if msg.reason in ("Evicted", "Descheduled"):
                 self.evictions += 1
@@ -146,11 +164,11 @@ class RunMetrics:
             self.cpu_util_ticks.append(used / cap)
         if mcap:
             self.mem_util_ticks.append(mused / mcap)
-        running = sum(1 for uid, p in self.phase.items() if p == "Running" and uid in self.batch_duration_s)
+        running = len(self._batch_running)
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
-            batch_completed=sum(1 for uid in self.completed_at if uid in self.batch_duration_s),
+            batch_completed=self._batch_completed,
             suppress_events=self.suppress_events, evictions=self.evictions,
         ))
 
