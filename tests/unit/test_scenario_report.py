@@ -128,3 +128,14 @@ def test_report_files(tmp_path: Path) -> None:
 ])
 def test_ratio(colo: float, base: float, expected: float | None) -> None:
     assert ratio(colo, base) == expected
+
+
+@pytest.mark.parametrize(
+    ("span", "target", "step"),
+    [(1.0, 4, 0.25), (340.0, 4, 100.0), (2300.0, 4, 1000.0), (6.0, 6, 1.0), (1.0, 6, 0.2), (0.0, 4, 1.0)],
+    ids=["fraction", "pods", "thousands", "six-hours", "one-hour", "empty"],
+)
+def test_chart_steps_are_round(span: float, target: int, step: float) -> None:
+    from colo.sim.report import nice_step
+
+    assert nice_step(span, target) == pytest.approx(step)

@@ -8,6 +8,7 @@ baseline vs colo. The page embeds the scenario description (docs/scenario.md).
 from __future__ import annotations
 
 import html
+import math
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -74,6 +75,15 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
     console.print(table)
 
 
+def nice_step(span: float, target: int = 4) -> float:
+    """A 1, 2, 2.5 or 5 × 10^k step that cuts ``span`` into about ``target`` intervals."""
+    if span <= 0:
+        return 1.0
+    raw = span / target
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
 def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str,
                y_max: float | None = None, width: int = 560, height: int = 220) -> str:
     """An inline SVG line chart; ``series`` maps a run name to (hours, value) points."""
@@ -81,7 +91,8 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
     xs = [x for pts in series.values() for x, _ in pts] or [0.0, 1.0]
     ys = [y for pts in series.values() for _, y in pts] or [0.0, 1.0]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    top = y_max if y_max is not None else (max(ys) * 1.1 if max(ys) > 0 else 1.0)
+    step = nice_step(y_max if y_max is not None else max(max(ys), 1e-9) * 1.05)
+    top = step * math.ceil((y_max if y_max is not None else max(max(ys), 1e-9) * 1.05) / step)
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
 
     def px(x: float) -> float:
@@ -94,12 +105,18 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
              f'font-family="sans-serif" font-size="11">',
              f'<text x="{pad_l}" y="14" font-weight="bold">{html.escape(title)}</text>',
              f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
-    for i in range(5):
-        v = top * i / 4
+    v = 0.0
+    while v <= top + step / 2:
         y = py(v)
         parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{pad_l - 4}" y="{y + 4:.1f}" text-anchor="end">{v:.3g}</text>')
-    parts.append(f'<text x="{pad_l + w / 2}" y="{height - 4}" text-anchor="middle">hours</text>')
+        parts.append(f'<text x="{pad_l - 4}" y="{y + 4:.1f}" text-anchor="end">{v:g}</text>')
+        v = round(v + step, 10)
+    x_step = nice_step(x1 - x0, target=6)
+    x = math.ceil(x0 / x_step) * x_step
+    while x <= x1 + 1e-9:
+        parts.append(f'<text x="{px(x):.1f}" y="{pad_t + h + 12}" text-anchor="middle">{x:g}</text>')
+        x = round(x + x_step, 10)
+    parts.append(f'<text x="{pad_l + w / 2}" y="{height - 4}" text-anchor="middle">hours (virtual time)</text>')
     parts.append(f'<text x="12" y="{pad_t + h / 2}" transform="rotate(-90 12 {pad_t + h / 2})" '
                  f'text-anchor="middle">{html.escape(y_label)}</text>')
     for k, (name, pts) in enumerate(series.items()):
@@ -122,7 +139,7 @@ def _charts(runs: Sequence[RunMetrics]) -> list[str]:
     return [
         chart("CPU utilization (used / capacity)", "cpu_util", "fraction", 1.0),
         chart("Memory utilization (used / capacity)", "mem_util", "fraction", 1.0),
-        chart("LS CPU satisfaction (served / demanded)", "ls_satisfaction", "fraction", 1.05),
+        chart("LS CPU satisfaction (served / demanded)", "ls_satisfaction", "fraction", 1.0),
         chart("Batch pods running", "batch_running", "pods"),
         chart("Batch pods completed (cumulative)", "batch_completed", "pods"),
         chart("BE suppress events (cumulative)", "suppress_events", "events"),
