@@ -110,3 +110,16 @@ def test_rebinding_refreshes_cached_spec_fields(rebind: PodSpec, want: tuple[str
     workload, replicas, prio = want
     assert (mine[0].workload, mine[0].priority_class) == (workload, prio)
     assert v.workload_counts()[1].get(workload) == replicas
+
+
+@pytest.mark.parametrize("node", ["n1", "n2"], ids=["with-metric", "no-metric"])
+def test_lazy_candidates_equal_eager(node: str) -> None:
+    v = view()
+    loads = v.fresh_loads(100.0, 180.0)
+    eager = v.candidates(loads)
+    lazy = v.lazy_candidates(loads)
+    assert dict(lazy) == eager
+    assert lazy.get(node, ()) == eager.get(node, ())
+    v.on_status(PodStatus(uid="p1", node="n1", phase="Succeeded", at=50.0))
+    fresh = v.lazy_candidates(loads)
+    assert [c.uid for c in fresh.get("n1", [])] == []  # a finished pod is no longer a candidate

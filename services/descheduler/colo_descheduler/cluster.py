@@ -9,6 +9,7 @@ migrations count against the per-node cap (REFERENCE.md §11).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
@@ -68,6 +69,30 @@ def evictable(spec: PodSpec) -> bool:
     if spec.daemonset or qos_class_of(spec) == "SYSTEM":
         return False
     return (spec.priority or 0) < SYSTEM_CRITICAL_PRIORITY
+
+
+class LazyCandidates(Mapping[str, list[Candidate]]):
+    """node → evictable candidates (see :meth:`ClusterView.candidates`), each built when first read."""
+
+    def __init__(self, view: ClusterView, nodes: list[str]) -> None:
+        self._view = view
+        self._nodes = nodes
+        self._known = set(nodes)
+        self._built: dict[str, list[Candidate]] = {}
+
+    def __getitem__(self, node: str) -> list[Candidate]:
+        if node not in self._known:
+            raise KeyError(node)
+        built = self._built.get(node)
+        if built is None:
+            built = self._built[node] = self._view.candidates_on(node)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
 
 
 class ClusterView:
@@ -150,20 +175,29 @@ class ClusterView:
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
         """Evictable pods per node: known, bound there, in its metric, not already migrating."""
-        out: dict[str, list[Candidate]] = {}
-        for load in loads:
-            pods: list[Candidate] = []
-            for pm in self.metrics[load.name].pods:
-                entry = self.pods.get(pm.uid)
-                if entry is None or entry.node != load.name or pm.uid in self.migrations:
-                    continue
-                if not entry.evictable:
-                    continue
-                pods.append(Candidate(pm.uid, load.name, (max(pm.cpu, 0), max(pm.memory, 0)),
-                                      entry.priority_class, entry.spec.priority or 0, entry.qos_class,
-                                      entry.workload))
-            out[load.name] = pods
-        return out
+        return {load.name: self.candidates_on(load.name) for load in loads}
+
+    def candidates_on(self, node: str) -> list[Candidate]:
+        """:meth:`candidates` of one node that has a metric (KeyError otherwise)."""
+        pods: list[Candidate] = []
+        for pm in self.metrics[node].pods:
+            entry = self.pods.get(pm.uid)
+            if entry is None or entry.node != node or pm.uid in self.migrations:
+                continue
+            if not entry.evictable:
+                continue
+            pods.append(Candidate(pm.uid, node, (max(pm.cpu, 0), max(pm.memory, 0)),
+                                  entry.priority_class, entry.spec.priority or 0, entry.qos_class,
+                                  entry.workload))
+        return pods
+
+    def lazy_candidates(self, loads: list[NodeLoad]) -> LazyCandidates:
+        """:meth:`candidates` as a mapping that builds a node's list on first access only.
+
+        A round reads the candidates of its source nodes alone (usually none), so the lists of
+        the other nodes are never built. Read it before the view changes (within the round).
+        """
+        return LazyCandidates(self, [load.name for load in loads])
 
     def migrating_per_node(self) -> dict[str, int]:
         """Running migrations per source node."""

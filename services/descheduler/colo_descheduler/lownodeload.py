@@ -87,9 +87,8 @@ def max_unavailable(replicas: int) -> int:
 
 def percent(usage: Vec, allocatable: Vec) -> tuple[float, float]:
     """Usage as percent of allocatable per resource; a zero allocatable counts as 100 % used."""
-    return tuple(  # type: ignore[return-value]
-        100.0 * u / a if a > 0 else 100.0 for u, a in zip(usage, allocatable)
-    )
+    return (100.0 * usage[0] / allocatable[0] if allocatable[0] > 0 else 100.0,
+            100.0 * usage[1] / allocatable[1] if allocatable[1] > 0 else 100.0)
 
 
 def is_low(usage: Vec, allocatable: Vec, low: Thresholds) -> bool:

@@ -102,7 +102,7 @@ class DeschedulerService:
         self.cluster.expire(now, s.migration_ttl_s)
         loads = self.cluster.fresh_loads(now, s.metric_expiry_s)
         unavailable, replicas = self.cluster.workload_counts()
-        result = self.balancer.run(loads, self.cluster.candidates(loads), self.cluster.migrating_per_node(),
+        result = self.balancer.run(loads, self.cluster.lazy_candidates(loads), self.cluster.migrating_per_node(),
                                    unavailable, replicas, lambda: self.bucket.try_take(now))
         for ev in result.evictions:
             self.cluster.start_migration(ev, now)
