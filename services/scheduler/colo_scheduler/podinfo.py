@@ -103,7 +103,8 @@ class PodInfo:
     (REFERENCE.md §4); ``kind_cols`` the (cpu, memory) columns of the pod's resource
     kind (adjacent columns); ``fit_request`` (7,) the request with −:data:`NOT_REQUESTED` where
     nothing is requested; ``kind_request`` (2,) the request in the kind's columns;
-    ``estimate200`` = 200 × estimate (for the integer threshold test); ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
+    ``estimate200`` = 200 × estimate (for the integer threshold test); ``estimate_ints`` the estimate as
+    Python ints (per-pod loops of the load estimate avoid tiny array operations); ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
     ``attempts`` scheduling attempts so far, ``queued_at`` / ``last_attempt_at`` clock seconds.
     """
 
@@ -120,6 +121,7 @@ class PodInfo:
     estimate200: IntArray
     selector_key: tuple[tuple[str, str], ...]
     tolerations_key: tuple[tuple[str, str, str, str], ...]
+    estimate_ints: tuple[int, int] = (0, 0)
     attempts: int = 0
     queued_at: float = 0.0
     last_attempt_at: float = 0.0
@@ -151,6 +153,7 @@ def make_pod_info(
         fit_request=np.array([v if v > 0 else -NOT_REQUESTED for v in request.tolist()], np.int64),
         kind_request=request[kind_cols[0]: kind_cols[1] + 1].copy(),
         estimate200=200 * np.array(est, dtype=np.int64),
+        estimate_ints=(int(est[0]), int(est[1])),
         selector_key=tuple(sorted(spec.node_selector.items())),
         tolerations_key=tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),
         queued_at=queued_at,

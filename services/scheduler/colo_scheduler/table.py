@@ -208,15 +208,18 @@ class NodeTable:
         interval = self._report_interval_s
         cutoff = -math.inf if math.isnan(at) else at - interval
         usage = self.pod_usage[i]
-        total = np.zeros(2, np.int64)
+        cpu = memory = 0  # Python ints: a node holds tens of pods, tiny array ops would dominate
         for uid, ap in self.node_pods[i].items():
             used = usage.get(uid)
+            ec, em = ap.pod.estimate_ints
             if used is None:
-                total += ap.pod.estimate
+                cpu += ec
+                memory += em
             elif ap.assigned_at > cutoff:
-                total += np.maximum(ap.pod.estimate - np.array(used, np.int64), 0)
-        self._pending[i] = total
-        self._est_usage[i] = self._metric_usage[i] + total
+                cpu += max(ec - int(used[0]), 0)
+                memory += max(em - int(used[1]), 0)
+        self._pending[i] = (cpu, memory)
+        self._est_usage[i] = self._metric_usage[i] + self._pending[i]
 
     def track(self, pod: PodInfo, i: int, at: float) -> None:
         """Count ``pod`` as assigned to row ``i`` at clock time ``at`` (load estimate only)."""
