@@ -181,3 +181,24 @@ def test_batched_profiles_unknown_node_raises() -> None:
     m = make_model()
     with pytest.raises(KeyError):
         m.profiles(["n1", "nope"], 0.0)
+
+
+@pytest.mark.parametrize(("republish_s", "later_s", "change", "want"), [
+    (600.0, 60.0, False, False),
+    (600.0, 60.0, True, True),
+    (600.0, 600.0, False, True),
+    (600.0, 599.0, False, False),
+    (0.0, 60.0, False, True),
+], ids=["unchanged-skipped", "changed-sent", "unchanged-republished-after-interval", "just-under-interval",
+        "interval-0-always"])
+def test_worth_sending(republish_s: float, later_s: float, change: bool, want: bool) -> None:
+    m = make_model(republish_interval_s=republish_s, cold_start_s=0.0)
+    feed(m, "n1", 0.0, 30, SYSTEM, USAGE)
+    t0 = 1800.0
+    first = m.profile("n1", t0)
+    assert m.worth_sending(first)  # nothing sent yet
+    m.mark_published("n1", t0, first)
+    if change:
+        m.pod_ended("job")
+    again = m.profile("n1", t0 + later_s)
+    assert m.worth_sending(again) is want

@@ -97,6 +97,11 @@ async def test_metrics_in_profile_out(profiler: tuple[ProfilerService, ServiceRu
     assert (await service.tick(1260.0))["profiles"] == 1
     await wait_for(lambda: len(profiles) == 2)
     assert profiles[1].pods == []  # type: ignore[attr-defined]
+    # due again but unchanged: not re-sent until republish_interval_s (600 s) has passed
+    assert (await service.tick(1320.0))["profiles"] == 0
+    assert (await service.tick(1860.0))["profiles"] == 1
+    await wait_for(lambda: len(profiles) == 3)
+    assert profiles[2].at == 1860.0 and profiles[2].pods == []  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from colo.messages import NodeMetric, NodeProfile, PodPrediction, PriorityClass, Usage
@@ -58,6 +59,9 @@ class NodeModel:
     allocatable: Usage | None = None
     pods: set[str] = field(default_factory=set)
     last_published: float | None = None
+    """When a profile was last computed for the node (sent or found unchanged), seconds."""
+    last_sent: NodeProfile | None = None
+    """The last NodeProfile actually published."""
 
 
 class ProfileModel:
@@ -297,7 +301,20 @@ class ProfileModel:
         return sorted(n for n, node in self.nodes.items()
                       if node.last_published is None or now - node.last_published >= iv)
 
-    def mark_published(self, name: str, now: float) -> None:
-        """Record that node ``name`` got a profile at ``now``."""
-        if name in self.nodes:
-            self.nodes[name].last_published = now
+    def mark_published(self, name: str, now: float, sent: NodeProfile | None = None) -> None:
+        """Record that node ``name`` got a profile at ``now``; ``sent`` is the profile when it was published."""
+        node = self.nodes.get(name)
+        if node is not None:
+            node.last_published = now
+            if sent is not None:
+                node.last_sent = sent
+
+    def worth_sending(self, profile: NodeProfile) -> bool:
+        """Whether ``profile`` must be published: it differs from the last one sent for its node in anything
+        but ``at``, or that one is at least ``republish_interval_s`` old (always when the interval is 0)."""
+        node = self.nodes.get(profile.node)
+        last = node.last_sent if node is not None else None
+        iv = self.settings.republish_interval_s
+        if last is None or iv <= 0 or profile.at - last.at >= iv:
+            return True
+        return msgspec.structs.replace(profile, at=last.at) != last

@@ -2,7 +2,9 @@
 
 Consumes ``node.metric.*``, ``pod.bound.*``, ``pod.status.*`` and ``node.registered.*``
 (for allocatable, the cap of the reclaimable formulas); every ``publish_interval_s``
-publishes one :class:`NodeProfile` per live node on ``profile.node.<node>``.
+computes one :class:`NodeProfile` per live node and publishes it on ``profile.node.<node>`` when it differs
+from the last one sent (``at`` aside) or that one is ``republish_interval_s`` old: consumers keep the newest
+profile per node, so an unchanged profile carries no news.
 """
 
 from __future__ import annotations
@@ -116,13 +118,18 @@ class ProfilerService:
         expired = self.model.expire(now)
         due = self.model.due(now)
         items = []
+        sent = []
         for name, profile in zip(due, self.model.profiles(due, now)):
-            items.append((subjects.PROFILE_NODE, profile, f"profile-{name}-{now:.3f}", {"node": name}))
+            if self.model.worth_sending(profile):
+                items.append((subjects.PROFILE_NODE, profile, f"profile-{name}-{now:.3f}", {"node": name}))
+                sent.append(profile)
         if items:
             await self.ctx.bus.publish_many(items)
-            for name in due:
-                self.model.mark_published(name, now)
             self.published += len(items)
+        for profile in sent:
+            self.model.mark_published(profile.node, now, profile)
+        for name in due:  # unchanged ones count as done for this interval too
+            self.model.mark_published(name, now)
         return {"profiles": float(len(items)), "profiles_total": float(self.published),
                 "nodes": float(len(self.model.nodes)), "pods": float(len(self.model.pods)),
                 "samples_total": float(self.model.samples), "expired_nodes": float(len(expired)),

@@ -32,5 +32,8 @@ class ProfilerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     """Models (pods, nodes) unseen in metrics for this long are dropped (30 min)."""
     publish_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
     """Minimum time between two NodeProfiles of one node, seconds (one report interval)."""
+    republish_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    """A due NodeProfile equal to the last one sent (all but ``at``) is only re-sent after this long, seconds;
+    0 sends every due profile (this project's choice: consumers keep the newest profile per node)."""
     tick_interval_s: Seconds = 10.0
     """Period of tick() under the wall clock, seconds (this project's choice)."""
