@@ -132,3 +132,11 @@ def test_node_slo_rendered_again_only_when_the_spec_changes() -> None:
     assert svc._render("n1", same_policy_new_object, 180.0) is None
     del svc.state.slos["n1"]
     assert svc._render("n1", same_policy_new_object, 240.0) is not None
+
+
+def test_node_slo_rendered_again_when_settings_change() -> None:
+    svc = _service()
+    assert svc._render("n1", NODE, 0.0) is not None
+    svc.settings = SloManagerSettings(node_pools=[NodePool(name="all")])
+    again = svc._render("n1", NODE, 60.0)
+    assert again is not None and again.pool == "all"

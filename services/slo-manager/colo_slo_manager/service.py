@@ -19,9 +19,9 @@ from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.messages import (
     NodeMetric,
-    NodeSLO,
     NodeProfile,
     NodeResource,
+    NodeSLO,
     NodeSpec,
     PodAdmitted,
     PodBound,
@@ -71,9 +71,9 @@ class SloManagerService:
         self.invalid_nodes: dict[str, str] = {}
         self._reserved: dict[str, tuple[NodeSpec, Usage]] = {}
         """node → (the spec it was computed for, its NodeReserved): recomputed when the spec changes."""
-        self._rendered: dict[str, tuple[NodeSpec, NodeSLO]] = {}
-        """node → (the spec, the NodeSLO last rendered for it): settings are fixed for the process,
-        so an unchanged spec renders the same policy and is not rendered again."""
+        self._rendered: dict[str, tuple[NodeSpec, SloManagerSettings, NodeSLO]] = {}
+        """node → (the spec, the settings, the NodeSLO last rendered from them): an unchanged spec
+        under unchanged settings renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
 
@@ -190,14 +190,15 @@ class SloManagerService:
     def _render(self, name: str, node: NodeSpec, now: float) -> NodeSLO | None:
         """The NodeSLO to publish for ``node`` at ``now`` when its policy changed, else None."""
         rendered = self._rendered.get(name)
-        if rendered is not None and rendered[0] is node and self.state.slos.get(name) is rendered[1]:
-            return None  # same spec, same settings: same policy as the one published
         s = self.settings
+        if (rendered is not None and rendered[0] is node and rendered[1] is s
+                and self.state.slos.get(name) is rendered[2]):
+            return None  # same spec, same settings: same policy as the one published
         slo = render_node_slo(node, s.node_slo, s.node_pools, now)
         changed = not same_policy(self.state.slos.get(name), slo)
         if changed:
             self.state.slos[name] = slo
-        self._rendered[name] = (node, self.state.slos[name])
+        self._rendered[name] = (node, s, self.state.slos[name])
         return slo if changed else None
 
     async def tick(self, now: float) -> dict[str, float]:
