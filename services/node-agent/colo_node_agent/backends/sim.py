@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 
@@ -34,8 +35,8 @@ from colo_node_agent.cgroups.resources import CgroupVersion, cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
-from colo_node_agent.strategies.cpu_suppress import (SuppressInput, SuppressState, be_cpu_allowed, cpuset_size,
-                                                     suppress)
+from colo_node_agent.strategies.cpu_suppress import (SuppressInput, SuppressState, be_cpu_allowed_many,
+                                                     cpuset_growth, cpuset_size_many, suppress)
 from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.types import PodView
 
@@ -115,6 +116,8 @@ class SimBackend:
         self.be_quota_us = [-1] * n
         self.candidate_sets = [frozenset(c) for c in self.candidates]
         self.be_settled = [False] * n
+        self.cpuset_growth = np.array([cpuset_growth(k) for k in self.logical], dtype=np.int64)
+        self._slo_arrays: dict[str, npt.NDArray[np.generic]] | None = None
         """Per node: the BE cpuset (all candidates) and quota −1 were read back as written, so a cpuset-policy
         round whose target size equals the current size would only re-write unchanged values (see _strategies)."""
         self.be_allowed = [-1] * n
@@ -148,6 +151,7 @@ class SimBackend:
         if i is None:
             return False
         self.slos[i] = slo
+        self._slo_arrays = None
         self._apply_be_settings(i, self.now)
         return True
 
@@ -350,48 +354,71 @@ class SimBackend:
                                int(T.mem_used[key]), req.cpu, req.memory, lim.cpu, lim.memory))
         return out
 
+    def _slo_columns(self) -> dict[str, npt.NDArray[np.generic]]:
+        """Per-node NodeSLO fields the strategies test every sub-step, as arrays (rebuilt when a NodeSLO changes)."""
+        if self._slo_arrays is None:
+            sup = [s.cpu_suppress for s in self.slos]
+            me = [s.memory_evict for s in self.slos]
+            self._slo_arrays = {
+                "cpuset": np.array([p.enabled and p.policy == "cpuset" for p in sup], dtype=bool),
+                "threshold": np.array([p.threshold_percent for p in sup], dtype=np.int64),
+                "min": np.array([p.min_percent for p in sup], dtype=np.int64),
+                "cpu_evict": np.array([s.cpu_evict.enabled for s in self.slos], dtype=bool),
+                "mem_evict": np.array([m.enabled for m in me], dtype=bool),
+                "mem_threshold": np.array([m.threshold_percent for m in me], dtype=np.float64),
+                "reserved": np.array(self.reserved_milli, dtype=np.int64),
+            }
+        return self._slo_arrays
+
     def _strategies(self, at: float, node_cpu: F64, node_mem: F64, ls_used: F64, be_used: F64, be_cap: F64,
                     res: AdvanceResult, counts: dict[str, float]) -> None:
-        ncpu, nmem, lsu, beu = node_cpu.tolist(), node_mem.tolist(), ls_used.tolist(), be_used.tolist()
-        cap, cap_mem, be_cap_l = self.cap_cpu.tolist(), self.cap_mem.tolist(), be_cap.tolist()
-        for i, name in enumerate(self.names):
-            slo = self.slos[i]
-            policy = slo.cpu_suppress
-            inp = SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),
-                                node_reserved=self.reserved_milli[i])
-            if policy.enabled and policy.policy == "cpuset" and self.be_settled[i]:
-                # Fast path: the plan would keep the current cpuset and quota −1, i.e. only unchanged writes
-                # (skipped by the executor, no record kept, no event): skip planning and applying it.
-                allowed = be_cpu_allowed(inp, policy)
-                if cpuset_size(allowed, len(self.be_cpus[i]), self.logical[i]) == len(self.be_cpus[i]):
-                    self.be_allowed[i] = allowed
-                    self._maybe_evict(i, at, nmem[i], cap_mem[i], be_cap_l[i], beu[i], res, counts)
-                    continue
-            state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
-            plan = suppress(inp, policy, state)
-            records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
-            changed = [r for r in records if r.ok and not r.skipped]
-            if changed:
-                self._reload_be([i])
-            if any(not r.ok for r in records):
-                self.be_settled[i] = False
-            if plan.be_cpu_allowed != self.be_allowed[i] and any(
-                    r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
-                res.events.append(QoSEvent(node=name, kind="suppress", at=at, reason=policy.policy,
-                                           detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
-                                                   "be_cpus": len(self.be_cpus[i]),
-                                                   "be_quota_us": self.be_quota_us[i]}))
-                counts["suppress_events"] += 1
-            self.be_allowed[i] = plan.be_cpu_allowed
-            self._maybe_evict(i, at, nmem[i], cap_mem[i], be_cap_l[i], beu[i], res, counts)
+        """Suppress, then the eviction strategies, node by node (in node order).
 
-    def _maybe_evict(self, i: int, at: float, node_mem: float, cap_mem: float, be_limit: float, be_used: float,
-                     res: AdvanceResult, counts: dict[str, float]) -> None:
-        """Run the eviction strategies of node ``i`` when CPU eviction is on or memory is over its threshold."""
-        slo = self.slos[i]
-        me = slo.memory_evict
-        if slo.cpu_evict.enabled or (me.enabled and node_mem * 100 >= me.threshold_percent * cap_mem):
-            self._evictions(i, at, node_mem, be_limit, be_used, res, counts)
+        Fast path: a cpuset-policy node whose BE cpuset (all candidates) and quota −1 were read back as written
+        and whose target cpuset size equals its current size would only re-write unchanged values (skipped by
+        the executor, no record kept, no event); its budget is taken from the vectorized BEAllowed instead.
+        """
+        col = self._slo_columns()
+        cap_i = self.cap_cpu.astype(np.int64)
+        allowed = be_cpu_allowed_many(cap_i, node_cpu.astype(np.int64), ls_used.astype(np.int64),
+                                      be_used.astype(np.int64), col["reserved"], col["threshold"], col["min"])
+        cur = np.array([len(c) for c in self.be_cpus], dtype=np.int64)
+        fast = col["cpuset"] & np.array(self.be_settled, dtype=bool) & (
+            cpuset_size_many(allowed, cur, self.cpuset_growth) == cur)
+        evict = col["cpu_evict"] | (col["mem_evict"] & (node_mem * 100 >= col["mem_threshold"] * self.cap_mem))
+        allowed_l, fast_l = allowed.tolist(), fast.tolist()
+        self.be_allowed = [a if f else b for a, f, b in zip(allowed_l, fast_l, self.be_allowed)]
+        todo = np.flatnonzero(~fast | evict).tolist()
+        if not todo:
+            return
+        ncpu, nmem, lsu, beu = node_cpu.tolist(), node_mem.tolist(), ls_used.tolist(), be_used.tolist()
+        cap, cap_mem, be_cap_l, evict_l = self.cap_cpu.tolist(), self.cap_mem.tolist(), be_cap.tolist(), evict.tolist()
+        for i in todo:
+            if not fast_l[i]:
+                self._suppress(i, at, SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),
+                                                    node_reserved=self.reserved_milli[i]), res, counts)
+            if evict_l[i]:
+                self._evictions(i, at, nmem[i], be_cap_l[i], beu[i], res, counts)
+
+    def _suppress(self, i: int, at: float, inp: SuppressInput, res: AdvanceResult, counts: dict[str, float]) -> None:
+        """Plan and apply CPU suppress on node ``i``; a QoS event when the BE cpuset or quota changed."""
+        policy = self.slos[i].cpu_suppress
+        state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
+        plan = suppress(inp, policy, state)
+        records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
+        changed = [r for r in records if r.ok and not r.skipped]
+        if changed:
+            self._reload_be([i])
+        if any(not r.ok for r in records):
+            self.be_settled[i] = False
+        if plan.be_cpu_allowed != self.be_allowed[i] and any(
+                r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
+            res.events.append(QoSEvent(node=self.names[i], kind="suppress", at=at, reason=policy.policy,
+                                       detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
+                                               "be_cpus": len(self.be_cpus[i]),
+                                               "be_quota_us": self.be_quota_us[i]}))
+            counts["suppress_events"] += 1
+        self.be_allowed[i] = plan.be_cpu_allowed
 
     def _evictions(self, i: int, at: float, node_mem: float, be_limit: float, be_used: float,
                    res: AdvanceResult, counts: dict[str, float]) -> None:

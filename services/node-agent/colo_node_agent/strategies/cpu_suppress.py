@@ -15,11 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from colo.messages import CPUSuppressStrategy
 
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import BESTEFFORT
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_format
+
+I64 = npt.NDArray[np.int64]
 
 MIN_BE_CPUS = 2
 MIN_QUOTA_US = 2000
@@ -73,12 +78,33 @@ def be_cpu_allowed(inp: SuppressInput, policy: CPUSuppressStrategy) -> int:
     return max(allowed, 0)
 
 
+def be_cpu_allowed_many(capacity: I64, node_used: I64, non_be_pods_used: I64, be_pods_used: I64,
+                        node_reserved: I64, threshold_percent: I64, min_percent: I64) -> I64:
+    """:func:`be_cpu_allowed` for many nodes at once (no host apps): int64 arrays of shape ``(nodes,)`` in
+    milli-cores and percents; same integer arithmetic, element by element (REFERENCE.md §5, O7)."""
+    system = np.maximum(np.maximum(node_used - non_be_pods_used - be_pods_used, 0), node_reserved)
+    allowed = capacity * threshold_percent // 100 - non_be_pods_used - system
+    allowed = np.maximum(allowed, capacity * min_percent // 100)
+    return np.maximum(allowed, 0)
+
+
+def cpuset_size_many(allowed: I64, current: I64, growth: I64) -> I64:
+    """:func:`cpuset_size` for many nodes; ``growth`` = ceil(10 % of logical CPUs) per node."""
+    n = np.maximum(-(-allowed // 1000), MIN_BE_CPUS)
+    return np.where((n > current) & (current > 0), np.minimum(n, current + growth), n)
+
+
+def cpuset_growth(logical_cpus: int) -> int:
+    """Most CPUs the BE cpuset may grow by in one round: ceil(10 % of ``logical_cpus``)."""
+    return math.ceil(logical_cpus * GROWTH_PERCENT / 100)
+
+
 def cpuset_size(allowed: int, current: int, logical_cpus: int) -> int:
     """CPUs the BE group gets for budget ``allowed`` milli-cores when it has ``current`` candidate CPUs now:
     max(ceil(allowed/1000), 2), growing by at most ceil(10 % of ``logical_cpus``) (REFERENCE.md §5)."""
     n = max(math.ceil(allowed / 1000), MIN_BE_CPUS)
     if n > current and current:
-        n = min(n, current + math.ceil(logical_cpus * GROWTH_PERCENT / 100))
+        n = min(n, current + cpuset_growth(logical_cpus))
     return n
 
 
