@@ -37,10 +37,14 @@ cycle only fills (Reserve adds requests, estimates and app counts; nothing is fr
 def equivalence_key(pod: PodInfo) -> tuple[object, ...]:
     """What the :data:`EQUIVALENCE_FILTERS` read of a pod: requests (fit vector), load estimate,
     DaemonSet flag, node selector, tolerations and the app with its per-node cap. Two pods with
-    equal keys pass exactly the same nodes in the same table state."""
-    spec = pod.spec
-    return (pod.fit_request.tobytes(), pod.estimate200.tobytes(), spec.daemonset, pod.selector_key,
-            pod.tolerations_key, spec.app, spec.max_instance_per_node)
+    equal keys pass exactly the same nodes in the same table state. Cached in ``pod.extra``."""
+    key = pod.extra.get("equivalence")
+    if key is None:
+        spec = pod.spec
+        key = pod.extra["equivalence"] = (pod.fit_request.tobytes(), pod.estimate200.tobytes(), spec.daemonset,
+                                          pod.selector_key, pod.tolerations_key, spec.app,
+                                          spec.max_instance_per_node)
+    return key  # type: ignore[return-value]
 
 
 @dataclass(slots=True)
@@ -195,9 +199,18 @@ class Scheduler:
                                         for e in events):
                 wake.append(uid)
         if hinted and rows:
-            ok = fits_any_row(self.framework.profile.filter, state, hinted,
-                              np.fromiter(sorted(rows), np.intp, len(rows)))
-            wake.extend(hinted[k].uid for k in np.flatnonzero(ok))
+            row_arr = np.fromiter(sorted(rows), np.intp, len(rows))
+            if self._equivalence:  # equal pods pass the same nodes: check one per equivalence class
+                groups: dict[tuple[object, ...], list[PodInfo]] = {}
+                for p in hinted:
+                    groups.setdefault(equivalence_key(p), []).append(p)
+                classes = list(groups.values())
+                ok = fits_any_row(self.framework.profile.filter, state, [g[0] for g in classes], row_arr)
+                helped = {p.uid for k in np.flatnonzero(ok) for p in classes[k]}
+                wake.extend(p.uid for p in hinted if p.uid in helped)
+            else:
+                ok = fits_any_row(self.framework.profile.filter, state, hinted, row_arr)
+                wake.extend(hinted[k].uid for k in np.flatnonzero(ok))
         moved = self.queue.wake(wake, now)
         self.hint_stats["woken"] += moved
         self.hint_stats["skipped"] += len(pool)  # pods still parked after the move
