@@ -137,8 +137,9 @@ def test_irrelevant_change_leaves_pod_parked_without_attempt(setup: Setup, event
 def test_timed_retry_still_reevaluates_without_events() -> None:
     s = scheduler()
     _full_node(s)
-    assert s.schedule_cycle(NOW + 59.0).failures == []
-    out = s.schedule_cycle(NOW + 60.0)
+    retry = s.settings.unschedulable_retry_s
+    assert s.schedule_cycle(NOW + retry - 1.0).failures == []
+    out = s.schedule_cycle(NOW + retry)
     assert [f.pod.uid for f in out.failures] == ["w"]
 
 

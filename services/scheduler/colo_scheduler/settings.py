@@ -66,10 +66,11 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     backoff_max_s: float = 10.0
     """Cap of the per-pod backoff, clock seconds (Kubernetes podMaxBackoffSeconds)."""
 
-    unschedulable_retry_s: float = 60.0
+    unschedulable_retry_s: float = 300.0
     """An unschedulable pod is retried at the latest after this many clock seconds, even
-    without a cluster event that could help (Kubernetes podMaxInUnschedulablePodsDuration
-    is 5 min; we retry sooner because nodes' batch resources drift)."""
+    without a cluster event that could help: the safety net behind the queueing hints, which
+    wake a pod as soon as a changed node (release, NodeResource, metric, registration) would
+    pass its filters. Default = Kubernetes podMaxInUnschedulablePodsDuration (5 min)."""
 
     resync_interval_s: float = 30.0
     """Clock seconds between reloads of every node's allocation from the store (other
