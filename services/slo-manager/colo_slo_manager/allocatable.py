@@ -146,32 +146,7 @@ def high_priority_sums(pods: Iterable[PodView], metric: NodeMetric) -> HighPrior
     Used is the pod's reported usage, or its request without a metric; LSE pods count
     CPU at request. Pods in ``metric`` but not in ``pods`` count as used unless batch/free.
     """
-    usage = {pm.uid: pm for pm in metric.pods}
-    known: set[str] = set()
-    req_c = req_m = used_c = used_m = max_c = max_m = 0
-    for pod in pods:
-        known.add(pod.uid)
-        if not pod.high_priority:
-            continue
-        req = _hp_request(pod)
-        pm = usage.get(pod.uid)
-        cpu, mem = (pm.cpu, pm.memory) if pm is not None else (req.cpu, req.memory)
-        if pod.qos_class == "LSE":
-            cpu = req.cpu
-        req_c += req.cpu
-        req_m += req.memory
-        used_c += cpu
-        used_m += mem
-        max_c += max(req.cpu, cpu)
-        max_m += max(req.memory, mem)
-    for pm in metric.pods:
-        if pm.uid not in known and _metric_only_counts(pm):
-            used_c += pm.cpu
-            used_m += pm.memory
-            max_c += pm.cpu
-            max_m += pm.memory
-    return HighPrioritySums(request=Usage(cpu=req_c, memory=req_m), used=Usage(cpu=used_c, memory=used_m),
-                            max_request_used=Usage(cpu=max_c, memory=max_m))
+    return high_priority_sums_of(NodePods.of(pods), metric)
 
 
 def _batch_one(capacity: int, reclaim_percent: int, reserved: int, system_used: int,
