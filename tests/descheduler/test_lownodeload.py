@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
 from colo_descheduler.lownodeload import (
     Candidate,
     LowNodeLoad,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from colo.messages import NodeResource, NodeSpec, PodRecord, PodSpec, Resources
 from colo.store import BindRequest, BindResult, Store
 

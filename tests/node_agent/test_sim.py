@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from colo.messages import CPUSuppressStrategy
-from colo_node_agent.strategies.cpu_suppress import (SuppressInput, be_cpu_allowed, be_cpu_allowed_many,
-                                                     cpuset_growth, cpuset_size, cpuset_size_many)
+from colo_node_agent.strategies.cpu_suppress import (
+    SuppressInput,
+    be_cpu_allowed,
+    be_cpu_allowed_many,
+    cpuset_growth,
+    cpuset_size,
+    cpuset_size_many,
+)
 
 CASES = [
     # capacity, node used, non-BE used, BE used, reserved, threshold %, min %

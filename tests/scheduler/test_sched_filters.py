@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
 from colo.messages import PodSpec, Taint, Toleration
-
 from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
 
 NOW = 100.0

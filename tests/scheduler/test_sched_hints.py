@@ -12,11 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-
 from colo.messages import Resources, Taint, Toleration
 from colo_scheduler.core import Scheduler
 from colo_scheduler.framework.interface import CycleState
-
 from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
 
 NOW = 1000.0

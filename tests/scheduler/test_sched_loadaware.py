@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from colo.messages import PodSpec
-from colo_scheduler.podinfo import estimate_pod
 from colo_scheduler.plugins.loadaware import LoadAware
-
+from colo_scheduler.podinfo import estimate_pod
 from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
 
 NOW = 10_000.0

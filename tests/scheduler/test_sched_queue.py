@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC
 from colo_scheduler.plugins.prioritysort import PrioritySort
 from colo_scheduler.queue import SchedulingQueue
-
 from sched_helpers import pod, scheduler
 
 

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from colo.messages import CPUSuppressStrategy, MemoryEvictStrategy, NodeMetric, NodeResource, NodeSpec, Resources
+from colo.messages import (
+    CPUSuppressStrategy,
+    MemoryEvictStrategy,
+    NodeMetric,
+    NodeResource,
+    NodeSpec,
+    Resources,
+)
 from colo_slo_manager.allocatable import Allocatable
 from colo_slo_manager.nodeslo import render_node_slo, same_policy
 from colo_slo_manager.publish import decide, differs

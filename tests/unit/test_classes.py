@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
 from colo.classes import (
-    PRIORITY_CLASS_LABEL, QOS_CLASS_LABEL, kubernetes_qos, priority_class_of, priority_class_of_value,
-    qos_class_of, validate_classes,
+    PRIORITY_CLASS_LABEL,
+    QOS_CLASS_LABEL,
+    kubernetes_qos,
+    priority_class_of,
+    priority_class_of_value,
+    qos_class_of,
+    validate_classes,
 )
 from colo.messages import PodSpec, Resources
 

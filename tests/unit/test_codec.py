@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
 from colo import codec
 from colo.messages import (
-    NodeMetric, NodeSLO, NodeSpec, PodMetric, PodSpec, Resources, SimWorkload, Taint, Tick, Toleration, Usage,
+    NodeMetric,
+    NodeSLO,
+    NodeSpec,
+    PodMetric,
+    PodSpec,
+    Resources,
+    SimWorkload,
+    Taint,
+    Tick,
+    Toleration,
+    Usage,
 )
 
 MESSAGES = [

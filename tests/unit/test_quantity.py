@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from colo.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 
 

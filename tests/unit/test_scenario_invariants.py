@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from colo.messages import NodeResource, NodeSpec, Resources
 from colo.sim.invariants import AllocationWatch, StoreSnapshot, parse_allocated
 from colo.store import Store

@@ -6,9 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-
 from colo.messages import (
-    PodBound, PodSpec, PodStatus, PodUnschedulable, QoSEvent, Resources, SimWorkload, TickAck,
+    PodBound,
+    PodSpec,
+    PodStatus,
+    PodUnschedulable,
+    QoSEvent,
+    Resources,
+    SimWorkload,
+    TickAck,
 )
 from colo.sim.invariants import over_commitments
 from colo.sim.metrics import METRIC_NAMES, RunMetrics

@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 import msgspec
-
 from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.classes import priority_class_of, qos_class_of

@@ -10,11 +10,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from colo.messages import NodeMetric, PodMetric, Usage
 
-from colo_profiler.model import CPU_BUCKETS, ProfileModel
 from colo_profiler.histogram import HistogramBank
+from colo_profiler.model import CPU_BUCKETS, ProfileModel
 
 
 def bench_bank(n_rows: int = 10_000, batch: int = 100_000, repeats: int = 20) -> float:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
-
 from colo.messages import NodeMetric, NodeProfile, PodPrediction, PriorityClass, Usage
 
 from colo_profiler.histogram import ExponentialBuckets, HistogramBank

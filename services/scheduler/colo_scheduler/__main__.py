@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from colo.runtime import main
+
 from colo_scheduler.service import SchedulerService
 from colo_scheduler.settings import SchedulerSettings
 

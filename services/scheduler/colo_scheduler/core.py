@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
+
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult
@@ -27,7 +27,6 @@ from colo_scheduler.podinfo import PodInfo, make_pod_info
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
-
 
 EQUIVALENCE_FILTERS = (NodeSelector, TaintToleration, NodeResourcesFit, MaxInstancePerNode, LoadAware)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a

@@ -10,7 +10,6 @@ import hashlib
 import re
 
 import msgspec
-
 from colo.classes import (
     PRIORITY_CLASS_LABEL,
     PRIORITY_RANGES,

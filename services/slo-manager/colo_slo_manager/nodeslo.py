@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import msgspec
-
 from colo.messages import NodeSLO, NodeSpec
 
 from colo_slo_manager.settings import NodePool, NodeSLOStrategy

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-
 from colo.classes import PRIORITY_RANGES
 from colo.messages import (
     CPUBurstStrategy,

@@ -214,7 +214,7 @@ def parse_pods(text: str, now: float = 0.0) -> list[PodSpec]:
         raise PodFileError(["<root>: no pods in file"])
     pods = [_pod(ctx, obj, path, now) for obj, path in items]
     seen: dict[str, str] = {}
-    for (obj, path), pod in zip(items, pods):
+    for (_, path), pod in zip(items, pods):
         if pod is not None:
             if pod.uid in seen:
                 ctx.err(_join(path, "metadata"), f"duplicate pod {pod.uid!r} (also at {seen[pod.uid] or '<root>'})")

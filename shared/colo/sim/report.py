@@ -8,8 +8,8 @@ baseline vs colo. The page embeds the scenario description (docs/scenario.md).
 from __future__ import annotations
 
 import html
-import math
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence

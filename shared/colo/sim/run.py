@@ -27,7 +27,15 @@ from colo.bus import Bus
 from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
-    NodeResource, NodeSpec, PodBound, PodRejected, PodStatus, PodUnschedulable, QoSEvent, Resources, Tick,
+    NodeResource,
+    NodeSpec,
+    PodBound,
+    PodRejected,
+    PodStatus,
+    PodUnschedulable,
+    QoSEvent,
+    Resources,
+    Tick,
 )
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics

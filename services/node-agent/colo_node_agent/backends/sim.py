@@ -23,7 +23,6 @@ from typing import Callable
 
 import numpy as np
 import numpy.typing as npt
-
 from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 
 from colo_node_agent.backends.sharing import water_fill
@@ -35,8 +34,14 @@ from colo_node_agent.cgroups.resources import CgroupVersion, cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
-from colo_node_agent.strategies.cpu_suppress import (SuppressInput, SuppressState, be_cpu_allowed_many,
-                                                     cpuset_growth, cpuset_size_many, suppress)
+from colo_node_agent.strategies.cpu_suppress import (
+    SuppressInput,
+    SuppressState,
+    be_cpu_allowed_many,
+    cpuset_growth,
+    cpuset_size_many,
+    suppress,
+)
 from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.types import PodView
 
@@ -128,7 +133,7 @@ class SimBackend:
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
         self.ls_demand, self.ls_served = Ring(n, window_n), Ring(n, window_n)
         self.cgroup_failures: deque[tuple[str, WriteRecord]] = deque(maxlen=64)
-        for i, spec in enumerate(nodes):
+        for i in range(len(nodes)):
             for cg in QOS_DIRS:
                 for path, text in default_files(config.cgroup_version, cg, self.logical[i]).items():
                     self.fs[i].seed(path, text)
@@ -392,7 +397,7 @@ class SimBackend:
         if not todo:
             return
         ncpu, nmem, lsu, beu = node_cpu.tolist(), node_mem.tolist(), ls_used.tolist(), be_used.tolist()
-        cap, cap_mem, be_cap_l, evict_l = self.cap_cpu.tolist(), self.cap_mem.tolist(), be_cap.tolist(), evict.tolist()
+        cap, be_cap_l, evict_l = self.cap_cpu.tolist(), be_cap.tolist(), evict.tolist()
         for i in todo:
             if not fast_l[i]:
                 self._suppress(i, at, SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-
 from colo.messages import CPUSuppressStrategy
 
 from colo_node_agent.cgroups.executor import CgroupWrite

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from colo_scheduler.framework.interface import CycleState, CyclePlugin
+from colo_scheduler.framework.interface import CyclePlugin, CycleState
 from colo_scheduler.framework.registry import Profile
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
