@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
 from colo.sim.run import run_all
 from colo.sim.scenario import ScenarioParams, build_scenario
 from colo.sim.services import TICK_ORDER, Supervisor

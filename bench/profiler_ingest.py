@@ -11,8 +11,8 @@ import json
 import time
 
 import numpy as np
-from colo.messages import NodeMetric, PodMetric, Usage
 
+from colo.messages import NodeMetric, PodMetric, Usage
 from colo_profiler.histogram import HistogramBank
 from colo_profiler.model import CPU_BUCKETS, ProfileModel
 

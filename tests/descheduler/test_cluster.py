@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodMetric, PodSpec, PodStatus, Resources, Usage
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import Eviction

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.settings import SettingsError, load_settings
 from colo_descheduler.settings import ENV_PREFIX, DeschedulerSettings
 

@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from colo.sim import traces as tr
 from colo.sim.run import RunResult, run_all
 from colo.sim.scenario import Scenario, ScenarioParams, build_scenario

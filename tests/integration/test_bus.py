@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+
 from colo import codec, subjects
 from colo.bus import Bus, BusError, MessageInfo
 from colo.messages import DeadLetter, NodeResource, PodSpec, Tick, TickAck

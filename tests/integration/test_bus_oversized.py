@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo import codec, subjects
 from colo.messages import DeadLetter, PodSpec
 from colo.testing.fixtures import BusFactory

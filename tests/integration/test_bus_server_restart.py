@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from colo import subjects
 from colo.bus import Bus
 from colo.embedded import start_nats

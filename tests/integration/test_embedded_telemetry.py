@@ -5,11 +5,12 @@ from __future__ import annotations
 import socket
 
 import pytest
+from opentelemetry import trace
+
 from colo import embedded, subjects, telemetry
 from colo.bus import MessageInfo
 from colo.messages import PodSpec
 from colo.testing.fixtures import BusFactory
-from opentelemetry import trace
 
 pytestmark = pytest.mark.integration
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+
 from colo import subjects
 from colo.messages import PodSpec, Tick
 from colo.runtime import ServiceContext, ServiceRunner

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from colo.messages import NodeResource, NodeSpec, PodRecord, PodSpec, Resources
 from colo.store import BindRequest, BindResult, Store
 

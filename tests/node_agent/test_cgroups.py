@@ -6,6 +6,7 @@ import errno
 from pathlib import Path
 
 import pytest
+
 from colo_node_agent.cgroups import (
     CgroupWrite,
     Executor,

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from opentelemetry import metrics, trace
+
 from colo import codec, subjects
 from colo.bus import Bus
 from colo.clock import VirtualClock
@@ -32,7 +34,6 @@ from colo.store import Store
 from colo.testing.fixtures import BusFactory
 from colo_node_agent.service import NodeAgentService
 from colo_node_agent.settings import NodeAgentSettings
-from opentelemetry import metrics, trace
 
 pytestmark = pytest.mark.integration
 

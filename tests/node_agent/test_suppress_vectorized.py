@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from colo.messages import CPUSuppressStrategy
 from colo_node_agent.strategies.cpu_suppress import (
     SuppressInput,

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from colo_profiler.histogram import (
     MAX_DECAY_EXPONENT,
     ExponentialBuckets,

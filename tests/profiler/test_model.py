@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from colo.messages import NodeMetric, PodMetric, Usage
 from colo_profiler.model import CPU_BUCKETS, MEMORY_BUCKETS, ProfileModel
 from colo_profiler.settings import ProfilerSettings

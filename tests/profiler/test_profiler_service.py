@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+
 from colo import subjects
 from colo.bus import Bus
 from colo.messages import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.settings import SettingsError, load_settings
 from colo_profiler.settings import ENV_PREFIX, ProfilerSettings
 

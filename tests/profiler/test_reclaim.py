@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo_profiler.reclaim import class_based_reclaimable, pod_based_reclaimable, prod_reclaimable
 
 # requests, peaks, warm_request_sum, system_peak, prod_class_peak, allocatable, pod_based, class_based, result

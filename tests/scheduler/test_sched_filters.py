@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from colo.messages import PodSpec, Taint, Toleration
 from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
+
+from colo.messages import PodSpec, Taint, Toleration
 
 NOW = 100.0
 

@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
+
 from colo.messages import Resources, Taint, Toleration
 from colo_scheduler.core import Scheduler
 from colo_scheduler.framework.interface import CycleState
-from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
 
 NOW = 1000.0
 SOON = NOW + 5.0  # well before the timed retry (60 s)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
+
 from colo.messages import PodSpec
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.podinfo import estimate_pod
-from sched_helpers import GI, MI, metric, node, node_resource, pod, scheduler
 
 NOW = 10_000.0
 

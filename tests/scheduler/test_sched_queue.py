@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from sched_helpers import pod, scheduler
+
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC
 from colo_scheduler.plugins.prioritysort import PrioritySort
 from colo_scheduler.queue import SchedulingQueue
-from sched_helpers import pod, scheduler
 
 
 def _queue() -> SchedulingQueue:

@@ -6,6 +6,9 @@ import logging
 from typing import Any
 
 import pytest
+from opentelemetry import metrics, trace
+from sched_helpers import GI, MI, node, pod
+
 from colo import subjects
 from colo.clock import VirtualClock
 from colo.messages import DeadLetter, PodAdmitted, PodBound, PodUnschedulable, Resources
@@ -13,8 +16,6 @@ from colo.runtime import ServiceContext
 from colo.settings import RuntimeSettings
 from colo_scheduler.service import SchedulerService
 from colo_scheduler.settings import SchedulerSettings
-from opentelemetry import metrics, trace
-from sched_helpers import GI, MI, node, pod
 
 pytestmark = pytest.mark.integration
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from colo.messages import PodAdmitted, PodRejected, PodSpec, Resources
 from colo_slo_manager.admission import admit, probability_bucket
 from colo_slo_manager.settings import ColocationProfile, SloManagerSettings

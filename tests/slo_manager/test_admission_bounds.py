@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.messages import PodAdmitted, PodRejected, PodSpec, Resources
 from colo_slo_manager.admission import admit
 from colo_slo_manager.settings import SloManagerSettings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.messages import NodeMetric, NodeProfile, NodeSpec, PodMetric, Resources, Usage
 from colo_slo_manager.allocatable import (
     PodView,

@@ -7,6 +7,9 @@ pods, node spec or metric does not reach the computed allocatable or the NodeSLO
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from colo.messages import (
     NodeMetric,
     NodeProfile,
@@ -28,8 +31,6 @@ from colo_slo_manager.allocatable import (
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import BatchConfig, MidConfig, NodePool, SloManagerSettings
 from colo_slo_manager.state import ClusterState
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 G = 10**9
 NODE = NodeSpec(name="n1", capacity=Resources(cpu=32_000, memory=64 * G, pods=110),

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from opentelemetry import metrics, trace
+
 from colo import subjects
 from colo.bus import Bus
 from colo.clock import VirtualClock
@@ -34,7 +36,6 @@ from colo.store import Store
 from colo.testing.fixtures import BusFactory
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import SloManagerSettings
-from opentelemetry import metrics, trace
 
 pytestmark = pytest.mark.integration
 

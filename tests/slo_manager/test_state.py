@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from colo.messages import NodeMetric, PodBound, PodRecord, PodSpec, PodStatus, Resources
 from colo.settings import SettingsError, load_settings
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from colo import asyncapi, subjects
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

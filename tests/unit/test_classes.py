@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.classes import (
     PRIORITY_CLASS_LABEL,
     QOS_CLASS_LABEL,

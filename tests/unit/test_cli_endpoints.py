@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from colo.cli import main as cli
 
 

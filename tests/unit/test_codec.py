@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo import codec
 from colo.messages import (
     NodeMetric,

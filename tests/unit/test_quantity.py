@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 
 

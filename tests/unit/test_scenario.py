@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import pytest
+
 from colo.classes import priority_class_of, qos_class_of, validate_classes
 from colo.sim import traces as tr
 from colo.sim.scenario import (

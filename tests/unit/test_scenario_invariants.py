@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo.messages import NodeResource, NodeSpec, Resources
 from colo.sim.invariants import AllocationWatch, StoreSnapshot, parse_allocated
 from colo.store import Store

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from colo.messages import PodBound, PodSpec, PodStatus, SimWorkload, TickAck
-from colo.sim.metrics import RunMetrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from colo.messages import PodBound, PodSpec, PodStatus, SimWorkload, TickAck
+from colo.sim.metrics import RunMetrics
 
 UIDS = [f"p{i}" for i in range(6)]
 _event = st.tuples(st.sampled_from(["submit-batch", "submit-service", "bound", "Running", "Succeeded", "Failed"]),

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from colo.cli import main as cli
 from colo.cli.podfile import PodFileError, load_pod_file, parse_pods
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 import pytest
+
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings, load_settings
 
 Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]

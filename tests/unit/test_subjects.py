@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from colo import messages as m
 from colo import subjects
 from colo.subjects import Subject

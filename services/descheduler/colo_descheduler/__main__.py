@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from colo.runtime import main
-
 from colo_descheduler.service import DeschedulerService
 from colo_descheduler.settings import ENV_PREFIX, DeschedulerSettings
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
-
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000

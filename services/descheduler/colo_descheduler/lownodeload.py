@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.messages import PriorityClass, QoSClass
-
 from colo_descheduler.settings import DeschedulerSettings, Thresholds
 
 Vec = tuple[int, int]

@@ -15,7 +15,6 @@ from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodStatus
 from colo.runtime import ServiceContext
-
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import LowNodeLoad, RoundResult
 from colo_descheduler.ratelimit import TokenBucket

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from colo.runtime import main
-
 from colo_node_agent.service import NodeAgentService
 from colo_node_agent.settings import ENV_PREFIX, NodeAgentSettings
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+
 from colo.messages import AggregatedUsage
 
 F64 = npt.NDArray[np.float64]

@@ -13,12 +13,12 @@ import logging
 from typing import Any
 
 import msgspec
+
 from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import EvictionCommand, NodeSLO, NodeSpec, PodBound, PodSpec, PodStatus, QoSEvent
 from colo.runtime import ServiceContext
-
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+
 from colo.messages import CPUEvictStrategy, CPUSuppressStrategy, MemoryEvictStrategy, NodeSLO
 
 ENV_PREFIX = "COLO_NODE_AGENT"

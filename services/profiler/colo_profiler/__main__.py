@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from colo.runtime import main
-
 from colo_profiler.service import ProfilerService
 from colo_profiler.settings import ENV_PREFIX, ProfilerSettings
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
-from colo.messages import NodeMetric, NodeProfile, PodPrediction, PriorityClass, Usage
 
+from colo.messages import NodeMetric, NodeProfile, PodPrediction, PriorityClass, Usage
 from colo_profiler.histogram import ExponentialBuckets, HistogramBank
 from colo_profiler.reclaim import prod_reclaimable
 from colo_profiler.settings import ProfilerSettings

@@ -17,7 +17,6 @@ from colo.bus import MessageInfo
 from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
 from colo.runtime import ServiceContext
-
 from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from colo.runtime import main
-
 from colo_scheduler.service import SchedulerService
 from colo_scheduler.settings import SchedulerSettings
 

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
 
+from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult

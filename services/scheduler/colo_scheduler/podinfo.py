@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+
 from colo.classes import PRIORITY_RANGES, priority_class_of
 from colo.messages import RESOURCE_NAMES, PodSpec, PriorityClass, Resources
 

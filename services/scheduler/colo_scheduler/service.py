@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
+
 from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.messages import (
@@ -33,7 +34,6 @@ from colo.messages import (
 )
 from colo.runtime import ServiceContext
 from colo.store import REASON_ALREADY_BOUND
-
 from colo_scheduler.core import Scheduler
 from colo_scheduler.settings import SchedulerSettings
 

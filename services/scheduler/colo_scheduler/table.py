@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from colo.messages import NodeMetric, NodeResource, NodeSpec, Resources, Taint
 
+from colo.messages import NodeMetric, NodeResource, NodeSpec, Resources, Taint
 from colo_scheduler.podinfo import COL, N_RES, IntArray, PodInfo, resource_vector
 
 BoolArray = npt.NDArray[np.bool_]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from colo.runtime import main
-
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 

@@ -10,6 +10,7 @@ import hashlib
 import re
 
 import msgspec
+
 from colo.classes import (
     PRIORITY_CLASS_LABEL,
     PRIORITY_RANGES,
@@ -20,7 +21,6 @@ from colo.classes import (
     validate_classes,
 )
 from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
-
 from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")

@@ -24,7 +24,6 @@ from colo.messages import (
     Resources,
     Usage,
 )
-
 from colo_slo_manager.settings import BatchConfig, MidConfig
 
 _CPU_LIST = re.compile(r"^\d+(-\d+)?$")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import msgspec
-from colo.messages import NodeSLO, NodeSpec
 
+from colo.messages import NodeSLO, NodeSpec
 from colo_slo_manager.settings import NodePool, NodeSLOStrategy
 
 _STRATEGIES = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "be_cpu_idle")

@@ -8,7 +8,6 @@ or the last publish is too old. A node whose metric went stale is reset once.
 from __future__ import annotations
 
 from colo.messages import NodeMetric, NodeResource
-
 from colo_slo_manager.allocatable import Allocatable
 
 _FIELDS = ("batch_cpu", "batch_memory", "mid_cpu", "mid_memory")

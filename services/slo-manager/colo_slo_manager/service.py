@@ -29,7 +29,6 @@ from colo.messages import (
     PodStatus,
     Usage,
 )
-
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.nodeslo import render_node_slo, same_policy

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+
 from colo.classes import PRIORITY_RANGES
 from colo.messages import (
     CPUBurstStrategy,

@@ -22,7 +22,6 @@ from colo.messages import (
     PriorityClass,
     QoSClass,
 )
-
 from colo_slo_manager.allocatable import NodePods, PodView
 
 TERMINAL_RETENTION_S = 3600.0

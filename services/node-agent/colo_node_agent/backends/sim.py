@@ -23,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 import numpy.typing as npt
-from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 
+from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
 from colo_node_agent.backends.sim_pods import F64, PodTable
 from colo_node_agent.cgroups.executor import Executor, WriteRecord

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import PodSpec, PriorityClass, QoSClass
 

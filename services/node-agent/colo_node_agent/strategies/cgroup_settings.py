@@ -10,7 +10,6 @@ cpu.shares = max(2, Σ batch-cpu requests × 1024/1000) (cap 262144), the memory
 from __future__ import annotations
 
 from colo.messages import PodSpec, QoSClass, Resources
-
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import BESTEFFORT, pod_dir
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, SHARES_MAX, SHARES_MIN

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from colo.messages import CPUEvictStrategy
-
 from colo_node_agent.strategies.types import Eviction, EvictPlan, PodView
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from colo.messages import CPUSuppressStrategy
 
+from colo.messages import CPUSuppressStrategy
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import BESTEFFORT
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_format

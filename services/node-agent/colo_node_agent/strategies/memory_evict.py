@@ -9,7 +9,6 @@ eviction within ``cooldown_s`` (4 s) of the last one.
 from __future__ import annotations
 
 from colo.messages import MemoryEvictStrategy
-
 from colo_node_agent.strategies.types import Eviction, EvictPlan, PodView
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from colo.messages import RESOURCE_NAMES
 
+from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from colo.messages import Taint
 
+from colo.messages import Taint
 from colo_scheduler.framework.interface import NODE_ADD, CycleState
 from colo_scheduler.podinfo import PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
