@@ -207,3 +207,46 @@ async def test_batch_pod_succeeds_and_status_is_published(bus_factory: BusFactor
     assert T0 + 45 <= statuses[1].at <= T0 + 50
     assert statuses[1].requests == job.requests
     assert (stats["batch_completed"], stats["pods_running"]) == (1, 0)
+
+
+@pytest.mark.parametrize(("names", "instance", "same_as"), [
+    (["n2", "n1"], "", ["n1", "n2"]),
+    (["n1"], "", None),
+    (["n1", "n2"], "rack-7", None),
+], ids=["order-independent", "other-nodes-differ", "instance-wins"])
+def test_agent_identity(names: list[str], instance: str, same_as: list[str] | None) -> None:
+    from colo_node_agent.service import agent_id
+
+    ident = agent_id(names, instance)
+    if same_as is not None:
+        assert ident == agent_id(same_as)
+    else:
+        assert ident != agent_id(["n1", "n2"])
+    if instance:
+        assert ident == instance
+
+
+async def test_two_agents_each_get_their_own_nodes_pods(bus_factory: BusFactory, store: Store) -> None:
+    clock = VirtualClock(T0)
+    client = await bus_factory("test-client")
+    statuses: list[PodStatus] = []
+    await client.subscribe(subjects.POD_STATUS, _collector(statuses), durable="status")
+    agents = []
+    for spec in NODES:
+        bus = await bus_factory("node-agent", clock=clock, retry_delay_s=0.01)
+        ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
+                             log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                             tracer=trace.get_tracer("test"))
+        agent = NodeAgentService(NodeAgentSettings(), nodes=[spec])
+        await agent.start(ctx)
+        await bus.start_consumers()
+        agents.append((agent, bus))
+    for uid, node in (("a", "n1"), ("b", "n2")):
+        spec = ls_pod(uid)
+        await store.put_pod(PodRecord(spec=spec))
+        assert (await store.bind(uid, node, spec.requests, T0)).ok
+        await client.publish(subjects.POD_BOUND, PodBound(spec=spec, node=node, at=T0), msg_id=f"bound-{uid}", node=node)
+    for _, bus in agents:
+        await bus.settle(timeout_s=20)
+    await client.settle(timeout_s=20)
+    assert sorted((s.uid, s.node, s.phase) for s in statuses) == [("a", "n1", "Running"), ("b", "n2", "Running")]

@@ -9,6 +9,7 @@ interval — one NodeMetric per node. Bad input is dead-lettered with a reason; 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from typing import Any
 
@@ -34,6 +35,19 @@ STAT_KEYS: tuple[str, ...] = (
 
 class NodeConfigError(ValueError):
     """The nodes file is missing or does not hold a JSON list of NodeSpec."""
+
+
+def agent_id(node_names: list[str], instance: str = "") -> str:
+    """The identity of one agent process in its durable consumer names.
+
+    Several agents share the service name ``node-agent``; each needs consumers of its own
+    (filtered to its nodes), and a restarted agent must find its own again. The identity is
+    ``COLO_INSTANCE`` when set, else a digest of the sorted node names it hosts.
+    """
+    if instance:
+        return instance
+    digest = hashlib.sha256(",".join(sorted(node_names)).encode()).hexdigest()[:12]
+    return f"nodes-{digest}"
 
 
 def load_nodes(path: str) -> list[NodeSpec]:
@@ -112,9 +126,10 @@ class NodeAgentService:
         await ctx.bus.publish_many(items)
         await self._adopt(nodes, now)
         names = [n.name for n in nodes]
-        ctx.bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable="bound", keys={"node": names})
-        ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable="evict", keys={"node": names})
-        ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable="slo", keys={"node": names})
+        agent = agent_id(names, ctx.settings.instance)
+        ctx.bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable=f"bound-{agent}", keys={"node": names})
+        ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable=f"evict-{agent}", keys={"node": names})
+        ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable=f"slo-{agent}", keys={"node": names})
         self._started = True
         ctx.log.info("node-agent: %d nodes on the sim backend", len(nodes))
 
