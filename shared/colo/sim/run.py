@@ -117,7 +117,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     _write_nodes(nodes_file, scenario.nodes)
     env = {
         "COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url, "COLO_SIM": "1",
-        "COLO_STORE_PREFIX": prefix, "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "WARNING"),
+        "COLO_STORE_PREFIX": prefix, "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "INFO"),
         NODES_FILE_ENV: str(nodes_file), **RUN_ENV.get(run, {}), **(extra_env or {}),
     }
     metrics = RunMetrics(name=run)
