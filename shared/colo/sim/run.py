@@ -161,9 +161,13 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
             await watch.check(store, now)
             if progress is not None and task is not None:
                 s = metrics
-                progress.update(task, advance=1, status=(
-                    f"bound {len(s.bound_node)} · done {len(s.completed_at)} · "
-                    f"unsched {len(s.unschedulable)}"))
+                status = (f"bound {len(s.bound_node)} · done {len(s.completed_at)} · "
+                          f"unsched {len(s.unschedulable)}")
+                progress.update(task, advance=1, status=status)
+                if not progress.console.is_terminal and step % max(1, steps // 10) == 0:
+                    # no live bar without a terminal: a plain line every tenth of the run
+                    progress.console.print(f"{run}: {now / 3600:.1f} of {steps * STEP_S / 3600:g} h · {status}",
+                                           highlight=False)
         result.violations = list(watch.violations)
         result.violations += [f"pod {uid} bound twice" for uid in metrics.double_bound()]
         result.allocated = await store.all_allocated()
