@@ -6,7 +6,6 @@ raises :class:`DecodeError` with a reason suitable for a dead letter.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, TypeVar
 
 import msgspec
@@ -25,9 +24,16 @@ def encode(msg: Any) -> bytes:
     return _encoder.encode(msg)
 
 
-@lru_cache(maxsize=None)
-def _decoder(type_: type[Any]) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(type_)
+_decoders: dict[object, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(type_: type[T]) -> msgspec.json.Decoder[T]:
+    """The cached decoder for ``type_`` (one per message type per process)."""
+    dec = _decoders.get(type_)
+    if dec is None:
+        dec = msgspec.json.Decoder(type_)
+        _decoders[type_] = dec
+    return dec
 
 
 def decode(data: bytes | str, type_: type[T]) -> T:
@@ -37,7 +43,7 @@ def decode(data: bytes | str, type_: type[T]) -> T:
     malformed or does not validate.
     """
     try:
-        return _decoder(type_).decode(data)  # type: ignore[no-any-return]
+        return _decoder(type_).decode(data)
     except msgspec.ValidationError as exc:
         raise DecodeError(f"invalid {type_.__name__}: {exc}") from exc
     except msgspec.DecodeError as exc:

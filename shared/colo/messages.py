@@ -33,7 +33,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 # --------------------------------------------------------------------------- resources
 
 
-class Resources(Message):
+class Resources(Message, frozen=True):
     """A resource vector.
 
     ``cpu``, ``batch_cpu``, ``mid_cpu`` in milli-cores; ``memory``, ``batch_memory``,
@@ -74,7 +74,7 @@ KUBERNETES_RESOURCE_NAMES: dict[str, str] = {
 """Kubernetes resource name → :class:`Resources` field."""
 
 
-class Usage(Message):
+class Usage(Message, frozen=True):
     """Measured usage: ``cpu`` milli-cores, ``memory`` bytes."""
 
     cpu: int = 0
@@ -84,7 +84,7 @@ class Usage(Message):
 # --------------------------------------------------------------------------- nodes
 
 
-class Taint(Message):
+class Taint(Message, frozen=True):
     """A Kubernetes node taint; ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
 
     key: str
@@ -92,7 +92,7 @@ class Taint(Message):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
-class Toleration(Message):
+class Toleration(Message, frozen=True):
     """A Kubernetes toleration; ``operator`` Equal or Exists; empty ``effect`` matches all."""
 
     key: str = ""
@@ -101,7 +101,7 @@ class Toleration(Message):
     effect: str = ""
 
 
-class NodeSpec(Message):
+class NodeSpec(Message, frozen=True):
     """A node as registered by its node agent (subject ``node.registered``).
 
     ``capacity`` is the machine; ``allocatable`` what Kubernetes would offer pods
@@ -121,7 +121,7 @@ class NodeSpec(Message):
     registered_at: float = 0.0
 
 
-class NodeResource(Message):
+class NodeResource(Message, frozen=True):
     """Batch and mid allocatable of one node computed by slo-manager (REFERENCE.md §3).
 
     ``batch_cpu``/``mid_cpu`` milli-cores, ``batch_memory``/``mid_memory`` bytes.
@@ -142,7 +142,7 @@ class NodeResource(Message):
 # --------------------------------------------------------------------------- metrics
 
 
-class PodMetric(Message):
+class PodMetric(Message, frozen=True):
     """Usage of one pod over the report window; ``cpu`` milli-cores, ``memory`` bytes."""
 
     uid: str
@@ -153,7 +153,7 @@ class PodMetric(Message):
     cpu_throttled_ratio: float = 0.0
 
 
-class AggregatedUsage(Message):
+class AggregatedUsage(Message, frozen=True):
     """Node usage statistic ``stat`` (avg, p50, p90, p95, p99) over ``window_s`` seconds."""
 
     window_s: int
@@ -162,7 +162,7 @@ class AggregatedUsage(Message):
     memory: int = 0
 
 
-class NodeMetric(Message):
+class NodeMetric(Message, frozen=True):
     """A node agent's report (REFERENCE.md §2): averages over ``window_s`` ending at ``at``.
 
     ``node_usage`` = node used; ``system_usage`` = max(node − Σpods − Σhost apps, 0);
@@ -186,7 +186,7 @@ class NodeMetric(Message):
 # --------------------------------------------------------------------------- pods
 
 
-class SimWorkload(Message):
+class SimWorkload(Message, frozen=True):
     """What a pod does under the ``sim`` node backend.
 
     ``kind="series"``: a long-running service whose demand follows a usage series
@@ -209,7 +209,7 @@ class SimWorkload(Message):
     duration_s: float = 0.0
 
 
-class PodSpec(Message):
+class PodSpec(Message, frozen=True):
     """A pod as submitted (subject ``pod.submitted``).
 
     ``requests``/``limits`` in milli-cores and bytes. ``priority`` is the Kubernetes
@@ -241,7 +241,7 @@ class PodSpec(Message):
     created_at: float = 0.0
 
 
-class PodAdmitted(Message):
+class PodAdmitted(Message, frozen=True):
     """A pod accepted by admission, with colocation profiles applied (subject ``pod.admitted``)."""
 
     spec: PodSpec
@@ -249,7 +249,7 @@ class PodAdmitted(Message):
     profile: str = ""
 
 
-class PodRejected(Message):
+class PodRejected(Message, frozen=True):
     """A pod refused by admission; ``reason`` is human readable (subject ``pod.rejected``)."""
 
     uid: str
@@ -258,7 +258,7 @@ class PodRejected(Message):
     at: float
 
 
-class PodBound(Message):
+class PodBound(Message, frozen=True):
     """A pod bound to ``node`` in the store (subject ``pod.bound.<node>``).
 
     ``attempt_ms`` is the wall time of the scheduling attempt that placed it
@@ -272,7 +272,7 @@ class PodBound(Message):
     queued_s: float = 0.0
 
 
-class PodUnschedulable(Message):
+class PodUnschedulable(Message, frozen=True):
     """A scheduling attempt that found no node (subject ``pod.unschedulable``).
 
     ``reasons`` maps a rejection reason (e.g. ``"Insufficient cpu"``) to the number
@@ -287,7 +287,7 @@ class PodUnschedulable(Message):
     attempts: int = 1
 
 
-class PodStatus(Message):
+class PodStatus(Message, frozen=True):
     """A pod lifecycle change reported by a node agent (subject ``pod.status.<node>``).
 
     ``phase`` Running/Succeeded/Failed; ``reason`` e.g. ``Evicted``, ``OOMKilled``,
@@ -306,7 +306,7 @@ class PodStatus(Message):
     priority_class: PriorityClass | None = None
 
 
-class EvictionCommand(Message):
+class EvictionCommand(Message, frozen=True):
     """An order to evict pod ``uid`` from ``node`` (subject ``pod.evict.<node>``)."""
 
     uid: str
@@ -316,7 +316,7 @@ class EvictionCommand(Message):
     by: str = ""
 
 
-class PodRecord(Message):
+class PodRecord(Message, frozen=True):
     """A pod's state in the store: spec, phase, node (empty when unbound)."""
 
     spec: PodSpec
@@ -330,7 +330,7 @@ class PodRecord(Message):
 # --------------------------------------------------------------------------- policy
 
 
-class CPUSuppressStrategy(Message):
+class CPUSuppressStrategy(Message, frozen=True):
     """CPU suppress (REFERENCE.md §5): BE budget = capacity × threshold% − non-BE used − system."""
 
     enabled: bool = True
@@ -339,7 +339,7 @@ class CPUSuppressStrategy(Message):
     policy: Literal["cpuset", "cfsQuota"] = "cpuset"
 
 
-class MemoryEvictStrategy(Message):
+class MemoryEvictStrategy(Message, frozen=True):
     """BE memory eviction (REFERENCE.md §5): start at ``threshold_percent``, free down to lower."""
 
     enabled: bool = True
@@ -348,7 +348,7 @@ class MemoryEvictStrategy(Message):
     cooldown_s: float = 4.0
 
 
-class CPUEvictStrategy(Message):
+class CPUEvictStrategy(Message, frozen=True):
     """BE CPU eviction by satisfaction (REFERENCE.md §5, oracle O10)."""
 
     enabled: bool = False
@@ -359,7 +359,7 @@ class CPUEvictStrategy(Message):
     cooldown_s: float = 20.0
 
 
-class CPUBurstStrategy(Message):
+class CPUBurstStrategy(Message, frozen=True):
     """CPU burst for LS pods (REFERENCE.md §5)."""
 
     policy: Literal["none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"] = "none"
@@ -368,7 +368,7 @@ class CPUBurstStrategy(Message):
     share_pool_threshold_percent: int = 50
 
 
-class MemoryQoSStrategy(Message):
+class MemoryQoSStrategy(Message, frozen=True):
     """Memory QoS (REFERENCE.md §5): memory.min/low/high from requests."""
 
     enabled: bool = False
@@ -377,7 +377,7 @@ class MemoryQoSStrategy(Message):
     throttling_percent: int = 0
 
 
-class NodeSLO(Message):
+class NodeSLO(Message, frozen=True):
     """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``)."""
 
     node: str
@@ -394,7 +394,7 @@ class NodeSLO(Message):
 # --------------------------------------------------------------------------- events
 
 
-class QoSEvent(Message):
+class QoSEvent(Message, frozen=True):
     """A node agent action (subject ``node.qos.<node>``).
 
     ``kind``: ``suppress`` (BE CPU budget changed), ``evict``, ``cgroup`` (a write),
@@ -409,7 +409,7 @@ class QoSEvent(Message):
     detail: dict[str, float | int | str] = {}
 
 
-class PodPrediction(Message):
+class PodPrediction(Message, frozen=True):
     """Predicted peak of one pod: ``cpu_peak`` milli-cores, ``memory_peak`` bytes."""
 
     uid: str
@@ -418,7 +418,7 @@ class PodPrediction(Message):
     cold: bool = False
 
 
-class NodeProfile(Message):
+class NodeProfile(Message, frozen=True):
     """Profiler output for one node (subject ``profile.node.<node>``), REFERENCE.md §7.
 
     ``prod_reclaimable`` = min(pod-based, class-based) reclaimable prod resources,
@@ -433,7 +433,7 @@ class NodeProfile(Message):
     pods: list[PodPrediction] = []
 
 
-class DeadLetter(Message):
+class DeadLetter(Message, frozen=True):
     """A message that could not be decoded or handled (subject ``dlq.<service>``)."""
 
     service: str
@@ -447,7 +447,7 @@ class DeadLetter(Message):
 # --------------------------------------------------------------------------- simulation
 
 
-class Tick(Message):
+class Tick(Message, frozen=True):
     """Virtual-time tick: the service processes everything due up to ``now`` then acks."""
 
     seq: int
@@ -455,7 +455,7 @@ class Tick(Message):
     step_s: float
 
 
-class TickAck(Message):
+class TickAck(Message, frozen=True):
     """A service's answer to a :class:`Tick`; ``stats`` are counters for the report."""
 
     service: str

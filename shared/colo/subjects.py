@@ -112,7 +112,7 @@ STREAMS: tuple[Stream, ...] = (
 """Every JetStream stream Colo uses; created by :meth:`colo.bus.Bus.ensure_streams`."""
 
 ALL: tuple[Subject[object], ...] = tuple(
-    v for v in globals().values() if isinstance(v, Subject)  # type: ignore[misc]
+    v for v in globals().values() if isinstance(v, Subject)
 )
 """Every registered subject, for documentation and the AsyncAPI generator."""
 

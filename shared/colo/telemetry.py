@@ -11,13 +11,14 @@ import logging
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import prometheus_client
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client.metrics import MetricWrapperBase
 
 log = logging.getLogger("colo.telemetry")
 
@@ -37,7 +38,7 @@ def setup(service_name: str, otlp_endpoint: str = "") -> TracerProvider:
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     if otlp_endpoint:
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
                 OTLPSpanExporter,
             )
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -157,10 +158,11 @@ def histogram(name: str, doc: str, labels: tuple[str, ...] = (),
     return _get_or_create(prometheus_client.Histogram, name, doc, labels, buckets=buckets)
 
 
-_metrics: dict[str, Any] = {}
+_metrics: dict[str, MetricWrapperBase] = {}
+_M = TypeVar("_M", bound=MetricWrapperBase)
 
 
-def _get_or_create(kind: Any, name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> Any:
+def _get_or_create(kind: type[_M], name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> _M:
     existing = _metrics.get(name)
     if existing is not None:
         if not isinstance(existing, kind):

@@ -134,9 +134,9 @@ async def _get(what: str, settings: RuntimeSettings) -> Table:
         for col in ("namespace", "name", "phase", "node", "qos", "cpu", "memory", "reason"):
             t.add_column(col)
         for p in sorted(pods, key=lambda p: (p.spec.namespace, p.spec.name)):
-            r = p.spec.requests
-            cpu = r.cpu or r.batch_cpu or r.mid_cpu
-            mem = r.memory or r.batch_memory or r.mid_memory
+            req = p.spec.requests
+            cpu = req.cpu or req.batch_cpu or req.mid_cpu
+            mem = req.memory or req.batch_memory or req.mid_memory
             t.add_row(p.spec.namespace, p.spec.name, p.phase, p.node or "-", p.spec.qos_class or "-",
                       format_cpu(cpu), _mem(mem), p.reason)
         return t

@@ -20,11 +20,11 @@ import msgspec
 import yaml
 
 from colo.classes import PRIORITY_RANGES, validate_classes
-from colo.messages import KUBERNETES_RESOURCE_NAMES, PodSpec, Resources, Toleration
+from colo.messages import KUBERNETES_RESOURCE_NAMES, PodSpec, PriorityClass, Resources, Toleration
 from colo.quantity import QuantityError, parse_cpu, parse_memory
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-PRIORITY_CLASS_NAMES = {"koord-prod": "prod", "koord-mid": "mid", "koord-batch": "batch", "koord-free": "free"}
+PRIORITY_CLASS_NAMES: dict[str, PriorityClass] = {"koord-prod": "prod", "koord-mid": "mid", "koord-batch": "batch", "koord-free": "free"}
 """Koordinator's PriorityClass names → priority class."""
 _QOS = ("SYSTEM", "LSE", "LSR", "LS", "BE")
 
@@ -178,7 +178,7 @@ def _pod(ctx: _Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
     uid = str(meta.get("uid") or f"{namespace}-{name}")
     pod = PodSpec(
         uid=uid, name=str(name), namespace=namespace, labels=labels, annotations=annotations,
-        priority=priority, priority_class=priority_class,  # type: ignore[arg-type]
+        priority=priority, priority_class=priority_class,
         scheduler_name=str(spec.get("schedulerName", "colo-scheduler")),
         requests=Resources(**req), limits=Resources(**lim), node_selector=selector,
         tolerations=tolerations, app=labels.get("app", ""), command=command, env=env, created_at=now,

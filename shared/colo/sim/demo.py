@@ -46,7 +46,7 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
         return 0
     d = scenario.description
     console.print(f"scenario: {d['nodes']} nodes, {d['ls_pods']} LS pods "
-                  f"({float(d['ls_cpu_requested_fraction']):.0%} of CPU requested), "
+                  f"({d['ls_cpu_requested_fraction']:.0%} of CPU requested), "
                   f"{d['batch_pods']} batch pods over {params.hours:g} h")
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     args.out.mkdir(parents=True, exist_ok=True)

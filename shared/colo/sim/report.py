@@ -80,7 +80,7 @@ def nice_step(span: float, target: int = 4) -> float:
     if span <= 0:
         return 1.0
     raw = span / target
-    mag = 10 ** math.floor(math.log10(raw))
+    mag: float = 10 ** math.floor(math.log10(raw))
     return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
 
 

@@ -31,6 +31,7 @@ from colo.messages import (
     NodeSpec,
     PodBound,
     PodRejected,
+    PodSpec,
     PodStatus,
     PodUnschedulable,
     QoSEvent,
@@ -139,7 +140,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         cursor = 0
         for step in range(steps + 1):
             now = step * STEP_S
-            batch = []
+            batch: list[tuple[S.Subject[PodSpec], PodSpec, str, dict[str, str]]] = []
             while cursor < len(pending) and pending[cursor].at <= now:
                 a = pending[cursor]
                 batch.append((S.POD_SUBMITTED, a.pod, a.pod.uid, {}))

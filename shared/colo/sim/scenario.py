@@ -199,7 +199,7 @@ def _ls_pods(params: ScenarioParams, nodes: list[NodeSpec], rng: random.Random,
                             cpu_scale_milli=s.cpu_limit_milli, memory_scale_bytes=s.memory_limit_bytes),
         )
         arrivals.append(Arrival(0.0, pod))
-    desc = {
+    desc: dict[str, object] = {
         "ls_instances_in_trace": len(services),
         "ls_pods": len(arrivals),
         "ls_cpu_requested_milli": requested,
@@ -251,7 +251,7 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
             arrivals.append(Arrival(float(t.create_s - start + params.batch_warmup_s), pod))
             offered_milli_s += cpu * t.duration_s
             offered_byte_s += memory * t.duration_s
-    desc = {
+    desc: dict[str, object] = {
         "batch_tasks_in_trace": len(tasks),
         "batch_tasks_in_window": len(window),
         "batch_pods": len(arrivals),
