@@ -9,7 +9,7 @@ migrations count against the per-node cap (REFERENCE.md §11).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
@@ -166,9 +166,9 @@ class ClusterView:
                 a[0] += sign * mig.usage[0]
                 a[1] += sign * mig.usage[1]
         for name, metric in fresh.items():
-            a = adjust.get(name, (0, 0))
-            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods) + a[0]
-            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods) + a[1]
+            delta: Sequence[int] = adjust.get(name, (0, 0))
+            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods) + delta[0]
+            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods) + delta[1]
             loads.append(NodeLoad(name, self.allocatable[name], (max(cpu, 0), max(mem, 0))))
         return loads
 
