@@ -151,7 +151,7 @@ class HistogramBank:
     @property
     def rows_in_use(self) -> int:
         """Number of allocated rows."""
-        return self.weights.shape[0] - len(self._free)
+        return int(self.weights.shape[0]) - len(self._free)
 
     # ------------------------------------------------------------------ decay
 

@@ -316,4 +316,4 @@ class ProfileModel:
         iv = self.settings.republish_interval_s
         if last is None or iv <= 0 or profile.at - last.at >= iv:
             return True
-        return msgspec.structs.replace(profile, at=last.at) != last
+        return bool(msgspec.structs.replace(profile, at=last.at) != last)
