@@ -28,6 +28,7 @@ def render_node_slo(node: NodeSpec, cluster: NodeSLOStrategy, pools: list[NodePo
             override = getattr(pool, name)
             if override is not None:
                 values[name] = override
+    # values maps each strategy field name to its own strategy type; one dict cannot say that.
     return NodeSLO(node=node.name, at=now, pool=pool.name if pool is not None else "", **values)  # type: ignore[arg-type]
 
 

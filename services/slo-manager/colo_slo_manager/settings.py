@@ -53,7 +53,7 @@ def _percent(problems: list[str], name: str, value: int | None, hi: int = 100) -
         problems.append(f"{name} must be within 0..{hi}, got {value}")
 
 
-class ColocationProfile(_Settings):
+class ColocationProfile(_Settings, frozen=True):
     """A colocation profile: which submitted pods it rewrites and how (REFERENCE.md §1).
 
     A pod matches when every selector matches: its namespace is in ``namespaces``
@@ -118,7 +118,7 @@ def default_profiles() -> list[ColocationProfile]:
     ]
 
 
-class BatchConfig(_Settings):
+class BatchConfig(_Settings, frozen=True):
     """Batch allocatable policy (REFERENCE.md §3, Koordinator ``ColocationStrategy``)."""
 
     cpu_policy: Literal["usage", "maxUsageRequest"] = "usage"
@@ -145,7 +145,7 @@ class BatchConfig(_Settings):
         return out
 
 
-class MidConfig(_Settings):
+class MidConfig(_Settings, frozen=True):
     """Mid allocatable (REFERENCE.md §3, Koordinator ``midresource`` plugin)."""
 
     mode: Literal["dynamic", "static"] = "dynamic"
@@ -172,7 +172,7 @@ class MidConfig(_Settings):
         return out
 
 
-class NodeSLOStrategy(_Settings):
+class NodeSLOStrategy(_Settings, frozen=True):
     """The cluster-wide node QoS policy (fields of :class:`colo.messages.NodeSLO`, REFERENCE.md §5)."""
 
     cpu_suppress: CPUSuppressStrategy = CPUSuppressStrategy()
@@ -189,7 +189,7 @@ class NodeSLOStrategy(_Settings):
     """Run BE pods with SCHED_IDLE / cpu.idle where the kernel has it."""
 
 
-class NodePool(_Settings):
+class NodePool(_Settings, frozen=True):
     """A node pool: nodes whose labels contain ``node_selector`` get these overrides of the cluster strategy.
 
     Each strategy left None keeps the cluster's. The first matching pool wins; its name is
@@ -218,7 +218,7 @@ class NodePool(_Settings):
         return [] if self.name else ["node pool name must not be empty"]
 
 
-class SloManagerSettings(_Settings):
+class SloManagerSettings(_Settings, frozen=True):
     """Everything the slo-manager service can be told (env prefix ``COLO_SLO_MANAGER``)."""
 
     colocation_enabled: bool = True
