@@ -83,7 +83,7 @@ class Scheduler:
         self.framework = Framework(profile_obj, self.table, settings.seed)
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
-        self.interest = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
+        self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
         self._filter_names = frozenset(p.name for p in profile_obj.filter)
         self._equivalence = not profile_obj.pre_filter and all(
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)

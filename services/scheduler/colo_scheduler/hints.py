@@ -74,5 +74,5 @@ def fits_any_row(filters: Sequence[Any], state: CycleState, pods: Sequence[PodIn
         ok &= plugin_pool_mask(plugin, state, pods, rows)
         if not ok.any():
             break
-    out: BoolArray = ok.any(axis=1)
+    out: BoolArray = np.asarray(ok.any(axis=1))
     return out

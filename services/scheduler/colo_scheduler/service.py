@@ -254,9 +254,9 @@ class SchedulerService:
                     stale.add(p.node)
             await self._refresh(stale)
         for f in out.failures:
-            msg = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
+            failed = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
                                    message=f.result.message, at=now, attempts=f.pod.attempts)
-            events.append((subjects.POD_UNSCHEDULABLE, msg, f"unschedulable-{f.pod.uid}-{f.pod.attempts}", {}))
+            events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{f.pod.attempts}", {}))
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
         await self._publish(events)

@@ -57,16 +57,16 @@ class Framework:
         when outside, finds the plugin at fault: raises ValueError naming it.
         """
         n = self.table.n
-        for p in self.profile.pre_filter:
-            reason = p.pre_filter(state, pod)
+        for pre in self.profile.pre_filter:
+            reason = pre.pre_filter(state, pod)
             if reason is not None:
-                return ScheduleResult(-1, {reason: n}, frozenset({p.name}), 0,
+                return ScheduleResult(-1, {reason: n}, frozenset({pre.name}), 0,
                                       f"0/{n} nodes are available: {reason}.")
         if n == 0:
             return ScheduleResult(-1, {}, frozenset(), 0, "0/0 nodes are available.")
         mask: BoolArray | None = None
-        for p in self.profile.filter:
-            m = p.filter(state, pod)
+        for flt in self.profile.filter:
+            m = flt.filter(state, pod)
             if m is not None:
                 mask = m if mask is None else mask & m
         if mask is not None and not mask.any():
@@ -124,9 +124,9 @@ class Framework:
             ok = np.ones(self.table.n, np.bool_) if m is None else m
             out[f"filter/{p.name}"] = {"rejected": int((~ok).sum()),
                                        "reasons": p.explain(state, pod, ~ok)}
-        for p, w in self.profile.score:
-            s = p.score(state, pod)
-            out[f"score/{p.name}"] = {"weight": w, "scores": dict(zip(names, (int(v) for v in s)))}
+        for scorer, w in self.profile.score:
+            s = scorer.score(state, pod)
+            out[f"score/{scorer.name}"] = {"weight": w, "scores": dict(zip(names, (int(v) for v in s)))}
         return out
 
     def reserve(self, pod: PodInfo, node: int, now: float) -> None:

@@ -103,14 +103,14 @@ class LoadAware:
         if pod.spec.daemonset:
             return None
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        ok: BoolArray = (c.slack > pod.estimate200).all(axis=1)
+        ok: BoolArray = np.asarray((c.slack > pod.estimate200).all(axis=1))
         return ok
 
     def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
         """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
         est200 = np.stack([p.estimate200 for p in pods])
-        ok: BoolArray = (c.slack[rows][None, :, :] > est200[:, None, :]).all(axis=2)
+        ok: BoolArray = np.asarray((c.slack[rows][None, :, :] > est200[:, None, :]).all(axis=2))
         ok |= np.array([p.spec.daemonset for p in pods], np.bool_)[:, None]
         return ok
 

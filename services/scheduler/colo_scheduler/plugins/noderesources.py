@@ -34,13 +34,13 @@ class NodeResourcesFit:
 
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
         """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
-        ok: BoolArray = (state.table.free >= pod.fit_request).all(axis=1)
+        ok: BoolArray = np.asarray((state.table.free >= pod.fit_request).all(axis=1))
         return ok
 
     def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
         """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
         fit = np.stack([p.fit_request for p in pods])
-        ok: BoolArray = (state.table.free[rows][None, :, :] >= fit[:, None, :]).all(axis=2)
+        ok: BoolArray = np.asarray((state.table.free[rows][None, :, :] >= fit[:, None, :]).all(axis=2))
         return ok
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
