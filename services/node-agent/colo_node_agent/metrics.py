@@ -59,7 +59,8 @@ class Ring:
         window = self.last(n)
         if window.shape[1] == 0:
             return np.zeros(self.data.shape[0])
-        return window.mean(axis=1)
+        out: F64 = np.asarray(window.mean(axis=1), dtype=np.float64)
+        return out
 
 
 def aggregated(cpu: Ring, mem: Ring, dt: float) -> list[list[AggregatedUsage]]:
