@@ -41,7 +41,7 @@ class PodTable:
         n = self.nodes
 
         def ext(a: npt.NDArray[np.generic] | None, fill: float | bool, dtype: type) -> npt.NDArray[np.generic]:
-            new = np.full((n, slots), fill, dtype=dtype)
+            new: npt.NDArray[np.generic] = np.full((n, slots), fill, dtype=dtype)
             if a is not None:
                 new[:, :old] = a
             return new

@@ -84,7 +84,8 @@ def be_cpu_allowed_many(capacity: I64, node_used: I64, non_be_pods_used: I64, be
     system = np.maximum(np.maximum(node_used - non_be_pods_used - be_pods_used, 0), node_reserved)
     allowed = capacity * threshold_percent // 100 - non_be_pods_used - system
     allowed = np.maximum(allowed, capacity * min_percent // 100)
-    return np.maximum(allowed, 0)
+    out: I64 = np.maximum(allowed, 0)
+    return out
 
 
 def cpuset_size_many(allowed: I64, current: I64, growth: I64) -> I64:
