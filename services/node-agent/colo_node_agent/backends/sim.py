@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
 from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
-from colo_node_agent.backends.sim_pods import F64, PodTable
+from colo_node_agent.backends.sim_pods import BOOL, F64, I64, PodTable
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
@@ -85,6 +85,18 @@ class AdvanceResult:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+class SloColumns(TypedDict):
+    """Per-node NodeSLO fields as arrays of shape ``(nodes,)``: percents and milli-cores as int64."""
+
+    cpuset: BOOL
+    threshold: I64
+    min: I64
+    cpu_evict: BOOL
+    mem_evict: BOOL
+    mem_threshold: F64
+    reserved: I64
+
+
 class SimBackend:
     """Virtual nodes ``nodes`` starting at time ``start`` seconds; ``default_slo(node)`` until a NodeSLO arrives."""
 
@@ -122,7 +134,7 @@ class SimBackend:
         self.candidate_sets = [frozenset(c) for c in self.candidates]
         self.be_settled = [False] * n
         self.cpuset_growth = np.array([cpuset_growth(k) for k in self.logical], dtype=np.int64)
-        self._slo_arrays: dict[str, npt.NDArray[np.generic]] | None = None
+        self._slo_arrays: SloColumns | None = None
         """Per node: the BE cpuset (all candidates) and quota −1 were read back as written, so a cpuset-policy
         round whose target size equals the current size would only re-write unchanged values (see _strategies)."""
         self.be_allowed = [-1] * n
@@ -359,7 +371,7 @@ class SimBackend:
                                int(T.mem_used[key]), req.cpu, req.memory, lim.cpu, lim.memory))
         return out
 
-    def _slo_columns(self) -> dict[str, npt.NDArray[np.generic]]:
+    def _slo_columns(self) -> SloColumns:
         """Per-node NodeSLO fields the strategies test every sub-step, as arrays (rebuilt when a NodeSLO changes)."""
         if self._slo_arrays is None:
             sup = [s.cpu_suppress for s in self.slos]
