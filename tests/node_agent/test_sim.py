@@ -104,6 +104,27 @@ def test_be_memory_hog(memory_evict: MemoryEvictStrategy, reason: str, ended_by_
     assert b.has_pod("ls")
 
 
+@pytest.mark.parametrize(("memory_evict", "ls_peak_util", "want_ended", "want_running"), [
+    (MemoryEvictStrategy(), 0.85, [("big", "Evicted"), ("small1", "Evicted")], ["ls", "small2"]),
+    (MemoryEvictStrategy(enabled=False), 0.85, [("big", "OOMKilled")], ["ls", "small1", "small2"]),
+    (MemoryEvictStrategy(), 1.0, [("big", "Evicted"), ("small1", "Evicted"), ("small2", "Evicted")], ["ls"]),
+], ids=["ls-jump-evicted-before-oom", "ls-jump-oom-without-eviction", "ls-jump-beyond-all-be-evicts-all"])
+def test_ls_memory_jump_within_a_sub_step(memory_evict: MemoryEvictStrategy, ls_peak_util: float,
+                                          want_ended: list[tuple[str, str]], want_running: list[str]) -> None:
+    """An LS series sample jumping by more than the node's free memory (node 10 GB, system 0.4 GB; LS
+    0.6 GB → 5.1/6 GB; BE 3 + 1 + 0.8 GB: 58 % → 103/152 %) is met by BE memory eviction, not by OOM kills."""
+    b = backend(NodeSLO(node="", memory_evict=memory_evict))
+    assert b.start_pod(ls_pod("ls", 1000, mem=6 * G, mem_util=[0.1, ls_peak_util]), "n1")
+    for uid, mem in (("big", 3 * G), ("small1", G), ("small2", 8 * G // 10)):
+        assert b.start_pod(be_batch(uid, 100, 3600, mem=mem), "n1")
+    first = b.advance(60)
+    assert first.ended == []
+    res = b.advance(120)
+    assert [(e.uid, e.reason) for e in res.ended] == want_ended
+    assert res.stats["oom_kills"] == sum(r == "OOMKilled" for _, r in want_ended)
+    assert sorted(b.pods_on("n1")) == want_running
+
+
 def test_be_group_memory_limit_follows_its_pods() -> None:
     b = backend(NodeSLO(node=""))
     pods = [PodSpec(uid=f"be{i}", name="be", qos_class="BE", priority=5500,

@@ -43,7 +43,7 @@ from colo_node_agent.strategies.cpu_suppress import (
     suppress,
 )
 from colo_node_agent.strategies.memory_evict import memory_evict
-from colo_node_agent.strategies.types import PodView
+from colo_node_agent.strategies.types import EvictPlan, PodView
 
 IDLE_WEIGHT = 1e-9
 """Relative weight of a ``cpu.idle`` group: it gets (practically) nothing while non-idle groups want more."""
@@ -298,6 +298,8 @@ class SimBackend:
         T.mem_used = mem
         at = t + dt
         self._oom(at, res, counts)
+        self._memory_evictions(at, res, counts)
+        self._oom_node(at, res, counts)
         self._batch_progress(t, dt, res, counts)
         ls, be = T.active & ~T.is_be, T.active & T.is_be
         ls_used = np.where(ls, T.cpu_used, 0.0).sum(axis=1)
@@ -325,22 +327,58 @@ class SimBackend:
             counts["oom_kills"] += 1
 
     def _oom(self, at: float, res: AdvanceResult, counts: dict[str, float]) -> None:
+        """cgroup-limit OOM: a pod above its own memory limit (any class), then BE pods while the BE group is
+        above its limit (largest first). Node-capacity OOM is :meth:`_oom_node`, after memory eviction."""
         T = self.pods
         for key in zip(*np.nonzero(T.active & (T.mem_used > T.mem_limit))):
             k = (int(key[0]), int(key[1]))
             self._kill(k, f"memory {int(T.mem_used[k])} > limit {int(T.mem_limit[k])}", at, res, counts)
-        mem = np.where(T.active, T.mem_used, 0.0)
         be_mem = np.where(T.active & T.is_be, T.mem_used, 0.0).sum(axis=1)
-        node_over = self.sys_mem + mem.sum(axis=1) > self.cap_mem
-        for i in np.flatnonzero(node_over | (be_mem > self.be_mem_limit)):
+        self._oom_rows(np.flatnonzero(be_mem > self.be_mem_limit), "be", at, res, counts)
+
+    def _memory_evictions(self, at: float, res: AdvanceResult, counts: dict[str, float]) -> None:
+        """BE memory eviction (REFERENCE.md §5) on this sub-step's memory, before the node-capacity OOM check.
+
+        A series sample (300 s in the traces) changes memory at once in the sim, while the reference's agent
+        polls every second: an LS pod that grows by more than the node's free memory within one sample is
+        seen crossing the eviction threshold long before the node is full. Running the memory eviction
+        before :meth:`_oom_node` models that; only what eviction cannot free (no BE memory left, eviction
+        off or in cool-down) ends in OOM. The later eviction pass of :meth:`_strategies` then finds the node
+        below the threshold or in cool-down.
+        """
+        T = self.pods
+        col = self._slo_columns()
+        node_mem = self.sys_mem + np.where(T.active, T.mem_used, 0.0).sum(axis=1)
+        due = col["mem_evict"] & (node_mem * 100 >= col["mem_threshold"] * self.cap_mem)
+        for i in np.flatnonzero(due).tolist():
+            me = self.slos[i].memory_evict
+            plan = memory_evict(int(self.cap_mem[i]), int(node_mem[i]), self._views(i), me,
+                                last_evict_at=self.last_mem_evict[i], now=at)
+            self._apply_evictions(i, at, "memory", plan, res, counts)
+
+    def _oom_node(self, at: float, res: AdvanceResult, counts: dict[str, float]) -> None:
+        """Node-capacity OOM: BE pods largest first while system + pods memory exceeds capacity."""
+        T = self.pods
+        mem = np.where(T.active, T.mem_used, 0.0)
+        self._oom_rows(np.flatnonzero(self.sys_mem + mem.sum(axis=1) > self.cap_mem), "node", at, res, counts)
+
+    def _oom_rows(self, rows: npt.NDArray[np.intp], check: str, at: float, res: AdvanceResult,
+                  counts: dict[str, float]) -> None:
+        """OOM-kill BE pods of nodes ``rows``, largest first, while the node (``check`` "node") or the BE
+        group (``check`` "be") is above its memory capacity/limit."""
+        T = self.pods
+        for i in rows:
             while True:
                 row_mem = np.where(T.active[i], T.mem_used[i], 0.0)
                 be_row = np.where(T.is_be[i] & T.active[i], T.mem_used[i], -1.0)
-                over_node = self.sys_mem[i] + row_mem.sum() - self.cap_mem[i]
-                over_be = be_row.clip(0).sum() - self.be_mem_limit[i]
-                if (over_node <= 0 and over_be <= 0) or be_row.max() < 0:
+                if check == "node":
+                    over = self.sys_mem[i] + row_mem.sum() - self.cap_mem[i]
+                    what = "node memory over capacity"
+                else:
+                    over = be_row.clip(0).sum() - self.be_mem_limit[i]
+                    what = "BE memory over limit"
+                if over <= 0 or be_row.max() < 0:
                     break
-                what = "node memory over capacity" if over_node > 0 else "BE memory over limit"
                 self._kill((int(i), int(np.argmax(be_row))), what, at, res, counts)
 
     def _batch_progress(self, t: float, dt: float, res: AdvanceResult, counts: dict[str, float]) -> None:
@@ -453,20 +491,25 @@ class SimBackend:
             window = window_average(list(self.be_samples[i]), self.dt, ce)
             plans.append(("cpu", cpu_evict(window, sample, views, ce, self.last_cpu_evict[i], at)))
         for kind, plan in plans:
-            victims = []
-            for ev in plan.evictions:
-                end = self._end(ev.uid, "Failed", ev.reason, ev.message, at)
-                if end is not None:
-                    res.ended.append(end)
-                    victims.append(ev.uid)
-            if victims:
-                counts["be_evictions"] += len(victims)
-                if kind == "memory":
-                    self.last_mem_evict[i] = at
-                else:
-                    self.last_cpu_evict[i] = at
-                res.events.append(QoSEvent(node=self.names[i], kind="evict", at=at, reason=f"BE {kind} eviction",
-                                           pods=victims, detail={"release": plan.release}))
+            self._apply_evictions(i, at, kind, plan, res, counts)
+
+    def _apply_evictions(self, i: int, at: float, kind: str, plan: EvictPlan, res: AdvanceResult,
+                         counts: dict[str, float]) -> None:
+        """End the victims of ``plan`` (``kind`` memory/cpu) on node ``i``; start the cool-down; one event."""
+        victims = []
+        for ev in plan.evictions:
+            end = self._end(ev.uid, "Failed", ev.reason, ev.message, at)
+            if end is not None:
+                res.ended.append(end)
+                victims.append(ev.uid)
+        if victims:
+            counts["be_evictions"] += len(victims)
+            if kind == "memory":
+                self.last_mem_evict[i] = at
+            else:
+                self.last_cpu_evict[i] = at
+            res.events.append(QoSEvent(node=self.names[i], kind="evict", at=at, reason=f"BE {kind} eviction",
+                                       pods=victims, detail={"release": plan.release}))
 
     # ------------------------------------------------------------------ reports
 
