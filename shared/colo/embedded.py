@@ -116,12 +116,12 @@ def pip_redis_server() -> str | None:
     return str(path) if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def redis_server_binary(which: Callable[[str], str | None] = shutil.which) -> str:
+def redis_server_binary(which: Callable[[str], str | None] | None = None) -> str:
     """Path of ``redis-server`` on PATH, else of the pip-installed build (:func:`pip_redis_server`).
 
     Raises EmbeddedServerError telling how to install one when neither exists.
     """
-    found = which("redis-server") or pip_redis_server()
+    found = (which or shutil.which)("redis-server") or pip_redis_server()
     if not found:
         raise EmbeddedServerError(
             "no redis-server: install it with `apt-get install redis-server` (or your platform's redis "

@@ -37,6 +37,7 @@ def test_embedded_servers_start_and_stop() -> None:
 def test_missing_binary_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: object,
                                             fn: object, message: str) -> None:
     monkeypatch.setattr(embedded.shutil, "which", lambda _: None)
+    monkeypatch.setattr(embedded, "pip_redis_server", lambda: None)
     monkeypatch.setattr(embedded.sys, "executable", "/nonexistent/python")
     monkeypatch.setattr(embedded.sysconfig, "get_path", lambda _: "/nonexistent")
     with pytest.raises(embedded.EmbeddedServerError, match=message):
