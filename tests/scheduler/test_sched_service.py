@@ -64,10 +64,17 @@ async def test_admitted_pods_are_bound_without_overcommit(bus_factory: Any, stor
     assert {m.spec.uid for m in seen["bound"]} == {f"p{j}" for j in range(12)}
     assert {m.uid for m in seen["unsched"]} == {"p12", "p13"}
     assert seen["unsched"][0].reasons == {"Insufficient cpu": 3}
-    # An unschedulable pod is not re-reported every tick.
+    # An unschedulable pod is not re-reported every tick, nor on a retry with the same verdict ...
     await svc.tick(1001.0)
     await tester.settle()
     assert len(seen["unsched"]) == 2
+    await svc.tick(1000.0 + svc.settings.unschedulable_retry_s)
+    await tester.settle()
+    assert len(seen["unsched"]) == 2
+    # ... but again once the repeat interval has passed.
+    await svc.tick(1000.0 + svc.settings.unschedulable_event_interval_s)
+    await tester.settle()
+    assert sorted(m.uid for m in seen["unsched"][2:]) == ["p12", "p13"]
 
 
 async def test_garbage_is_dead_lettered_and_service_keeps_working(bus_factory: Any, store: Any) -> None:
@@ -152,3 +159,17 @@ async def test_status_releases_and_requeues_evicted(bus_factory: Any, store: Any
     stats = await svc.tick(30.0)
     assert stats["pods_bound"] == (1 if requeued else 0)
     assert (await store.allocated("n1")).cpu == (1500 if requeued else 0)
+
+
+@pytest.mark.parametrize(("history", "reasons", "now", "published"), [
+    ([], {"Insufficient cpu": 3}, 0.0, True),
+    ([({"Insufficient cpu": 3}, 0.0)], {"Insufficient cpu": 3}, 300.0, False),
+    ([({"Insufficient cpu": 3}, 0.0)], {"Insufficient cpu": 2, "Too many pods": 1}, 300.0, True),
+    ([({"Insufficient cpu": 3}, 0.0)], {"Insufficient cpu": 3}, 600.0, True),
+], ids=["first", "same-verdict-soon", "changed-verdict", "same-verdict-after-interval"])
+def test_unschedulable_reports(history: list[tuple[dict[str, int], float]], reasons: dict[str, int],
+                               now: float, published: bool) -> None:
+    svc = SchedulerService(SchedulerSettings(unschedulable_event_interval_s=600.0))
+    for old, at in history:
+        assert svc._report_unschedulable("p", old, "msg", at)
+    assert svc._report_unschedulable("p", reasons, "msg", now) is published

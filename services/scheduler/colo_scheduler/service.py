@@ -77,6 +77,8 @@ class SchedulerService:
         self._dirty: set[str] = set()
         self._early_resources: dict[str, NodeResource] = {}
         self._unpublished: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
+        self._last_unschedulable: dict[str, tuple[dict[str, int], str, float]] = {}
         self.totals = {"pods_bound": 0, "bind_conflicts": 0, "unschedulable_attempts": 0,
                        "dead_letters": 0}
 
@@ -197,6 +199,7 @@ class SchedulerService:
         now = self._now()
         released = await store.release(st.uid, st.phase, st.reason, st.at)
         placed = self.core.release(st.uid, now)
+        self._last_unschedulable.pop(st.uid, None)
         if placed is None and released:
             self._dirty.add(st.node)  # a pod we did not place (another replica): re-read the node
         if st.reason not in REQUEUE_REASONS:
@@ -253,7 +256,11 @@ class SchedulerService:
                     self.core.bind_failed(p.pod)
                     stale.add(p.node)
             await self._refresh(stale)
+        for p in out.placements:
+            self._last_unschedulable.pop(p.pod.uid, None)
         for f in out.failures:
+            if not self._report_unschedulable(f.pod.uid, f.result.reasons, f.result.message, now):
+                continue
             failed = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
                                    message=f.result.message, at=now, attempts=f.pod.attempts)
             events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{f.pod.attempts}", {}))
@@ -275,6 +282,16 @@ class SchedulerService:
             "decision_ms_p99": float(np.percentile(lat, 99)) if lat else 0.0,
             "cycle_ms": (time.perf_counter() - t_cycle) * 1e3,
         }
+
+    def _report_unschedulable(self, uid: str, reasons: dict[str, int], message: str, now: float) -> bool:
+        """Whether this failed attempt is published: a new or changed verdict at once, a repeat of the
+        last published one only after ``unschedulable_event_interval_s``."""
+        last = self._last_unschedulable.get(uid)
+        if (last is not None and last[0] == reasons and last[1] == message
+                and now - last[2] < self.settings.unschedulable_event_interval_s):
+            return False
+        self._last_unschedulable[uid] = (reasons, message, now)
+        return True
 
     async def _publish(self, events: list[tuple[Any, Any, str | None, dict[str, str]]]) -> None:
         if not events:

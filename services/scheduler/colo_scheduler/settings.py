@@ -72,6 +72,11 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     wake a pod as soon as a changed node (release, NodeResource, metric, registration) would
     pass its filters. Default = Kubernetes podMaxInUnschedulablePodsDuration (5 min)."""
 
+    unschedulable_event_interval_s: float = 600.0
+    """A pod that stays unschedulable for the same reasons is reported again (PodUnschedulable)
+    only after this many clock seconds; a changed verdict is reported at once. Like the
+    Kubernetes event recorder, which folds repeats of an identical event into one."""
+
     resync_interval_s: float = 30.0
     """Clock seconds between reloads of every node's allocation from the store (other
     scheduler replicas bind too)."""
@@ -102,7 +107,7 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         if self.load_aware_cpu_weight + self.load_aware_memory_weight <= 0:
             errors.append("load_aware_cpu_weight + load_aware_memory_weight must be > 0")
         for name in ("tick_interval_s", "metric_expiry_s", "backoff_initial_s", "backoff_max_s",
-                     "unschedulable_retry_s", "resync_interval_s"):
+                     "unschedulable_retry_s", "resync_interval_s", "unschedulable_event_interval_s"):
             if getattr(self, name) <= 0:
                 errors.append(f"{name} must be > 0")
         if self.backoff_max_s < self.backoff_initial_s:
