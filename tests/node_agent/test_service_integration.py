@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from opentelemetry import metrics, trace
 
 from colo import codec, subjects
 from colo.bus import Bus
@@ -28,10 +26,8 @@ from colo.messages import (
     Resources,
     SimWorkload,
 )
-from colo.runtime import ServiceContext
-from colo.settings import RuntimeSettings
 from colo.store import Store
-from colo.testing.fixtures import BusFactory
+from colo.testing.fixtures import BusFactory, service_context
 from colo_node_agent.service import NodeAgentService
 from colo_node_agent.settings import NodeAgentSettings
 
@@ -88,9 +84,7 @@ def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
 async def start_agent(bus_factory: BusFactory, store: Store, clock: VirtualClock, client: Bus | None = None,
                       seen: dict[str, list[Any]] | None = None) -> Harness:
     bus = await bus_factory("node-agent", clock=clock, retry_delay_s=0.01)
-    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
-                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
-                         tracer=trace.get_tracer("test"))
+    ctx = service_context(bus, store, clock)
     service = NodeAgentService(NodeAgentSettings(), nodes=NODES)
     if client is None:
         client = await bus_factory("test-client")
@@ -234,9 +228,7 @@ async def test_two_agents_each_get_their_own_nodes_pods(bus_factory: BusFactory,
     agents = []
     for spec in NODES:
         bus = await bus_factory("node-agent", clock=clock, retry_delay_s=0.01)
-        ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
-                             log=logging.getLogger("test"), meter=metrics.get_meter("test"),
-                             tracer=trace.get_tracer("test"))
+        ctx = service_context(bus, store, clock)
         agent = NodeAgentService(NodeAgentSettings(), nodes=[spec])
         await agent.start(ctx)
         await bus.start_consumers()

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
-from opentelemetry import metrics, trace
 from sched_helpers import GI, MI, node, pod
 
 from colo import subjects
 from colo.clock import VirtualClock
 from colo.messages import DeadLetter, PodAdmitted, PodBound, PodUnschedulable, Resources
-from colo.runtime import ServiceContext
-from colo.settings import RuntimeSettings
+from colo.testing.fixtures import service_context
 from colo_scheduler.service import SchedulerService
 from colo_scheduler.settings import SchedulerSettings
 
@@ -22,9 +19,7 @@ pytestmark = pytest.mark.integration
 
 async def _start(bus_factory: Any, store: Any, clock: VirtualClock) -> SchedulerService:
     bus = await bus_factory("scheduler", clock, autostart=False)
-    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
-                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
-                         tracer=trace.get_tracer("test"))
+    ctx = service_context(bus, store, clock)
     svc = SchedulerService(SchedulerSettings(seed=1))
     await svc.start(ctx)
     await bus.start_consumers()

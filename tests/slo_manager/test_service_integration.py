@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from opentelemetry import metrics, trace
 
 from colo import subjects
 from colo.bus import Bus
@@ -30,10 +28,10 @@ from colo.messages import (
     Tick,
     Usage,
 )
-from colo.runtime import ServiceContext, ServiceRunner
+from colo.runtime import ServiceRunner
 from colo.settings import RuntimeSettings
 from colo.store import Store
-from colo.testing.fixtures import BusFactory
+from colo.testing.fixtures import BusFactory, service_context
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import SloManagerSettings
 
@@ -77,9 +75,7 @@ async def _harness(bus_factory: BusFactory, store: Store, settings: SloManagerSe
     clock = VirtualClock(T0)
     bus = await bus_factory("slo-manager", clock=clock, retry_delay_s=0.01)
     client = await bus_factory("test-client")
-    ctx = ServiceContext(settings=RuntimeSettings(), bus=bus, store=store, clock=clock,
-                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
-                         tracer=trace.get_tracer("test"))
+    ctx = service_context(bus, store, clock)
     service = SloManagerService(settings)
     h = Harness(service=service, bus=bus, client=client, store=store, clock=clock)
     for key, subject in (("admitted", subjects.POD_ADMITTED), ("rejected", subjects.POD_REJECTED),
@@ -236,9 +232,7 @@ async def test_restart_restores_published_resources_from_store(bus_factory: BusF
 
     # A new instance (fresh memory, same store) knows what was published: no churn on its first tick.
     again = SloManagerService(SloManagerSettings())
-    ctx = ServiceContext(settings=RuntimeSettings(), bus=h.bus, store=store, clock=h.clock,
-                         log=logging.getLogger("test"), meter=metrics.get_meter("test"),
-                         tracer=trace.get_tracer("test"))
+    ctx = service_context(h.bus, store, h.clock)
     await h.bus.stop_consumers()
     fresh_bus = await bus_factory("slo-manager", clock=h.clock)
     ctx.bus = fresh_bus

@@ -15,16 +15,20 @@ Enable with ``pytest_plugins = ["colo.testing.fixtures"]`` (tests/conftest.py do
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from opentelemetry import metrics, trace
 
 from colo.bus import Bus
 from colo.clock import Clock
 from colo.embedded import ServerHandle, start_nats, start_redis
+from colo.runtime import ServiceContext
+from colo.settings import RuntimeSettings
 from colo.store import Store
 
 BusFactory = Callable[..., Awaitable[Bus]]
@@ -100,3 +104,11 @@ async def store(redis_url: str) -> AsyncIterator[Store]:
     finally:
         await s.delete_all()
         await s.close()
+
+
+def service_context(bus: Bus, store: Store, clock: Clock, settings: RuntimeSettings | None = None) -> ServiceContext:
+    """A :class:`ServiceContext` for driving a service in-process in a test (default runtime settings,
+    a ``test`` logger, meter and tracer), as :class:`colo.runtime.ServiceRunner` would build it."""
+    return ServiceContext(settings=settings or RuntimeSettings(), bus=bus, store=store, clock=clock,
+                          log=logging.getLogger("test"), meter=metrics.get_meter("test"),
+                          tracer=trace.get_tracer("test"))
