@@ -470,6 +470,13 @@ class Bus:
         except Exception:
             log.exception("%s: could not publish dead letter", self.service)
 
+    async def reject(self, info: MessageInfo, msg: Any, reason: str) -> None:
+        """Dead-letter ``msg``, which decoded but makes no sense (e.g. an empty uid), so that its handler
+        can return and have it acked rather than retried. De-duplicated per delivery (subject and stream
+        sequence), so a redelivered message is dead-lettered once."""
+        await self.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
+                               msg_id=f"{self.service}-rejected-{info.subject}-{info.stream_seq}")
+
     # ------------------------------------------------------------------ consume
 
     def subscribe(self, subject: Subject[T], handler: Callable[..., Awaitable[Any]], durable: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from colo import codec, subjects
+from colo import subjects
 from colo.bus import MessageInfo
 from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodStatus
 from colo.runtime import ServiceContext
@@ -60,8 +60,7 @@ class DeschedulerService:
         """Dead-letter a message that decoded but makes no sense; it is acked, not retried."""
         self.rejected += 1
         assert self.ctx is not None
-        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
-                                       msg_id=f"descheduler-rejected-{info.stream_seq}")
+        await self.ctx.bus.reject(info, msg, reason)
 
     # ------------------------------------------------------------------ handlers
 

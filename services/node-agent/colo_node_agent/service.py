@@ -166,8 +166,7 @@ class NodeAgentService:
     async def _reject(self, msg: Any, info: MessageInfo, reason: str) -> None:
         assert self.ctx is not None
         self.counters["dead_lettered"] += 1
-        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
-                                       msg_id=f"node-agent-invalid-{info.subject}-{info.stream_seq}")
+        await self.ctx.bus.reject(info, msg, reason)
 
     async def on_pod_bound(self, msg: PodBound, info: MessageInfo) -> None:
         """Start a pod bound to one of our nodes (idempotent: replays and duplicates are ignored)."""

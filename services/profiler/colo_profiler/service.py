@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from colo import codec, subjects
+from colo import subjects
 from colo.bus import MessageInfo
 from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
@@ -61,8 +61,7 @@ class ProfilerService:
         """Dead-letter a message that decoded but makes no sense; it is then acked, not retried."""
         self.rejected += 1
         assert self.ctx is not None
-        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
-                                       msg_id=f"profiler-rejected-{info.stream_seq}")
+        await self.ctx.bus.reject(info, msg, reason)
 
     # ------------------------------------------------------------------ handlers
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from colo import codec, subjects
+from colo import subjects
 from colo.bus import MessageInfo
 from colo.messages import (
     RESOURCE_NAMES,
@@ -139,7 +139,7 @@ class SchedulerService:
     async def _dead_letter(self, msg: Any, info: MessageInfo, reason: str) -> None:
         assert self.ctx is not None
         self.totals["dead_letters"] += 1
-        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers)
+        await self.ctx.bus.reject(info, msg, reason)
 
     # ------------------------------------------------------------------ handlers
 

@@ -114,8 +114,7 @@ class SloManagerService:
     # ------------------------------------------------------------------ handlers
 
     async def _reject_invalid(self, info: MessageInfo, msg: Any, reason: str) -> None:
-        await self.ctx.bus.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
-                                       msg_id=_msg_id("slo-invalid", f"{info.subject}-{info.stream_seq}"))
+        await self.ctx.bus.reject(info, msg, reason)
 
     async def on_pod_submitted(self, pod: PodSpec) -> None:
         """Admission: publish PodAdmitted (msg id ``admitted-<uid>``) or PodRejected (``rejected-<uid>``)."""
