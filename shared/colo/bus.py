@@ -6,7 +6,9 @@ Delivery contract (docs/architecture.md "Bus"):
 * a subscriber is a durable pull consumer named ``f"{service}-{durable}"`` (stable across
   restarts: a restarted service resumes where it left), deliver policy *all*, explicit ack,
   ack wait 30 s; messages are fetched in batches of up to 256 and handled one at a time in
-  stream order;
+  stream order; a *batch* subscriber (:meth:`Bus.subscribe_batch`) gets every message already
+  delivered and waiting (up to its ``max_batch``) in one call, in stream order, and each is
+  acked once the call returns;
 * a payload that does not decode is published to ``colo.v1.dlq.<service>`` with the reason
   and terminated (never redelivered);
 * a handler exception is logged and counted; the message is nak'ed with an exponential delay
@@ -15,7 +17,8 @@ Delivery contract (docs/architecture.md "Bus"):
   handler is running (a few milliseconds on an idle bus).
 
 A handler is ``async def handler(msg)`` or ``async def handler(msg, info)`` where ``info`` is
-a :class:`MessageInfo` carrying the concrete subject, headers and delivery count. Handlers of
+a :class:`MessageInfo` carrying the concrete subject, headers and delivery count; a batch
+handler is ``async def handler(items)`` with ``items`` a list of ``(msg, info)``. Handlers of
 different subscriptions run concurrently (interleaved at ``await`` points). See docs/library.md.
 """
 
@@ -110,7 +113,7 @@ class Subscription(Generic[T]):
     """One durable pull consumer and its handling loop. Awaiting it waits until the consumer exists."""
 
     def __init__(self, bus: Bus, subject: Subject[T], handler: Callable[..., Awaitable[Any]],
-                 durable: str, keys: Mapping[str, str | Sequence[str]] | None) -> None:
+                 durable: str, keys: Mapping[str, str | Sequence[str]] | None, max_batch: int = 0) -> None:
         if subject.stream is None:
             raise ValueError(f"{subject.pattern} has no stream: durable subscriptions need one")
         self.bus = bus
@@ -119,6 +122,8 @@ class Subscription(Generic[T]):
         self.name = f"{bus.service}-{durable}"
         self.filters = _filters(subject, keys)
         self._with_info = _takes_two(handler)
+        self.max_batch = max_batch
+        """0: ``handler`` takes one message; > 0: a list of up to this many ``(msg, info)``."""
         self._queue: asyncio.Queue[Msg] = asyncio.Queue()
         self._busy = False
         self._stopping = False
@@ -206,21 +211,86 @@ class Subscription(Generic[T]):
                     continue
             else:
                 msg = self._queue.get_nowait()
-            status = msg.headers.get("Status") if msg.headers else None
-            if status:
-                if status != "100":  # 404 no messages, 408 expired, 409 ended: ask again
-                    self._outstanding = 0
+            if self._is_status(msg):
                 continue
             self._outstanding -= 1
             self._busy = True
             try:
-                await self._process(msg)
+                if self.max_batch > 0:
+                    await self._process_batch(self._take_batch(msg))
+                else:
+                    await self._process(msg)
             except Exception:  # never let one message kill the loop
                 log.exception("%s: failed to settle message on %s", self.name, msg.subject)
             finally:
                 self._busy = False
                 if self._queue.empty():
                     self.bus._went_idle.set()
+
+    def _is_status(self, msg: Msg) -> bool:
+        """True for a pull status message (not data); a final status ends the pull request."""
+        status = msg.headers.get("Status") if msg.headers else None
+        if not status:
+            return False
+        if status != "100":  # 404 no messages, 408 expired, 409 ended: ask again
+            self._outstanding = 0
+        return True
+
+    def _take_batch(self, first: Msg) -> list[Msg]:
+        """``first`` and the data messages already queued locally, up to ``max_batch`` in all."""
+        batch = [first]
+        while len(batch) < self.max_batch and not self._queue.empty():
+            msg = self._queue.get_nowait()
+            if not self._is_status(msg):
+                self._outstanding -= 1
+                batch.append(msg)
+        return batch
+
+    async def _process_batch(self, msgs: list[Msg]) -> None:
+        """Decode ``msgs`` (dead-lettering what does not decode), hand the rest to the handler in one
+        call and ack them. When the call raises, each message is handled again alone, so that one
+        poisonous message is retried and dead-lettered by itself while the others are acked."""
+        items: list[tuple[Any, MessageInfo]] = []
+        kept: list[Msg] = []
+        for msg in msgs:
+            headers = dict(msg.headers or {})
+            seq, delivered = _ack_sequence(msg)
+            try:
+                decoded = codec.decode(msg.data, self.subject.type)
+            except codec.DecodeError as exc:
+                await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
+                self._n_dead.inc()
+                await msg.term()
+                continue
+            items.append((decoded, MessageInfo(msg.subject, headers, seq, delivered)))
+            kept.append(msg)
+        if not items:
+            return
+        if len(items) > 1:
+            try:
+                await self.handler(items)
+            except Exception as exc:
+                self._n_errors.inc()
+                log.warning("%s: batch handler failed on %d messages: %r; handling them one by one",
+                            self.name, len(items), exc)
+            else:
+                for msg in kept:
+                    await msg.ack()
+                self._n_consumed.inc(len(kept))
+                return
+        for msg, item in zip(kept, items):
+            await self._settle_one(msg, item)
+
+    async def _settle_one(self, msg: Msg, item: tuple[Any, MessageInfo]) -> None:
+        """Batch handler on the single ``item``: ack, or nak with delay / dead-letter like :meth:`_process`."""
+        info = item[1]
+        try:
+            await self.handler([item])
+        except Exception as exc:
+            await self._failed(msg, dict(info.headers), info.stream_seq, info.num_delivered, exc)
+            return
+        await msg.ack()
+        self._n_consumed.inc()
 
     async def _process(self, msg: Msg) -> None:
         headers = dict(msg.headers or {})
@@ -239,22 +309,25 @@ class Subscription(Generic[T]):
             else:
                 await self._call(decoded, msg.subject, headers, seq, delivered)
         except Exception as exc:
-            self._n_errors.inc()
-            if delivered >= MAX_DELIVER:
-                log.exception("%s: handler failed on %s (delivery %d), dead-lettering",
-                              self.name, msg.subject, delivered)
-                reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
-                await self.bus.dead_letter(msg.subject, reason, msg.data, headers,
-                                           msg_id=f"{self.name}-{seq}")
-                self._n_dead.inc()
-                await msg.term()
-            else:
-                log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
-                            self.name, msg.subject, delivered, exc)
-                await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
+            await self._failed(msg, headers, seq, delivered, exc)
             return
         await msg.ack()
         self._n_consumed.inc()
+
+    async def _failed(self, msg: Msg, headers: dict[str, str], seq: int, delivered: int, exc: Exception) -> None:
+        """A handler raised on ``msg``: nak with exponential delay, or dead-letter on the last delivery."""
+        self._n_errors.inc()
+        if delivered >= MAX_DELIVER:
+            log.error("%s: handler failed on %s (delivery %d), dead-lettering: %r",
+                      self.name, msg.subject, delivered, exc, exc_info=exc)
+            reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
+            await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}")
+            self._n_dead.inc()
+            await msg.term()
+        else:
+            log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
+                        self.name, msg.subject, delivered, exc)
+            await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
 
     async def _call(self, decoded: Any, subject: str, headers: dict[str, str], seq: int,
                     delivered: int) -> None:
@@ -488,9 +561,27 @@ class Bus:
         subscription to wait for it); otherwise at :meth:`start_consumers`.
         Raises ValueError for a subject without stream, bad keys or a duplicate durable.
         """
-        if any(s.name == f"{self.service}-{durable}" for s in self._subs):
-            raise ValueError(f"durable {durable!r} already subscribed on this bus")
-        sub = Subscription(self, subject, handler, durable, keys)
+        return self._add(Subscription(self, subject, handler, durable, keys))
+
+    def subscribe_batch(self, subject: Subject[T], handler: Callable[[list[tuple[T, MessageInfo]]], Awaitable[Any]],
+                        durable: str, keys: Mapping[str, str | Sequence[str]] | None = None,
+                        max_batch: int = FETCH_BATCH) -> Subscription[T]:
+        """Like :meth:`subscribe`, but ``handler`` gets a list of ``(msg, info)``: the next message
+        and every message already delivered behind it, up to ``max_batch``, in stream order.
+
+        All are acked once the handler returns. When it raises, each message of the batch is
+        passed again alone (a list of one), and only those whose single call raises are retried
+        and dead-lettered as with :meth:`subscribe`: a handler must therefore be idempotent per
+        message. Payloads that do not decode are dead-lettered before the call. Raises
+        ValueError as :meth:`subscribe`, and for ``max_batch`` < 1.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        return self._add(Subscription(self, subject, handler, durable, keys, max_batch=max_batch))
+
+    def _add(self, sub: Subscription[T]) -> Subscription[T]:
+        if any(s.name == sub.name for s in self._subs):
+            raise ValueError(f"durable {sub.name.removeprefix(self.service + '-')!r} already subscribed on this bus")
         self._subs.append(sub)
         if self._autostart:
             sub.start()
