@@ -66,7 +66,9 @@ class NodeTable:
         self.assigned: dict[str, AssignedPod] = {}
         self.app_counts: dict[str, npt.NDArray[np.int64]] = {}
         self.version = 0
-        """Bumped whenever labels or taints change (mask caches key on it)."""
+        """Bumped whenever labels or taints change or a node is added (mask caches key on it)."""
+        self._changes: list[int] = []
+        self._changes_base = 0
         self._report_interval_s = report_interval_s
         self._mask_cache: dict[tuple[str, object], BoolArray | None] = {}
         self._cache_version = -1
@@ -112,6 +114,30 @@ class NodeTable:
     def estimated_usage(self) -> IntArray:
         """(n, 2) metric usage + pending estimate (without the incoming pod)."""
         return self._est_usage[: self.n]
+
+    # ------------------------------------------------------------------ change log
+
+    @property
+    def change_seq(self) -> int:
+        """Position in the row change log; pass it later to :meth:`changes_since`."""
+        return self._changes_base + len(self._changes)
+
+    def touch(self, i: int) -> None:
+        """Record that row ``i`` changed (any column a plugin may read). Every mutator calls it."""
+        self._changes.append(i)
+
+    def changes_since(self, seq: int) -> list[int] | None:
+        """Rows changed since ``seq`` (may repeat), or None when the log no longer reaches back
+        that far (then everything must be treated as changed)."""
+        k = seq - self._changes_base
+        if k < 0:
+            return None
+        return self._changes[k:]
+
+    def trim_changes(self) -> None:
+        """Forget the log (readers holding older positions then see None: all changed)."""
+        self._changes_base += len(self._changes)
+        self._changes = []
 
     # ------------------------------------------------------------------ nodes
 
@@ -179,11 +205,13 @@ class NodeTable:
 
     def _refresh_free(self, i: int) -> None:
         self._free[i] = self._alloc[i] - self._allocated[i]
+        self._changes.append(i)
 
     def add_allocated(self, i: int, request: IntArray, sign: int = 1) -> None:
         """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``."""
         self._allocated[i] += sign * request
         self._free[i] -= sign * request
+        self._changes.append(i)
 
     # ------------------------------------------------------------------ load
 
@@ -220,6 +248,7 @@ class NodeTable:
                 memory += max(em - int(used[1]), 0)
         self._pending[i] = (cpu, memory)
         self._est_usage[i] = self._metric_usage[i] + self._pending[i]
+        self._changes.append(i)
 
     def track(self, pod: PodInfo, i: int, at: float) -> None:
         """Count ``pod`` as assigned to row ``i`` at clock time ``at`` (load estimate only)."""
@@ -230,6 +259,7 @@ class NodeTable:
         gap = pod.estimate if used is None else np.maximum(pod.estimate - np.array(used, np.int64), 0)
         self._pending[i] += gap
         self._est_usage[i] += gap
+        self._changes.append(i)
 
     def untrack(self, uid: str) -> AssignedPod | None:
         """Stop counting pod ``uid``; returns its record or None when unknown."""
@@ -240,11 +270,17 @@ class NodeTable:
         return ap
 
     def app_count(self, app: str) -> npt.NDArray[np.int64]:
-        """(n,) pods of workload ``app`` per node (a zero column is created on first use)."""
+        """(n,) pods of workload ``app`` per node (read-only use; a zero column is created on first
+        use). Change counts with :meth:`add_app_count`."""
         counts = self.app_counts.get(app)
         if counts is None:
             counts = self.app_counts[app] = np.zeros(self._cap, np.int64)
         return counts[: self.n]
+
+    def add_app_count(self, app: str, i: int, delta: int) -> None:
+        """Add ``delta`` pods of workload ``app`` on row ``i``."""
+        self.app_count(app)[i] += delta
+        self._changes.append(i)
 
     # ------------------------------------------------------------------ labels and taints
 

@@ -1,8 +1,19 @@
 """Extension points of the scheduling framework, after the Kubernetes scheduler framework.
 
-Synchronous and pure up to Score (array operations over every node of the
-:class:`~colo_scheduler.table.NodeTable` at once); Reserve mutates the table;
-Bind is async (the store). A plugin implements any subset of the protocols.
+QueueSort → PreFilter → Filter → (PostFilter when no node passes) → PreScore → Score →
+NormalizeScore → Reserve → Permit → PreBind → Bind. Synchronous and pure up to Score
+(array operations over every node of the :class:`~colo_scheduler.table.NodeTable` at
+once); Reserve mutates the table; PreBind and Bind are async (the store). A plugin
+implements any subset of the protocols.
+
+**Row-local contract.** A Filter's verdict and a Score's raw value for row ``i`` depend
+only on the pod, row ``i`` of the table and per-cycle state (``begin_cycle``, and the
+pod's PreFilter/PreScore state). Every table mutation of a row is recorded by the table
+(:meth:`NodeTable.changes_since`), so the framework may keep a pod class's masks and
+scores across pods of a cycle and recompute only the rows that changed
+(``filter_rows`` / ``score_rows``). Anything that depends on other rows (the maximum over
+all nodes, say) belongs in ``normalize``, which runs over the full score vector at every
+decision.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -25,6 +37,37 @@ NODE_METRIC = "NodeMetric"
 """A node reported fresh usage."""
 POD_DELETE = "PodDelete"
 """A pod released its node (succeeded, failed, evicted)."""
+
+
+IntpArray = npt.NDArray[np.intp]
+"""Row indices into the node table."""
+
+# Status codes (Kubernetes framework.Code): what the queue does with the pod next.
+SUCCESS = "Success"
+UNSCHEDULABLE = "Unschedulable"
+"""No node fits now; a cluster event may help (the pod waits in the unschedulable pool)."""
+UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+"""No cluster event can help (an invalid pod); the pod is parked until the timed retry."""
+WAIT = "Wait"
+"""Permit: hold the reserved pod until allowed or until ``timeout_s``."""
+SKIP = "Skip"
+"""PreFilter/PreScore: the plugin has nothing to do for this pod."""
+ERROR = "Error"
+"""An internal failure; the pod goes to backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A plugin's verdict: ``code`` (one of the constants above), ``reason`` and, for WAIT, ``timeout_s``."""
+
+    code: str = SUCCESS
+    reason: str = ""
+    timeout_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True for SUCCESS and SKIP."""
+        return self.code in (SUCCESS, SKIP)
 
 
 @dataclass(slots=True)
@@ -71,12 +114,12 @@ class QueueSortPlugin(Protocol):
 
 @runtime_checkable
 class PreFilterPlugin(Protocol):
-    """Checks a pod once per attempt; a reason string makes the pod unschedulable on every node."""
+    """Checks a pod once per attempt; a non-ok :class:`Status` makes it unschedulable on every node."""
 
     name: str
 
-    def pre_filter(self, state: CycleState, pod: PodInfo) -> str | None:
-        """None when the pod may proceed, else the reason."""
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        """None (or an ok status) when the pod may proceed, else UNSCHEDULABLE[_AND_UNRESOLVABLE]."""
         ...
 
 
@@ -96,6 +139,52 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class RowFilterPlugin(Protocol):
+    """Optional for a Filter: its mask over some rows only; must equal ``filter(state, pod)[rows]``
+    (all True where ``filter`` returns None)."""
+
+    name: str
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> BoolArray:
+        """(len(rows),) True where the pod may go."""
+        ...
+
+
+@runtime_checkable
+class ReasonCodesPlugin(Protocol):
+    """Optional for a Filter: why each of some rejected rows is rejected, as codes into labels."""
+
+    name: str
+
+    def reason_codes(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> tuple[npt.NDArray[np.uint8],
+                                                                                      tuple[str, ...]]:
+        """(len(rows),) uint8 codes and the labels they index (a label may join several reasons)."""
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    """Runs when no node passes the filters (Kubernetes PostFilter, e.g. preemption)."""
+
+    name: str
+
+    def post_filter(self, state: CycleState, pod: PodInfo, reasons: dict[str, int]) -> int | None:
+        """A row the pod may be nominated to after the plugin made room, or None."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    """Prepares per-pod score state once per decision, given the feasible rows."""
+
+    name: str
+
+    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status | None:
+        """Store per-pod state in ``state.data``; a non-ok status fails the attempt (ERROR)."""
+        ...
+
+
+@runtime_checkable
 class ScorePlugin(Protocol):
     """Scores every node in 0..100 (int64, (n,)); the framework checks the range and applies weights."""
 
@@ -103,6 +192,29 @@ class ScorePlugin(Protocol):
 
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) scores; values for infeasible nodes are ignored."""
+        ...
+
+
+@runtime_checkable
+class RowScorePlugin(Protocol):
+    """Optional for a Score: raw scores of some rows; must equal ``score(state, pod)[rows]``."""
+
+    name: str
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> IntArray:
+        """(len(rows),) raw scores."""
+        ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Protocol):
+    """Optional for a Score (Kubernetes ScoreExtensions.NormalizeScore): maps raw scores of every
+    node into 0..100 using all of them (e.g. divide by the maximum over feasible nodes)."""
+
+    name: str
+
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
+        """(n,) 0..100 from (n,) raw scores; must not modify ``raw``."""
         ...
 
 
@@ -121,6 +233,28 @@ class ReservePlugin(Protocol):
         ...
 
 
+@runtime_checkable
+class PermitPlugin(Protocol):
+    """Approves, rejects or delays a reserved pod before binding (Kubernetes Permit)."""
+
+    name: str
+
+    def permit(self, state: CycleState, pod: PodInfo, node: int) -> Status:
+        """SUCCESS, UNSCHEDULABLE (unreserve, retry later) or WAIT (hold up to ``timeout_s``)."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    """Async work before binding (e.g. provisioning); a refusal unreserves the pod and backs it off."""
+
+    name: str
+
+    async def pre_bind_many(self, placements: Sequence[tuple[PodInfo, str]], now: float) -> list[Status]:
+        """One status per (pod, node name), same order."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class BindOutcome:
     """Result of binding one pod: ``ok`` or the ``reason`` it was refused."""
@@ -129,6 +263,7 @@ class BindOutcome:
     reason: str = ""
 
 
+@runtime_checkable
 class BindPlugin(Protocol):
     """Binds placed pods, many at once (async: the store)."""
 

@@ -15,13 +15,13 @@ from colo_scheduler.settings import SchedulerSettings
 def new_in_tree_registry() -> Registry:
     """Every in-tree plugin factory, by plugin name."""
     r = Registry()
-    r.register(PrioritySort.name, lambda s: PrioritySort())
-    r.register(NodeResourcesFit.name, lambda s: NodeResourcesFit())
-    r.register(NodeResourcesLeastAllocated.name, lambda s: NodeResourcesLeastAllocated())
-    r.register(NodeSelector.name, lambda s: NodeSelector())
-    r.register(TaintToleration.name, lambda s: TaintToleration())
-    r.register(MaxInstancePerNode.name, lambda s: MaxInstancePerNode())
-    r.register(LoadAware.name, LoadAware)
+    r.register(PrioritySort.name, lambda a, s: PrioritySort())
+    r.register(NodeResourcesFit.name, lambda a, s: NodeResourcesFit())
+    r.register(NodeResourcesLeastAllocated.name, lambda a, s: NodeResourcesLeastAllocated())
+    r.register(NodeSelector.name, lambda a, s: NodeSelector())
+    r.register(TaintToleration.name, lambda a, s: TaintToleration())
+    r.register(MaxInstancePerNode.name, lambda a, s: MaxInstancePerNode())
+    r.register(LoadAware.name, lambda a, s: LoadAware(s))
     return r
 
 

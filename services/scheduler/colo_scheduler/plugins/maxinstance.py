@@ -42,9 +42,9 @@ class MaxInstancePerNode:
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
         """Count one more pod of the app on the node."""
         if pod.spec.app:
-            table.app_count(pod.spec.app)[node] += 1
+            table.add_app_count(pod.spec.app, node, 1)
 
     def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
         """Count one pod of the app less on the node."""
         if pod.spec.app:
-            table.app_count(pod.spec.app)[node] -= 1
+            table.add_app_count(pod.spec.app, node, -1)
