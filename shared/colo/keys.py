@@ -13,6 +13,8 @@ Layout (``{p}`` = prefix)::
     {p}:pod:{uid}             str   PodSpec (JSON)
     {p}:podstate:{uid}        hash  phase, node, reason, updated_at, bound_at
     {p}:binding:{uid}         hash  node, at and the bound requests (freed exactly once by release)
+    {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
+    {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
 """
 
 from __future__ import annotations
@@ -79,3 +81,11 @@ class Keys:
     def binding(self, uid: str) -> str:
         """Hash of the pod's binding: node, at and requested resources."""
         return f"{self.prefix}:binding:{uid}"
+
+    def lease(self, name: str) -> str:
+        """Holder (``"<token>:<holder>"``) of the lease ``name``; expires unless renewed."""
+        return f"{self.prefix}:lease:{name}"
+
+    def lease_fence(self, name: str) -> str:
+        """Counter of fencing tokens of the lease ``name`` (each acquisition takes the next one)."""
+        return f"{self.prefix}:leasefence:{name}"

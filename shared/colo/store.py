@@ -2,7 +2,9 @@
 
 Records are stored as :mod:`colo.codec` JSON; key names come from :mod:`colo.keys`.
 Binding is one Lua script (DESIGN.md §5): two schedulers racing can never over-commit a
-node or bind a pod twice. Units: milli-cores and bytes; times in clock seconds.
+node or bind a pod twice; a bind may also be *fenced* by a lease (:meth:`Store.acquire_lease`),
+so that a scheduler which lost its lease can no longer bind. Units: milli-cores and bytes;
+times in clock seconds; lease durations in milliseconds, as Redis ``PX``.
 
 The bind check follows Kubernetes ``NodeResourcesFit``: a resource is checked only when
 the pod requests it (> 0), ``allocated + request > allocatable`` refuses; every pod counts
@@ -31,8 +33,11 @@ REASON_NODE_UNKNOWN = "unknown node"
 """Prefix of the reason when the node was never registered (``"unknown node n9"``)."""
 REASON_TOO_MANY_PODS = "Too many pods"
 """Kubernetes reason when ``allocatable.pods`` is reached."""
+REASON_LEASE_LOST = "lease lost"
+"""Reason of a fenced bind whose lease is no longer held with that token."""
 
 _BIND_LUA = """
+if KEYS[7] and redis.call('GET', KEYS[7]) ~= ARGV[10] then return {0, 'lease lost'} end
 local bound = redis.call('HGET', KEYS[1], 'node')
 if bound then return {0, 'already bound to ' .. bound} end
 if redis.call('EXISTS', KEYS[2]) == 0 then return {0, 'unknown node ' .. ARGV[2]} end
@@ -80,6 +85,58 @@ return 1
 """
 
 
+_ADMIT_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local st = redis.call('HMGET', KEYS[2], 'phase', 'node')
+if st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= '')) then return 0 end
+redis.call('SET', KEYS[3], ARGV[2])
+redis.call('HSET', KEYS[2], 'phase', 'Pending', 'node', '', 'reason', '', 'updated_at', ARGV[3],
+           'bound_at', '0.0')
+redis.call('SADD', KEYS[4], ARGV[1])
+return 1
+"""
+
+_ACQUIRE_LUA = """
+local cur = redis.call('GET', KEYS[1])
+if cur then return {0, cur} end
+local token = redis.call('INCR', KEYS[2])
+local value = token .. ':' .. ARGV[1]
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+return {token, value}
+"""
+
+_RENEW_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+_DROP_LEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A lease a bind must hold: the bind is refused (:data:`REASON_LEASE_LOST`) unless the lease
+    ``name`` still has exactly ``value`` (``"<token>:<holder>"`` from :meth:`Store.acquire_lease`)."""
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease held: fencing ``token`` (grows with every acquisition) and the stored ``value``."""
+
+    name: str
+    token: int
+    value: str
+
+
 @dataclass(frozen=True)
 class BindResult:
     """Outcome of one bind: ``ok``, else ``reason`` (e.g. ``"Insufficient cpu, Too many pods"``,
@@ -124,6 +181,10 @@ class Store:
         self.keys = Keys(prefix)
         self._bind = client.register_script(_BIND_LUA)
         self._release = client.register_script(_RELEASE_LUA)
+        self._admit = client.register_script(_ADMIT_LUA)
+        self._acquire = client.register_script(_ACQUIRE_LUA)
+        self._renew = client.register_script(_RENEW_LUA)
+        self._drop_lease = client.register_script(_DROP_LEASE_LUA)
 
     @classmethod
     async def connect(cls, url: str, prefix: str = "colo") -> Store:
@@ -233,6 +294,25 @@ class Store:
         if n:
             await pipe.execute()
 
+    async def admit_pending(self, specs: Sequence[PodSpec], at: float) -> list[bool]:
+        """Store each pod as ``Pending`` (reason and node empty, ``updated_at = at``) unless it is
+        bound or its record says it ran or finished; one pipeline, one atomic script per pod.
+
+        Returns, in input order, True where the pod was (re)written as Pending and so should be
+        queued, False for a replayed admission of a pod already bound or done. Raises RedisError
+        on I/O failure (nothing is acknowledged then, so the admissions are redelivered).
+        """
+        if not specs:
+            return []
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        stamp = repr(float(at))
+        for spec in specs:
+            uid = spec.uid
+            await self._admit(keys=[k.binding(uid), k.pod_state(uid), k.pod(uid), k.pods],
+                              args=[uid, codec.encode(spec), stamp], client=pipe)
+        return [bool(r) for r in await pipe.execute()]
+
     async def set_phase(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
         """Update a stored pod's phase/reason/time; False when the pod is unknown."""
         k = self.keys
@@ -293,40 +373,59 @@ class Store:
         v = await self.redis.hget(self.keys.binding(uid), "node")
         return None if v is None else _s(v)
 
+    async def bound_nodes(self, uids: Sequence[str]) -> dict[str, tuple[str, float]]:
+        """``(node, bound at)`` of every pod of ``uids`` that has a binding (one pipeline)."""
+        out: dict[str, tuple[str, float]] = {}
+        for start in range(0, len(uids), 1000):
+            chunk = uids[start:start + 1000]
+            pipe = self.redis.pipeline(transaction=False)
+            for uid in chunk:
+                pipe.hmget(self.keys.binding(uid), "node", "at")
+            for uid, (node, at) in zip(chunk, await pipe.execute()):
+                if node is not None:
+                    out[uid] = (_s(node), float(_s(at) or 0.0))
+        return out
+
     # ------------------------------------------------------------------ bind / release
 
-    def _bind_args(self, req: BindRequest) -> tuple[list[str], list[Any]]:
+    def _bind_args(self, req: BindRequest, fence: Fence | None) -> tuple[list[str], list[Any]]:
         k = self.keys
         r = req.requests
         keys = [k.binding(req.uid), k.node(req.node), k.limits(req.node), k.allocated(req.node),
                 k.pod_state(req.uid), k.node_pods(req.node)]
         args: list[Any] = [req.uid, req.node, repr(float(req.at)),
                            *(max(0, int(getattr(r, name))) for name in _CHECKED)]
+        if fence is not None:
+            keys.append(k.lease(fence.name))
+            args.append(fence.value)
         return keys, args
 
-    async def bind(self, uid: str, node: str, requests: Resources, at: float) -> BindResult:
+    async def bind(self, uid: str, node: str, requests: Resources, at: float,
+                   fence: Fence | None = None) -> BindResult:
         """Atomically bind pod ``uid`` to ``node`` reserving ``requests`` (milli-cores, bytes).
 
-        Refuses (ok=False with a reason) when the pod is already bound, the node is unknown,
+        Refuses (ok=False with a reason) when ``fence`` is given and its lease is not held with
+        that value (:data:`REASON_LEASE_LOST`), the pod is already bound, the node is unknown,
         or a requested resource does not fit (see module doc). Raises RedisError on I/O failure.
         """
-        keys, args = self._bind_args(BindRequest(uid, node, requests, at))
+        keys, args = self._bind_args(BindRequest(uid, node, requests, at), fence)
         ok, reason = await self._bind(keys=keys, args=args)
         return BindResult(bool(ok), _s(reason))
 
-    async def bind_many(self, requests: Sequence[BindRequest] | Sequence[tuple[str, str, Resources, float]]
-                        ) -> list[BindResult]:
+    async def bind_many(self, requests: Sequence[BindRequest] | Sequence[tuple[str, str, Resources, float]],
+                        fence: Fence | None = None) -> list[BindResult]:
         """:meth:`bind` for many pods in one pipeline; results in input order.
 
         Each element is a :class:`BindRequest` or a ``(uid, node, requests, at)`` tuple. Each
-        bind is atomic on its own; earlier binds in the list are seen by later ones.
+        bind is atomic on its own (and checks ``fence`` on its own: a lease lost midway refuses
+        the rest); earlier binds in the list are seen by later ones.
         """
         if not requests:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for item in requests:
             req = item if isinstance(item, BindRequest) else BindRequest(*item)
-            keys, args = self._bind_args(req)
+            keys, args = self._bind_args(req, fence)
             await self._bind(keys=keys, args=args, client=pipe)
         res = await pipe.execute()
         return [BindResult(bool(ok), _s(reason)) for ok, reason in res]
@@ -351,6 +450,33 @@ class Store:
             if int(res) == 0:
                 return False
         raise RuntimeError(f"release of {uid} kept racing with rebinds")
+
+    # ------------------------------------------------------------------ leases
+
+    async def acquire_lease(self, name: str, holder: str, duration_ms: int) -> Lease | None:
+        """Take the lease ``name`` for ``holder`` for ``duration_ms`` when nobody holds it
+        (``SET NX PX`` with the next fencing token, atomically); None when it is held.
+
+        Raises ValueError for ``duration_ms`` < 1 or an empty ``holder``; RedisError on I/O failure.
+        """
+        if duration_ms < 1 or not holder:
+            raise ValueError(f"lease {name!r}: need a holder and duration_ms >= 1, got {holder!r}, {duration_ms}")
+        k = self.keys
+        token, value = await self._acquire(keys=[k.lease(name), k.lease_fence(name)], args=[holder, duration_ms])
+        return Lease(name, int(token), _s(value)) if int(token) > 0 else None
+
+    async def renew_lease(self, lease: Lease, duration_ms: int) -> bool:
+        """Extend ``lease`` to ``duration_ms`` from now; False when it expired or another holder has it."""
+        return bool(await self._renew(keys=[self.keys.lease(lease.name)], args=[lease.value, duration_ms]))
+
+    async def release_lease(self, lease: Lease) -> bool:
+        """Give ``lease`` up at once (a graceful stop); False when it was no longer ours."""
+        return bool(await self._drop_lease(keys=[self.keys.lease(lease.name)], args=[lease.value]))
+
+    async def lease_holder(self, name: str) -> str | None:
+        """Current value (``"<token>:<holder>"``) of the lease ``name``, or None when free."""
+        v = await self.redis.get(self.keys.lease(name))
+        return None if v is None else _s(v)
 
     async def allocated(self, node: str) -> Resources:
         """Σ requests bound to ``node`` (``pods`` = number of bound pods)."""
