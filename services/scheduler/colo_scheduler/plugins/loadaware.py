@@ -31,6 +31,8 @@ from colo_scheduler.table import BoolArray, NodeTable
 
 EXPIRED = "node(s) nodeMetric expired"
 LOAD_TOO_HIGH = ("load too high: cpu", "load too high: memory")
+LOAD_LABELS: tuple[str, ...] = ("", LOAD_TOO_HIGH[0], LOAD_TOO_HIGH[1], ", ".join(LOAD_TOO_HIGH), EXPIRED)
+"""Reason code → label: 0 passes, 1 cpu, 2 memory, 3 both (bit per resource), 4 metric expired."""
 
 _BIG = np.int64(2**61)
 
@@ -106,6 +108,27 @@ class LoadAware:
         ok: BoolArray = np.asarray((c.slack > pod.estimate200).all(axis=1))
         return ok
 
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(len(rows),) :meth:`filter` on ``rows`` only."""
+        if pod.spec.daemonset:
+            return np.ones(len(rows), np.bool_)
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        ok: BoolArray = np.asarray((c.slack[rows] > pod.estimate200).all(axis=1))
+        return ok
+
+    def reason_codes(self, state: CycleState, pod: PodInfo,
+                     rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
+        """(len(rows),) codes into :data:`LOAD_LABELS`: expired metric (when filtered), else a bit per
+        resource over its threshold; 0 where the row passes."""
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        if pod.spec.daemonset:
+            return np.zeros(len(rows), np.uint8), LOAD_LABELS
+        over = c.slack[rows] <= pod.estimate200
+        codes = over[:, 0].astype(np.uint8) + 2 * over[:, 1].astype(np.uint8)
+        if self.filter_expired:
+            codes[c.expired[rows]] = 4
+        return codes, LOAD_LABELS
+
     def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
         """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
@@ -132,6 +155,13 @@ class LoadAware:
         """(n,) 0..100; 0 without a fresh metric."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
         s = np.maximum(c.room - pod.estimate, 0) * 100 // c.divisor
+        out: IntArray = (s @ self.weights) // self.weight_sum
+        return out
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
+        """(len(rows),) :meth:`score` on ``rows`` only."""
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        s = np.maximum(c.room[rows] - pod.estimate, 0) * 100 // c.divisor[rows]
         out: IntArray = (s @ self.weights) // self.weight_sum
         return out
 

@@ -7,12 +7,15 @@ is counted (Reserve) so that capped pods of the same app see it.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from colo_scheduler.framework.interface import NODE_ADD, POD_DELETE, CycleState
 from colo_scheduler.podinfo import PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
 
 REASON = "node(s) reached max instances of app"
+LABELS: tuple[str, ...] = ("", REASON)
+"""Reason code → label: 0 passes, 1 the cap is reached."""
 
 
 class MaxInstancePerNode:
@@ -32,6 +35,19 @@ class MaxInstancePerNode:
             return None
         ok: BoolArray = state.table.app_count(pod.spec.app) < cap
         return ok
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(len(rows),) :meth:`filter` on ``rows`` only."""
+        cap = pod.spec.max_instance_per_node
+        if not pod.spec.app or cap < 0:
+            return np.ones(len(rows), np.bool_)
+        ok: BoolArray = state.table.app_count(pod.spec.app)[rows] < cap
+        return ok
+
+    def reason_codes(self, state: CycleState, pod: PodInfo,
+                     rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
+        """(len(rows),) codes into :data:`LABELS` (1 where the cap is reached)."""
+        return (~self.filter_rows(state, pod, rows)).astype(np.uint8), LABELS
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """All nodes this filter rejects share one reason."""

@@ -25,6 +25,15 @@ INSUFFICIENT: dict[int, str] = {
 }
 """Column → Kubernetes-style rejection reason (``"Insufficient batch-cpu"``, ``"Too many pods"``)."""
 
+_BITS = np.left_shift(np.int64(1), np.arange(len(RESOURCE_NAMES), dtype=np.int64))
+
+FIT_LABELS: tuple[str, ...] = tuple(
+    ", ".join(INSUFFICIENT[c] for c in range(len(RESOURCE_NAMES)) if code >> c & 1)
+    for code in range(1 << len(RESOURCE_NAMES))
+)
+"""Reason code → label: bit ``c`` of the code set when column ``c`` is insufficient, labels joined
+in column order (``"Insufficient cpu, Insufficient memory"``); code 0 (``""``) = the node fits."""
+
 
 class NodeResourcesFit:
     """Filter: requested resources fit the node's free resources; Reserve: book the request."""
@@ -36,6 +45,18 @@ class NodeResourcesFit:
         """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
         ok: BoolArray = np.asarray((state.table.free >= pod.fit_request).all(axis=1))
         return ok
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(len(rows),) :meth:`filter` on ``rows`` only."""
+        ok: BoolArray = np.asarray((state.table.free[rows] >= pod.fit_request).all(axis=1))
+        return ok
+
+    def reason_codes(self, state: CycleState, pod: PodInfo,
+                     rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
+        """(len(rows),) codes into :data:`FIT_LABELS`: a bit per requested column whose free amount
+        is below the request (0 where the pod fits)."""
+        short = state.table.free[rows] < pod.fit_request
+        return (short @ _BITS).astype(np.uint8), FIT_LABELS
 
     def pool_filter(self, state: CycleState, pods: Sequence[PodInfo], rows: npt.NDArray[np.intp]) -> BoolArray:
         """(P, d) :meth:`filter` of every pod on every row of ``rows`` (a queueing hint, hints.py)."""
@@ -83,5 +104,14 @@ class NodeResourcesLeastAllocated:
         divisor: IntArray = state.data[self.name]  # type: ignore[assignment]
         left = np.maximum(state.table.free[:, c0:c0 + 2] - pod.kind_request, 0)
         s = left * 100 // divisor[:, c0:c0 + 2]
+        out: IntArray = (s[:, 0] + s[:, 1]) >> 1
+        return out
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
+        """(len(rows),) :meth:`score` on ``rows`` only."""
+        c0 = pod.kind_cols[0]
+        divisor: IntArray = state.data[self.name]  # type: ignore[assignment]
+        left = np.maximum(state.table.free[rows, c0:c0 + 2] - pod.kind_request, 0)
+        s = left * 100 // divisor[rows, c0:c0 + 2]
         out: IntArray = (s[:, 0] + s[:, 1]) >> 1
         return out

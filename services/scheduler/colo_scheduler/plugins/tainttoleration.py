@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from colo.messages import Taint
 from colo_scheduler.framework.interface import NODE_ADD, CycleState
@@ -31,6 +32,21 @@ def tolerates(tol: TolerationKey, taint: Taint) -> bool:
     if operator == "Exists":
         return key == "" or key == taint.key
     return key == taint.key and value == taint.value
+
+
+def untolerated(tolerations: tuple[TolerationKey, ...], taints: list[Taint]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint of ``taints`` no toleration tolerates, or None."""
+    for taint in taints:
+        if taint.effect != "PreferNoSchedule" and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def taint_reason(taint: Taint) -> str:
+    """``"node(s) had untolerated taint {key=value:Effect}"`` (kubectl taint notation; no ``=`` when
+    the value is empty)."""
+    kv = f"{taint.key}={taint.value}" if taint.value else taint.key
+    return f"{REASON} {{{kv}:{taint.effect}}}"
 
 
 def taint_builder(tolerations: tuple[TolerationKey, ...]) -> Callable[[NodeTable], BoolArray]:
@@ -54,6 +70,10 @@ class TaintToleration:
     name = "TaintToleration"
     events = frozenset({NODE_ADD})
 
+    def __init__(self) -> None:
+        self._codes: dict[tuple[TolerationKey, ...], tuple[npt.NDArray[np.uint8], tuple[str, ...]]] = {}
+        self._codes_version = -1
+
     def pool_key(self, pod: PodInfo) -> object:
         """Hashable key on which :meth:`filter` alone depends (a queueing hint, hints.py)."""
         return pod.tolerations_key
@@ -62,6 +82,40 @@ class TaintToleration:
         """(n,) True where the pod tolerates every NoSchedule/NoExecute taint; None when all do."""
         key = pod.tolerations_key
         return state.table.cached_mask(self.name, key, taint_builder(key))
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
+        """(len(rows),) :meth:`filter` on ``rows`` only (the cached mask indexed)."""
+        mask = self.filter(state, pod)
+        if mask is None:
+            return np.ones(len(rows), np.bool_)
+        out: BoolArray = mask[rows]
+        return out
+
+    def reason_codes(self, state: CycleState, pod: PodInfo,
+                     rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
+        """(len(rows),) codes into labels naming each row's first untolerated taint
+        (:func:`taint_reason`); 0 (``""``) where the row passes. Past 254 distinct taints the rest
+        share the plain ``"node(s) had untolerated taint"``. Built once per toleration set until a
+        node's taints change."""
+        table = state.table
+        if self._codes_version != table.version:
+            self._codes.clear()
+            self._codes_version = table.version
+        key = pod.tolerations_key
+        entry = self._codes.get(key)
+        if entry is None:
+            labels: dict[str, int] = {"": 0}
+            codes = np.zeros(table.n, np.uint8)
+            for i in range(table.n):
+                taint = untolerated(key, table.taints(i))
+                if taint is not None:
+                    label = taint_reason(taint)
+                    code = labels.get(label)
+                    if code is None:
+                        code = labels.setdefault(label if len(labels) < 255 else REASON, len(labels))
+                    codes[i] = code
+            entry = self._codes[key] = (codes, tuple(labels))
+        return entry[0][rows], entry[1]
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """All nodes this filter rejects share one reason."""
