@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
-from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, NODE_RESOURCE, POD_DELETE, CycleState
+from colo_scheduler.framework.classcache import class_key
+from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
+from colo_scheduler.framework.interface import (
+    NODE_ADD,
+    NODE_METRIC,
+    NODE_RESOURCE,
+    POD_DELETE,
+    UNSCHEDULABLE,
+    WAIT,
+    CycleState,
+)
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
@@ -33,17 +43,10 @@ EQUIVALENCE_FILTERS = (NodeSelector, TaintToleration, NodeResourcesFit, MaxInsta
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
 
 
-def equivalence_key(pod: PodInfo) -> tuple[object, ...]:
-    """What the :data:`EQUIVALENCE_FILTERS` read of a pod: requests (fit vector), load estimate,
-    DaemonSet flag, node selector, tolerations and the app with its per-node cap. Two pods with
-    equal keys pass exactly the same nodes in the same table state. Cached in ``pod.extra``."""
-    key = pod.extra.get("equivalence")
-    if key is None:
-        spec = pod.spec
-        key = pod.extra["equivalence"] = (pod.fit_request.tobytes(), pod.estimate200.tobytes(), spec.daemonset,
-                                          pod.selector_key, pod.tolerations_key, spec.app,
-                                          spec.max_instance_per_node)
-    return key  # type: ignore[return-value]
+def equivalence_key(pod: PodInfo) -> bytes:
+    """The pod's scheduling class (:func:`colo_scheduler.framework.classcache.class_key`): two pods
+    with equal keys pass exactly the same nodes in the same table state."""
+    return class_key(pod)
 
 
 @dataclass(slots=True)
@@ -75,12 +78,19 @@ class CycleOutcome:
 class Scheduler:
     """Pure scheduling state machine; raises ValueError for an invalid profile at construction."""
 
-    def __init__(self, settings: SchedulerSettings, profile: ProfileConfig | None = None) -> None:
+    def __init__(self, settings: SchedulerSettings, profile: ProfileConfig | None = None,
+                 use_class_cache: bool = True) -> None:
         self.settings = settings
         self.table = NodeTable(report_interval_s=settings.metric_report_interval_s)
         profile_obj = build_profile(profile or default_profile_config(settings), new_in_tree_registry(),
                                     settings)
-        self.framework = Framework(profile_obj, self.table, settings.seed)
+        self.framework = Framework(profile_obj, self.table, settings.seed, use_class_cache)
+        self.decisions = DecisionLog(settings.decision_records)
+        """The latest :class:`DecisionRecord` of recently attempted pods (``decision_records`` pods)."""
+        self._record = settings.decision_detail if settings.decision_records > 0 else None
+        self.waiting: dict[str, tuple[PodInfo, int, float]] = {}
+        """Pods a Permit plugin holds: uid → (pod, row, deadline clock seconds); reserved meanwhile."""
+        self._allowed: set[str] = set()
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
@@ -119,6 +129,7 @@ class Scheduler:
 
     def release(self, uid: str, now: float) -> PodInfo | None:
         """Free a placed pod (Unreserve) and wake pods waiting for room; the pod's info or None."""
+        self.waiting.pop(uid, None)
         entry = self.unreserve(uid)
         self._events.add(POD_DELETE)
         return entry[0] if entry else None
@@ -200,7 +211,7 @@ class Scheduler:
         if hinted and rows:
             row_arr = np.fromiter(sorted(rows), np.intp, len(rows))
             if self._equivalence:  # equal pods pass the same nodes: check one per equivalence class
-                groups: dict[tuple[object, ...], list[PodInfo]] = {}
+                groups: dict[bytes, list[PodInfo]] = {}
                 for p in hinted:
                     groups.setdefault(equivalence_key(p), []).append(p)
                 classes = list(groups.values())
@@ -219,16 +230,19 @@ class Scheduler:
 
     def schedule_cycle(self, now: float) -> CycleOutcome:
         """One cycle at clock time ``now``: flush pools, then place active pods in QueueSort order,
-        reserving each placement so that later pods see it. Unplaced pods become unschedulable."""
+        reserving each placement so that later pods see it. Unplaced pods become unschedulable;
+        pods a Permit plugin holds wait (reserved) until allowed, rejected or timed out."""
         state = self.framework.begin_cycle(now)
+        out = CycleOutcome()
+        self._resolve_waiting(now, out)
         self.wake_helped(state, now)
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
-        out = CycleOutcome()
         if not pods:
             return out
         names = self.table.names
-        failed: dict[tuple[object, ...], ScheduleResult] = {}
+        failed: dict[bytes, ScheduleResult] = {}
+        record = self._record
         for pod in pods:
             t0 = time.perf_counter()
             pod.attempts += 1
@@ -237,28 +251,84 @@ class Scheduler:
             known = failed.get(key) if key is not None else None
             if known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
-                result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message)
+                result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message, known.code)
+                if known.record is not None:
+                    result.record = DecisionRecord(**{f: getattr(known.record, f) for f in DecisionRecord.__slots__})
+                    result.record.uid, result.record.attempt = pod.uid, pod.attempts
                 self.hint_stats["equivalent_failures"] += 1
             else:
-                result = self.framework.schedule_one(state, pod)
-                if result.node < 0 and key is not None:
+                result = self.framework.schedule_one(state, pod, record)
+                if result.node < 0 and key is not None and result.nominated < 0:
                     failed[key] = result
+            ms = (time.perf_counter() - t0) * 1e3
+            if result.record is not None:
+                result.record.decision_ms = ms
+                self.decisions.add(result.record)
             if result.node >= 0:
                 self.framework.reserve(pod, result.node, now)
-                out.placements.append(Placement(pod, names[result.node], (time.perf_counter() - t0) * 1e3))
+                permit = self.framework.permit(state, pod, result.node) if self.framework.profile.permit else None
+                if permit is None or permit.ok:
+                    out.placements.append(Placement(pod, names[result.node], ms))
+                elif permit.code == WAIT:
+                    self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
+                else:
+                    self.unreserve(pod.uid)
+                    failed.clear()  # room was given back: equal pods may fit after all
+                    result = ScheduleResult(-1, {permit.reason: 1}, frozenset({permit.reason.split(":")[0]}), 0,
+                                            f"rejected by permit: {permit.reason}", UNSCHEDULABLE)
+                    self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
+                    out.failures.append(Failure(pod, result, ms))
+            elif result.nominated >= 0:
+                self.queue.add_backoff(pod)  # a PostFilter made room: retry soon
+                out.failures.append(Failure(pod, result, ms))
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
-                out.failures.append(Failure(pod, result, (time.perf_counter() - t0) * 1e3))
+                out.failures.append(Failure(pod, result, ms))
         return out
+
+    def allow(self, uid: str) -> bool:
+        """Let a pod held by Permit proceed to binding at the next cycle; False when not waiting."""
+        if uid not in self.waiting:
+            return False
+        self._allowed.add(uid)
+        return True
+
+    def reject_waiting(self, uid: str, now: float, reason: str = "rejected while waiting") -> bool:
+        """Unreserve a pod held by Permit and park it as unschedulable; False when not waiting."""
+        entry = self.waiting.pop(uid, None)
+        if entry is None:
+            return False
+        self._allowed.discard(uid)
+        self.unreserve(uid)
+        self.queue.add_unschedulable(entry[0], now, frozenset({"Permit"}), {reason: 1})
+        return True
+
+    def _resolve_waiting(self, now: float, out: CycleOutcome) -> None:
+        for uid in list(self.waiting):
+            pod, row, deadline = self.waiting[uid]
+            if uid in self._allowed:
+                del self.waiting[uid]
+                self._allowed.discard(uid)
+                out.placements.append(Placement(pod, self.table.names[row], 0.0))
+            elif now >= deadline:
+                self.reject_waiting(uid, now, "permit wait timed out")
+                out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},
+                                                                frozenset({"Permit"}), 0,
+                                                                "permit wait timed out", UNSCHEDULABLE), 0.0))
 
     def bind_failed(self, pod: PodInfo) -> None:
         """A placement the store refused: Unreserve it and retry after backoff."""
         self.unreserve(pod.uid)
         self.queue.add_backoff(pod)
 
-    def explain(self, uid: str, now: float) -> dict[str, object] | None:
-        """Per-plugin filter rejections and scores for a queued pod, or None when not queued."""
+    def explain(self, uid: str, now: float) -> DecisionRecord | None:
+        """A dry-run decision (per-node detail) for a queued pod at clock time ``now``, or None
+        when the pod is not queued. Reserves nothing; the current cycle's caches are reset."""
         pod = next((p for p in self.queue.pods() if p.uid == uid), None)
         if pod is None:
             return None
         return self.framework.explain(self.framework.begin_cycle(now), pod)
+
+    def decision(self, uid: str) -> DecisionRecord | None:
+        """The recorded decision of pod ``uid``'s latest attempt, or None when not recorded."""
+        return self.decisions.get(uid)

@@ -87,6 +87,53 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     max_pods_per_cycle: int = 2000
     """At most this many pods are taken from the active queue per scheduling cycle."""
 
+    prompt_cycles: bool = True
+    """Under the wall clock, run a cycle as soon as pods are admitted (after ``batch_window_s``)
+    instead of waiting for the next tick; the timed tick keeps running (backoff, retries,
+    resync). Never under the simulator's virtual clock, where ticks alone drive cycles so that
+    runs are reproducible."""
+
+    batch_window_s: float = 0.002
+    """Seconds a prompt cycle waits after the first admission that woke it, so that pods
+    arriving together are scheduled and bound in one cycle (one pipelined bind, one batch of
+    PodBound events). Like the Kubernetes scheduler's batching of binds, on a much shorter
+    scale: 2 ms is small against the 50 ms submit→bound target and amortises the bind and
+    publish round trips over every pod of the window."""
+
+    replicas: int = 1
+    """Number of parallel scheduler replicas (shards). Each schedules only the pods whose
+    ``crc32(uid) mod replicas`` equals its ``replica_index``; all bind through the store's
+    atomic bind script (DESIGN.md §5), which never over-commits a node."""
+
+    replica_index: int = 0
+    """This replica's shard, 0..replicas−1."""
+
+    leader_election: bool = False
+    """Single-active mode: several replicas of a shard keep warm state, only the holder of
+    the Redis lease schedules and binds (fenced). Needs ``COLO_INSTANCE`` (a stable name per
+    replica, which also names its consumers)."""
+
+    lease_duration_s: float = 6.0
+    """Lease TTL in Redis, seconds. Kubernetes leader election defaults to 15 s (leaseDuration)
+    with renewDeadline 10 s and retryPeriod 2 s; these are scaled down (6/4/1) so that a follower
+    takes over within duration + retry period = 7 s of a leader's crash, under the 10 s goal."""
+
+    lease_renew_deadline_s: float = 4.0
+    """The leader stops scheduling when it has not renewed the lease for this long, seconds
+    (Kubernetes renewDeadline; must be < lease_duration_s)."""
+
+    lease_retry_period_s: float = 1.0
+    """Seconds between acquire attempts of a follower and renewals of the leader (Kubernetes
+    retryPeriod; must be < lease_renew_deadline_s)."""
+
+    decision_records: int = 10000
+    """Keep the decision record (filters' rejected nodes, scores of the chosen node and the
+    runner-up) of the last this many pods for ``GET /debug/pods/{uid}/decision``; 0 = none."""
+
+    decision_detail: str = "nodes"
+    """``"nodes"``: records give every rejected node's reason; ``"summary"``: per filter the
+    rejected nodes and reason counts only (cheaper for very large clusters)."""
+
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
@@ -112,6 +159,18 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
                 errors.append(f"{name} must be > 0")
         if self.backoff_max_s < self.backoff_initial_s:
             errors.append("backoff_max_s must be >= backoff_initial_s")
+        if self.decision_records < 0:
+            errors.append("decision_records must be >= 0")
+        if self.decision_detail not in ("nodes", "summary"):
+            errors.append("decision_detail must be 'nodes' or 'summary'")
         if self.max_pods_per_cycle <= 0:
             errors.append("max_pods_per_cycle must be > 0")
+        if not 0 <= self.batch_window_s <= 1:
+            errors.append("batch_window_s must be within 0..1")
+        if self.replicas < 1:
+            errors.append("replicas must be >= 1")
+        elif not 0 <= self.replica_index < self.replicas:
+            errors.append("replica_index must be within 0..replicas-1")
+        if not self.lease_duration_s > self.lease_renew_deadline_s > self.lease_retry_period_s > 0:
+            errors.append("lease timing needs lease_duration_s > lease_renew_deadline_s > lease_retry_period_s > 0")
         return errors

@@ -1,19 +1,42 @@
-"""The scheduling cycle: PreFilter → Filter (masks) → Score (weighted) → pick → Reserve.
+"""The scheduling cycle: PreFilter → Filter → (PostFilter) → PreScore → Score → NormalizeScore → pick
+→ Reserve → Permit; PreBind and Bind run async in the service.
 
-One :class:`Framework` owns the plugins of a profile and the node table. A pod is
-placed on the highest total score among nodes passing every filter; ties are broken
-by a seeded ``numpy.random.Generator``. When no node passes, each rejected node is
-attributed to the first filter (in profile order) that rejects it, and that filter
-explains why — the Kubernetes "0/N nodes are available" diagnosis.
+One :class:`Framework` owns the plugins of a profile and the node table. A pod is placed
+on the highest total score among nodes passing every filter; ties are broken by a seeded
+``numpy.random.Generator``. Filter masks and raw scores of a pod class are kept across
+the pods of a cycle and brought up to date row by row (:mod:`.classcache`), so a pod
+costs a handful of small array operations plus one pass to pick the best node. When no
+node passes, each rejected node is attributed to the first filter (in profile order)
+that rejects it, and that filter explains why — the Kubernetes "0/N nodes are
+available" diagnosis — then PostFilter plugins may nominate a node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from colo_scheduler.framework.interface import CyclePlugin, CycleState
+from colo_scheduler.framework.classcache import ClassCache, ClassEntry, check_range, class_key
+from colo_scheduler.framework.decision import (
+    DETAIL_NODES,
+    DecisionRecord,
+    FilterRecord,
+    ScoreRecord,
+)
+from colo_scheduler.framework.interface import (
+    ERROR,
+    SUCCESS,
+    UNSCHEDULABLE,
+    WAIT,
+    BindOutcome,
+    CyclePlugin,
+    CycleState,
+    NormalizeScorePlugin,
+    ReasonCodesPlugin,
+    Status,
+)
 from colo_scheduler.framework.registry import Profile
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -22,87 +45,129 @@ from colo_scheduler.table import BoolArray, NodeTable
 @dataclass(slots=True)
 class ScheduleResult:
     """Outcome of one attempt: ``node`` row (−1 when none), rejection ``reasons`` (reason → nodes),
-    the names of the plugins that rejected (``rejectors``), and the number of feasible nodes
-    (−1 when not counted: counting costs an array pass per pod)."""
+    the names of the plugins that rejected (``rejectors``), the number of ``feasible`` nodes,
+    the Kubernetes-style ``message``, the status ``code``, a row ``nominated`` by a PostFilter
+    (−1 when none) and the :class:`DecisionRecord` when recording."""
 
     node: int
     reasons: dict[str, int] = field(default_factory=dict)
     rejectors: frozenset[str] = frozenset()
     feasible: int = 0
     message: str = ""
+    code: str = SUCCESS
+    nominated: int = -1
+    record: DecisionRecord | None = None
 
 
 class Framework:
-    """Runs a :class:`Profile` over a :class:`NodeTable`; ``seed`` seeds the tie-break generator."""
+    """Runs a :class:`Profile` over a :class:`NodeTable`; ``seed`` seeds the tie-break generator.
 
-    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0) -> None:
+    ``use_class_cache`` False recomputes every filter and score over all nodes for every pod
+    (the reference the cache is tested against; same decisions, slower).
+    """
+
+    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0, use_class_cache: bool = True) -> None:
         self.profile = profile
         self.table = table
         self.rng = np.random.default_rng(seed)
         self.placed: dict[str, tuple[PodInfo, int]] = {}
-        self._max_total = 100 * sum(w for _, w in profile.score)
+        self.use_class_cache = use_class_cache
+        self.cache = ClassCache(profile.filter, profile.score)
+        self._normalized = [(j, p, w) for j, (p, w) in enumerate(profile.score)
+                            if w and isinstance(p, NormalizeScorePlugin)]
+        self._reason_codes = {p.name: isinstance(p, ReasonCodesPlugin) for p in profile.filter}
         self._cycle_plugins = [p for p in profile.plugins.values() if isinstance(p, CyclePlugin)]
+        self._next_start = 0
 
     def begin_cycle(self, now: float) -> CycleState:
         """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays."""
+        self.table.trim_changes()
+        self.cache.clear()
         state = CycleState(now=now, table=self.table)
         for p in self._cycle_plugins:
             p.begin_cycle(state)
         return state
 
-    def schedule_one(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
-        """Pick a node row for ``pod``; does not reserve.
+    # ------------------------------------------------------------------ one pod
 
-        The framework checks the weighted total per pod against [0, 100 × Σ weights] and,
-        when outside, finds the plugin at fault: raises ValueError naming it.
+    def schedule_one(self, state: CycleState, pod: PodInfo, record: str | None = None) -> ScheduleResult:
+        """Pick a node row for ``pod``; does not reserve. ``record`` (a detail level of
+        :mod:`.decision`, or None) attaches a :class:`DecisionRecord` to the result.
+
+        Raises ValueError naming a score plugin that returns scores outside 0..100.
         """
         n = self.table.n
         for pre in self.profile.pre_filter:
-            reason = pre.pre_filter(state, pod)
-            if reason is not None:
-                return ScheduleResult(-1, {reason: n}, frozenset({pre.name}), 0,
-                                      f"0/{n} nodes are available: {reason}.")
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return self._failed(pod, state, n, {st.reason: n}, frozenset({pre.name}), st.code, record)
         if n == 0:
-            return ScheduleResult(-1, {}, frozenset(), 0, "0/0 nodes are available.")
-        mask: BoolArray | None = None
-        for flt in self.profile.filter:
-            m = flt.filter(state, pod)
-            if m is not None:
-                mask = m if mask is None else mask & m
-        if mask is not None and not mask.any():
-            return self._diagnose(state, pod)
-        total: IntArray | None = None
-        for p, weight in self.profile.score:
-            if weight == 0:
-                continue
-            s = p.score(state, pod)
-            if weight != 1:
-                s = s * weight
-            total = s if total is None else total + s
-        if total is None:
-            total = np.zeros(n, np.int64)
-        elif total.min() < 0 or total.max() > self._max_total:
-            self._check_scores(state, pod)
-        if mask is not None:
-            total = np.where(mask, total, -1)
-        best = np.flatnonzero(total == total.max())
-        pick = best[0] if len(best) == 1 else best[self.rng.integers(len(best))]
-        return ScheduleResult(int(pick), feasible=n if mask is None else -1)
+            return self._failed(pod, state, 0, {}, frozenset(), UNSCHEDULABLE, record)
+        entry = self.cache.get(state, pod, class_key(pod) if self.use_class_cache else None)
+        feasible = entry.feasible
+        for ps in self.profile.pre_score:
+            st = ps.pre_score(state, pod, feasible)
+            if st is not None and not st.ok:
+                return self._failed(pod, state, n, {st.reason: n}, frozenset({ps.name}), ERROR, record)
+        final = entry.total
+        normalized: dict[int, IntArray] = {}
+        if self._normalized:
+            final = final.copy()
+            for j, p, w in self._normalized:
+                s = p.normalize(state, pod, entry.raw[j], feasible)
+                check_range(p.name, s)
+                normalized[j] = s
+                final += w * s
+        masked = np.where(feasible, final, -1)
+        if self.profile.percentage_of_nodes_to_score < 100:
+            masked = self._sample(masked, feasible)
+        best_score = masked.max()
+        if best_score < 0:
+            return self._diagnose(state, pod, entry, record)
+        best = np.flatnonzero(masked == best_score)
+        pick = int(best[0] if len(best) == 1 else best[self.rng.integers(len(best))])
+        result = ScheduleResult(pick, feasible=-1)
+        if record is not None:
+            masked[pick] = -1
+            runner_up = int(masked.argmax()) if n > 1 and masked.max() >= 0 else -1
+            result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
+            result.feasible = result.record.feasible
+        return result
 
-    def _check_scores(self, state: CycleState, pod: PodInfo) -> None:
-        # Only reached when the weighted total is out of range, to name the offending plugin.
-        for p, _ in self.profile.score:
-            s = p.score(state, pod)
-            if s.min() < 0 or s.max() > 100:
-                raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
-        raise ValueError("weighted score total out of range")
+    def _sample(self, masked: IntArray, feasible: BoolArray) -> IntArray:
+        # Kubernetes numFeasibleNodesToFind: look from a rotating start for that many feasible
+        # nodes and choose among them only.
+        n = len(masked)
+        pct = self.profile.percentage_of_nodes_to_score
+        want = max(n * pct // 100, self.profile.min_feasible_nodes_to_find)
+        if want >= n:
+            return masked
+        rows = np.flatnonzero(feasible)
+        if len(rows) <= want:
+            return masked
+        start = self._next_start % n
+        k = int(np.searchsorted(rows, start))
+        order = np.concatenate((rows[k:], rows[:k]))[:want]
+        self._next_start = int(order[-1]) + 1
+        out = np.full(n, -1, np.int64)
+        out[order] = masked[order]
+        return out
 
-    def _diagnose(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
+    def _failed(self, pod: PodInfo, state: CycleState, n: int, reasons: dict[str, int],
+                rejectors: frozenset[str], code: str, record: str | None) -> ScheduleResult:
+        detail = ", ".join(f"{c} {r}" if c else r for r, c in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        message = f"0/{n} nodes are available: {detail}." if detail else f"0/{n} nodes are available."
+        result = ScheduleResult(-1, reasons, rejectors, 0, message, code)
+        if record is not None:
+            result.record = DecisionRecord(pod.uid, pod.attempts, state.now, -1, -1, n, 0, code, message, record)
+        return result
+
+    def _diagnose(self, state: CycleState, pod: PodInfo, entry: ClassEntry, record: str | None) -> ScheduleResult:
         remaining = np.ones(self.table.n, np.bool_)
         reasons: dict[str, int] = {}
         rejectors: set[str] = set()
-        for p in self.profile.filter:
-            ok = p.filter(state, pod)
+        for k, p in enumerate(self.profile.filter):
+            ok = entry.masks[k]
             if ok is None:
                 continue
             rejected = remaining & ~ok
@@ -111,23 +176,70 @@ class Framework:
                 for reason, count in p.explain(state, pod, rejected).items():
                     reasons[reason] = reasons.get(reason, 0) + count
             remaining &= ok
-        detail = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-        return ScheduleResult(-1, reasons, frozenset(rejectors), 0,
-                              f"0/{self.table.n} nodes are available: {detail}.")
+        result = self._failed(pod, state, self.table.n, reasons, frozenset(rejectors), UNSCHEDULABLE, None)
+        for post in self.profile.post_filter:
+            row = post.post_filter(state, pod, reasons)
+            if row is not None:
+                result.nominated = row
+                break
+        if record is not None:
+            result.record = self._record(state, pod, entry, {}, -1, -1, record, UNSCHEDULABLE, result.message)
+        return result
 
-    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, object]:
-        """Per filter the number of nodes it rejects, and per score plugin every node's score (by name)."""
-        out: dict[str, object] = {}
-        names = self.table.names
-        for p in self.profile.filter:
-            m = p.filter(state, pod)
-            ok = np.ones(self.table.n, np.bool_) if m is None else m
-            out[f"filter/{p.name}"] = {"rejected": int((~ok).sum()),
-                                       "reasons": p.explain(state, pod, ~ok)}
-        for scorer, w in self.profile.score:
-            s = scorer.score(state, pod)
-            out[f"score/{scorer.name}"] = {"weight": w, "scores": dict(zip(names, (int(v) for v in s)))}
-        return out
+    # ------------------------------------------------------------------ explainability
+
+    def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray],
+                node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
+        n = self.table.n
+        rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n,
+                             int(np.count_nonzero(entry.feasible)), status, message, detail)
+        remaining = np.ones(n, np.bool_)
+        for k, p in enumerate(self.profile.filter):
+            ok = entry.masks[k]
+            if ok is None:
+                continue
+            rejected = remaining & ~ok
+            remaining &= ok
+            rows = np.flatnonzero(rejected)
+            if not len(rows):
+                continue
+            reasons = p.explain(state, pod, rejected)
+            codes = None
+            labels: tuple[str, ...] = ()
+            if detail == DETAIL_NODES:
+                if self._reason_codes[p.name]:
+                    codes, labels = p.reason_codes(state, pod, rows)  # type: ignore[attr-defined]
+                else:
+                    labels = (", ".join(sorted(reasons)) or p.name,)
+                    codes = np.zeros(len(rows), np.uint8)
+            rec.filters.append(FilterRecord(p.name, rows, codes, labels, reasons))
+        for row in (node, runner_up):
+            if row < 0:
+                continue
+            recs = []
+            for j, (sp, w) in enumerate(self.profile.score):
+                raw = int(entry.raw[j][row])
+                norm = int(normalized[j][row]) if j in normalized else raw
+                recs.append(ScoreRecord(sp.name, raw, norm, w))
+            rec.scores[row] = recs
+        if not message and node >= 0:
+            rec.message = (f"placed on {self.table.names[node]}: {rec.feasible}/{n} nodes feasible, score "
+                           f"{sum(r.weighted for r in rec.scores[node])}")
+        return rec
+
+    def explain(self, state: CycleState, pod: PodInfo) -> DecisionRecord:
+        """A dry-run decision of a queued pod at ``state`` with per-node detail (reserves nothing).
+
+        The tie-break generator is not advanced, so the answer's node is the first best row."""
+        saved = self.rng.bit_generator.state
+        try:
+            result = self.schedule_one(state, pod, DETAIL_NODES)
+        finally:
+            self.rng.bit_generator.state = saved
+        assert result.record is not None
+        return result.record
+
+    # ------------------------------------------------------------------ reserve, permit, bind
 
     def reserve(self, pod: PodInfo, node: int, now: float) -> None:
         """Run every Reserve plugin for ``pod`` on row ``node``; raises ValueError if already placed."""
@@ -145,3 +257,38 @@ class Framework:
             for p in reversed(self.profile.reserve):
                 p.unreserve(self.table, pod, node)
         return entry
+
+    def permit(self, state: CycleState, pod: PodInfo, node: int) -> Status:
+        """Every Permit plugin in order: the first non-success status (UNSCHEDULABLE wins over WAIT,
+        the longest WAIT timeout is kept), else SUCCESS."""
+        waiting: Status | None = None
+        for p in self.profile.permit:
+            st = p.permit(state, pod, node)
+            if st.code == WAIT:
+                if waiting is None or st.timeout_s > waiting.timeout_s:
+                    waiting = Status(WAIT, f"{p.name}: {st.reason}", st.timeout_s)
+            elif not st.ok:
+                return Status(st.code, f"{p.name}: {st.reason}")
+        return waiting or Status()
+
+    async def bind_many(self, placements: Sequence[tuple[PodInfo, str]], now: float,
+                        default_bind: Callable[[Sequence[tuple[PodInfo, str]], float],
+                                               Awaitable[list[BindOutcome]]]) -> list[BindOutcome]:
+        """PreBind plugins, then the profile's Bind plugin (or ``default_bind``, the store's atomic
+        bind): one outcome per placement. A PreBind refusal skips binding that pod."""
+        outcomes: list[BindOutcome | None] = [None] * len(placements)
+        for p in self.profile.pre_bind:
+            todo = [k for k, o in enumerate(outcomes) if o is None]
+            if not todo:
+                break
+            statuses = await p.pre_bind_many([placements[k] for k in todo], now)
+            for k, st in zip(todo, statuses):
+                if not st.ok:
+                    outcomes[k] = BindOutcome(False, f"{p.name}: {st.reason}")
+        todo = [k for k, o in enumerate(outcomes) if o is None]
+        if todo:
+            bind = self.profile.bind.bind_many if self.profile.bind is not None else default_bind
+            for k, out in zip(todo, await bind([placements[k] for k in todo], now)):
+                outcomes[k] = out
+        return [o if o is not None else BindOutcome(False, "not bound") for o in outcomes]
+

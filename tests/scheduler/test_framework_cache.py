@@ -1,0 +1,245 @@
+"""The per-class cache gives exactly the decisions of full recomputation; records, permit, sampling,
+post-filter and plugin arguments of the framework."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from sched_helpers import GI, metric, node, node_resource, pod
+
+from colo.messages import PodSpec, Taint, Toleration
+from colo_scheduler.core import Scheduler
+from colo_scheduler.framework.interface import UNSCHEDULABLE, WAIT, CycleState, Status
+from colo_scheduler.framework.registry import ProfileConfig, Registry, build_profile
+from colo_scheduler.plugins import default_profile_config, new_in_tree_registry
+from colo_scheduler.podinfo import PodInfo
+from colo_scheduler.settings import SchedulerSettings
+
+
+def _cluster(core: Scheduler, rng: random.Random, n: int, now: float) -> None:
+    for i in range(n):
+        labels = {"zone": rng.choice("ab"), "disk": rng.choice(["ssd", "hdd"])}
+        taints = [Taint(key="gpu", value="true", effect="NoSchedule")] if rng.random() < 0.2 else []
+        core.on_node(node(f"n{i}", cpu=rng.choice([8_000, 16_000, 32_000]), memory=rng.choice([16, 32, 64]) * GI,
+                          pods=rng.choice([0, 6, 10]), labels=labels, taints=taints), now)
+        core.on_node_resource(node_resource(f"n{i}", batch_cpu=rng.randrange(0, 8_000),
+                                            batch_memory=rng.randrange(0, 8) * GI), now)
+        r = rng.random()
+        if r < 0.8:  # fresh, expired (≥ 180 s old) or missing metrics
+            at = now - (10 if r < 0.65 else 400)
+            core.on_metric(metric(f"n{i}", at, cpu=rng.randrange(0, 6_000), memory=rng.randrange(0, 12) * GI), now)
+
+
+def _pods(rng: random.Random, k: int) -> list[PodSpec]:
+    shapes = [(500, 1 * GI), (1000, 2 * GI), (2000, 4 * GI), (4000, 8 * GI)]
+    out = []
+    for i in range(k):
+        cpu, mem = rng.choice(shapes)
+        app = rng.choice(["web", "db", "cache", ""])
+        if rng.random() < 0.3:
+            out.append(pod(f"p{i}", batch_cpu=cpu, batch_memory=mem, app=app))
+        else:
+            sel = {"zone": "a"} if rng.random() < 0.2 else None
+            tol = [Toleration(key="gpu", operator="Exists")] if rng.random() < 0.3 else None
+            out.append(pod(f"p{i}", cpu=cpu, memory=mem, lim_cpu=cpu * rng.choice([1, 2]), app=app,
+                           max_per_node=rng.choice([-1, 1, 2]), selector=sel, tolerations=tol))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cache_places_every_pod_as_full_recomputation(seed: int) -> None:
+    """Same seed, same pods: the cached framework picks the same node for every pod in every cycle,
+    over several cycles with releases and fresh metrics between them."""
+    outcomes = []
+    for use_cache in (True, False):
+        rng = random.Random(seed)
+        core = Scheduler(SchedulerSettings(seed=seed, max_pods_per_cycle=60), use_class_cache=use_cache)
+        _cluster(core, rng, 40, 1000.0)
+        for p in _pods(rng, 200):
+            core.add_pod(p, 1000.0)
+        trace = []
+        for cycle in range(4):
+            now = 1000.0 + cycle
+            out = core.schedule_cycle(now)
+            trace.append([(p.pod.uid, p.node) for p in out.placements] + [(f.pod.uid, None) for f in out.failures])
+            for p in out.placements[::5]:
+                core.release(p.pod.uid, now)
+            core.on_metric(metric("n3", now, cpu=1000, memory=GI), now)
+        outcomes.append(trace)
+        if use_cache:
+            assert core.framework.cache.stats["incremental"] > 0  # the cached path was exercised
+    assert outcomes[0] == outcomes[1]
+
+
+def test_decision_record_names_rejecting_plugin_per_node_and_scores() -> None:
+    core = Scheduler(SchedulerSettings())
+    core.on_node(node("small", cpu=1_000, memory=GI), 0.0)
+    core.on_node(node("tainted", taints=[Taint(key="k", value="v", effect="NoSchedule")]), 0.0)
+    core.on_node(node("big"), 0.0)
+    core.on_node(node("bigger", cpu=192_000, memory=1024 * GI), 0.0)
+    core.add_pod(pod("p", cpu=4_000, memory=8 * GI), 0.0)
+    out = core.schedule_cycle(0.0)
+    assert [p.node for p in out.placements] == ["bigger"]
+    rec = core.decision("p")
+    assert rec is not None
+    js = rec.to_json(core.table.names)
+    assert js["node"] == "bigger" and js["runner_up"] == "big"
+    assert js["feasible"] == 2 and js["nodes"] == 4
+    rejected = js["rejected_nodes"]
+    assert isinstance(rejected, dict)
+    assert rejected["tainted"]["plugin"] == "TaintToleration"
+    assert rejected["small"]["plugin"] == "NodeResourcesFit"
+    assert "cpu" in rejected["small"]["reason"] and "memory" in rejected["small"]["reason"]
+    scores = js["scores"]
+    assert isinstance(scores, dict) and set(scores) == {"bigger", "big"}
+    assert scores["bigger"]["total"] >= scores["big"]["total"]
+    fit = scores["bigger"]["plugins"]["NodeResourcesLeastAllocated"]
+    assert fit["weighted"] == fit["weight"] * fit["normalized"]
+
+
+def test_decision_record_of_unschedulable_pod_and_dry_run() -> None:
+    core = Scheduler(SchedulerSettings())
+    core.on_node(node("a", cpu=1_000), 0.0)
+    core.add_pod(pod("p", cpu=2_000), 0.0)
+    out = core.schedule_cycle(0.0)
+    assert out.failures and core.decision("p") is not None
+    js = core.decision("p").to_json(core.table.names)  # type: ignore[union-attr]
+    assert js["status"] == UNSCHEDULABLE and js["node"] is None
+    assert js["rejected_nodes"] == {"a": {"plugin": "NodeResourcesFit", "reason": "Insufficient cpu"}}
+    dry = core.explain("p", 1.0)
+    assert dry is not None and dry.node == -1 and dry.feasible == 0
+
+
+def test_decision_records_are_bounded() -> None:
+    core = Scheduler(SchedulerSettings(decision_records=3))
+    core.on_node(node("a"), 0.0)
+    for i in range(5):
+        core.add_pod(pod(f"p{i}", cpu=100), 0.0)
+    core.schedule_cycle(0.0)
+    assert len(core.decisions) == 3
+    assert core.decision("p0") is None and core.decision("p4") is not None
+
+
+class _HoldApp:
+    """A Permit plugin that holds pods of app "gang" and rejects app "no"."""
+
+    name = "HoldApp"
+    events: frozenset[str] = frozenset()
+
+    def permit(self, state: CycleState, pod: PodInfo, node: int) -> Status:
+        if pod.spec.app == "gang":
+            return Status(WAIT, "waiting for the gang", timeout_s=5.0)
+        if pod.spec.app == "no":
+            return Status(UNSCHEDULABLE, "not allowed")
+        return Status()
+
+
+def _core_with(extra: object, **config: object) -> Scheduler:
+    settings = SchedulerSettings()
+    core = Scheduler(settings)
+    registry = new_in_tree_registry()
+    registry.register(extra.name, lambda a, s: extra)  # type: ignore[attr-defined]
+    base = default_profile_config(settings)
+    cfg = ProfileConfig(**{**base.__dict__, **config})
+    from colo_scheduler.framework.runner import Framework
+
+    core.framework = Framework(build_profile(cfg, registry, settings), core.table)
+    return core
+
+
+def test_permit_wait_allow_timeout_and_reject() -> None:
+    core = _core_with(_HoldApp(), permit=("HoldApp",))
+    core.on_node(node("a", cpu=4_000), 0.0)
+    for uid, app in (("g1", "gang"), ("g2", "gang"), ("x", "no"), ("ok", "")):
+        core.add_pod(pod(uid, cpu=1_000, app=app), 0.0)
+    out = core.schedule_cycle(0.0)
+    assert [p.pod.uid for p in out.placements] == ["ok"]
+    assert set(core.waiting) == {"g1", "g2"}
+    assert any(f.pod.uid == "x" for f in out.failures)
+    assert core.table.free[0, 0] == 4_000 - 3 * 1_000  # waiting pods stay reserved, x was unreserved
+    assert core.allow("g1")
+    out = core.schedule_cycle(1.0)
+    assert [p.pod.uid for p in out.placements] == ["g1"]
+    out = core.schedule_cycle(10.0)  # g2 timed out
+    assert [f.pod.uid for f in out.failures] == ["g2"] and not core.waiting
+    assert core.table.free[0, 0] == 4_000 - 2 * 1_000
+
+
+class _NominateFirst:
+    name = "NominateFirst"
+    events: frozenset[str] = frozenset()
+
+    def post_filter(self, state: CycleState, pod: PodInfo, reasons: dict[str, int]) -> int | None:
+        return 0
+
+
+def test_post_filter_nominates_and_pod_backs_off() -> None:
+    core = _core_with(_NominateFirst(), post_filter=("NominateFirst",))
+    core.on_node(node("a", cpu=1_000), 0.0)
+    core.add_pod(pod("p", cpu=2_000), 0.0)
+    out = core.schedule_cycle(0.0)
+    assert out.failures[0].result.nominated == 0
+    assert core.queue.lengths()["backoff"] == 1
+
+
+def test_sampling_chooses_among_a_rotating_window() -> None:
+    settings = SchedulerSettings()
+    cfg = ProfileConfig(**{**default_profile_config(settings).__dict__, "percentage_of_nodes_to_score": 10,
+                           "min_feasible_nodes_to_find": 5})
+    core = Scheduler(settings, cfg)
+    for i in range(100):
+        core.on_node(node(f"n{i:03}", cpu=64_000 if i == 99 else 8_000), 0.0)
+    core.add_pod(pod("p", cpu=100), 0.0)
+    out = core.schedule_cycle(0.0)
+    # the best node (n099) lies outside the first window of 10 feasible nodes
+    assert out.placements[0].node != "n099"
+    assert int(out.placements[0].node[1:]) < 10
+
+
+def test_profile_errors_are_all_listed() -> None:
+    settings = SchedulerSettings()
+    cfg = ProfileConfig(filter=("NoSuch",), score={"NodeResourcesFit": -1}, plugin_args={"Other": {}},
+                        percentage_of_nodes_to_score=0)
+    with pytest.raises(ValueError) as err:
+        build_profile(cfg, new_in_tree_registry(), settings)
+    msg = str(err.value)
+    for part in ("unknown plugin 'NoSuch'", "weight of 'NodeResourcesFit' must be >= 0", "'Other'",
+                 "percentage_of_nodes_to_score"):
+        assert part in msg
+
+
+def test_typed_plugin_args_validated() -> None:
+    import msgspec
+
+    class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+        threshold: int = 5
+
+        def problems(self) -> list[str]:
+            return [] if 0 <= self.threshold <= 10 else ["threshold must be within 0..10"]
+
+    class P:
+        name = "P"
+        events: frozenset[str] = frozenset()
+
+        def __init__(self, args: Args) -> None:
+            self.args = args
+
+        def filter(self, state: CycleState, pod: PodInfo) -> None:
+            return None
+
+        def explain(self, state: CycleState, pod: PodInfo, rejected: np.ndarray) -> dict[str, int]:
+            return {}
+
+    registry = Registry()
+    registry.register("P", lambda a, s: P(a), Args)
+    settings = SchedulerSettings()
+    assert registry.build("P", settings).args.threshold == 5  # type: ignore[attr-defined]
+    assert registry.build("P", settings, {"threshold": 7}).args.threshold == 7  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="within 0..10"):
+        registry.build("P", settings, {"threshold": 70})
+    with pytest.raises(ValueError, match="threshold"):
+        registry.build("P", settings, {"threshold": "x"})
+    with pytest.raises(ValueError, match="unknown"):
+        registry.build("P", settings, {"nope": 1})
