@@ -94,7 +94,7 @@ class SchedulerService:
         bus.subscribe(subjects.NODE_RESOURCE, self._on_node_resource, durable="resources")
         bus.subscribe(subjects.NODE_METRIC, self._on_metric, durable="metrics")
         bus.subscribe(subjects.POD_STATUS, self._on_status, durable="status")
-        ctx.add_route("GET", "/debug/pod/{uid}", self._explain_route)
+        ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         self._ready = True
 
     async def stop(self) -> None:
@@ -321,9 +321,20 @@ class SchedulerService:
             "unschedulable": {u.pod.uid: u.reasons for u in unsched},
         }
 
-    async def _explain_route(self, request: web.Request) -> web.Response:
+    async def _decision_route(self, request: web.Request) -> web.Response:
+        """The pod's recorded decision (``?live=1``: a dry run now, for a queued pod) as JSON; 404
+        naming what is known when there is none."""
         uid = request.match_info["uid"]
-        out = self.core.explain(uid, self._now())
-        if out is None:
-            return web.json_response({"error": f"pod {uid} is not queued"}, status=404)
-        return web.json_response(out)
+        names = self.core.table.names
+        rec = None if request.query.get("live") else self.core.decision(uid)
+        source = "recorded"
+        if rec is None:
+            rec = self.core.explain(uid, self._now())
+            source = "dry-run"
+        if rec is None:
+            where = "placed" if uid in self.core.framework.placed else "unknown to this scheduler"
+            return web.json_response({"error": f"no decision recorded for pod {uid} ({where}); records keep "
+                                      f"the last {self.settings.decision_records} pods"}, status=404)
+        body = rec.to_json(names)
+        body["source"] = source
+        return web.json_response(body)
