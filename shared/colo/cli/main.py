@@ -57,6 +57,24 @@ def running_up_env() -> dict[str, str]:
         return {}
 
 
+def running_up_services() -> dict[str, str]:
+    """Service name → HTTP base URL of a running ``colo up``, or {} when none runs."""
+    try:
+        state = json.loads(endpoints_path().read_text())
+        if not _alive(int(state["pid"])):
+            return {}
+        return {k: str(v) for k, v in state.get("services", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``colo explain UID``: the scheduler's decision record of a pod."""
+    from colo.cli.explain import cmd_explain as run
+
+    return run(args, console, running_up_services())
+
+
 def _settings() -> RuntimeSettings:
     env = dict(os.environ)
     if "COLO_NATS_URL" not in env and "COLO_REDIS_URL" not in env:
@@ -277,7 +295,8 @@ async def _up(args: argparse.Namespace) -> int:
             await sup.start_all()
             state.parent.mkdir(parents=True, exist_ok=True)
             conn = {k: env[k] for k in ("COLO_NATS_URL", "COLO_REDIS_URL")}
-            state.write_text(json.dumps({"pid": os.getpid(), "env": conn}))
+            services = {name: f"http://127.0.0.1:{p.port}" for name, p in sup.procs.items()}
+            state.write_text(json.dumps({"pid": os.getpid(), "env": conn, "services": services}))
             console.print(f"NATS {env['COLO_NATS_URL']}  Redis {env['COLO_REDIS_URL']}", soft_wrap=True)
             for name, p in sup.procs.items():
                 console.print(f"  {name:<12} pid {p.proc.pid}  http://127.0.0.1:{p.port}  log {p.log_path}",
@@ -331,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("get", help="list nodes or pods from the store")
     p.add_argument("what", choices=("nodes", "pods"))
     p.set_defaults(func=cmd_get)
+    p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
+    p.add_argument("uid")
+    p.add_argument("--scheduler", default="", help="scheduler base URL (default: $COLO_SCHEDULER_URL or colo up's)")
+    p.add_argument("--live", action="store_true", help="a dry run now (queued pods) instead of the record")
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument("--max-nodes", type=int, default=20, help="rejected nodes to list (0 = all)")
+    p.set_defaults(func=cmd_explain)
     p = sub.add_parser("events", help="follow every Colo message, one line each")
     p.add_argument("--subject", default=f"{S.PREFIX}.>")
     p.add_argument("--count", type=int, default=0, help="stop after N messages (0 = follow)")

@@ -1,0 +1,97 @@
+"""``colo explain POD_UID``: why the scheduler placed (or did not place) a pod.
+
+Reads ``GET /debug/pods/{uid}/decision`` of a scheduler: the URL from ``--scheduler``,
+``$COLO_SCHEDULER_URL`` or the services a running ``colo up`` recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+from rich.table import Table
+
+
+class ExplainError(Exception):
+    """The decision could not be fetched (no scheduler URL, HTTP error, unknown pod)."""
+
+
+def scheduler_url(explicit: str, up_services: dict[str, str]) -> str:
+    """The scheduler's base URL: ``explicit``, else ``$COLO_SCHEDULER_URL``, else ``colo up``'s.
+
+    Raises ExplainError when none is known."""
+    url = explicit or os.environ.get("COLO_SCHEDULER_URL", "") or up_services.get("scheduler", "")
+    if not url:
+        raise ExplainError("no scheduler URL: pass --scheduler http://HOST:PORT, set COLO_SCHEDULER_URL, "
+                           "or start `colo up`")
+    return url.rstrip("/")
+
+
+async def fetch_decision(base_url: str, uid: str, live: bool = False, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The decision JSON of pod ``uid``; raises ExplainError with the scheduler's message on failure."""
+    url = f"{base_url}/debug/pods/{uid}/decision" + ("?live=1" if live else "")
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            async with session.get(url) as resp:
+                body = await resp.json(content_type=None)
+                if resp.status != 200:
+                    raise ExplainError(str(body.get("error", body)) if isinstance(body, dict) else str(body))
+                if not isinstance(body, dict):
+                    raise ExplainError(f"unexpected answer from {url}")
+                return body
+    except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as exc:
+        raise ExplainError(f"cannot read {url}: {exc!r}") from None
+
+
+def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> None:
+    """Print a decision: outcome, per-filter rejections, scores of the chosen node and runner-up,
+    and up to ``max_nodes`` rejected nodes with the plugin and reason (0 = all)."""
+    d = decision
+    console.print(f"[bold]pod {d['uid']}[/] attempt {d['attempt']} at {d['at']:.1f} s ({d.get('source', '')}): "
+                  f"[bold]{d['status']}[/]")
+    console.print(f"  {d['message']}")
+    console.print(f"  node [green]{d['node']}[/]  runner-up {d['runner_up']}  feasible {d['feasible']}/{d['nodes']}"
+                  f"  decision {d['decision_ms']} ms")
+    if d["filters"]:
+        t = Table("filter", "nodes rejected", "reasons", title="Filters (first rejecting filter per node)")
+        for name, f in d["filters"].items():
+            t.add_row(name, str(f["rejected"]), ", ".join(f"{r} ({c})" for r, c in f["reasons"].items()))
+        console.print(t)
+    if d["scores"]:
+        nodes = list(d["scores"])
+        t = Table("score plugin", *[f"{n} raw/norm×w" for n in nodes], title="Scores")
+        plugins = list(next(iter(d["scores"].values()))["plugins"])
+        for p in plugins:
+            cells = []
+            for n in nodes:
+                s = d["scores"][n]["plugins"][p]
+                cells.append(f"{s['raw']}/{s['normalized']}×{s['weight']} = {s['weighted']}")
+            t.add_row(p, *cells)
+        t.add_row("[bold]total[/]", *[f"[bold]{d['scores'][n]['total']}[/]" for n in nodes])
+        console.print(t)
+    rejected = d["rejected_nodes"]
+    if rejected:
+        shown = list(rejected.items()) if max_nodes <= 0 else list(rejected.items())[:max_nodes]
+        t = Table("node", "rejected by", "reason", title=f"Rejected nodes ({len(shown)} of {len(rejected)})")
+        for node, r in shown:
+            t.add_row(node, r["plugin"], r.get("reason", ""))
+        console.print(t)
+
+
+def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
+    """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
+    try:
+        decision = asyncio.run(fetch_decision(scheduler_url(args.scheduler, up_services), args.uid, args.live))
+    except ExplainError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 1
+    if args.json:
+        print(json.dumps(decision, indent=2))
+    else:
+        render(decision, console, args.max_nodes)
+    return 0
