@@ -73,8 +73,9 @@ def test_cache_places_every_pod_as_full_recomputation(seed: int) -> None:
     assert outcomes[0] == outcomes[1]
 
 
-def test_decision_record_names_rejecting_plugin_per_node_and_scores() -> None:
-    core = Scheduler(SchedulerSettings())
+@pytest.mark.parametrize("detail", ["nodes", "summary"])
+def test_decision_record_names_rejecting_plugin_per_node_and_scores(detail: str) -> None:
+    core = Scheduler(SchedulerSettings(decision_detail=detail))
     core.on_node(node("small", cpu=1_000, memory=GI), 0.0)
     core.on_node(node("tainted", taints=[Taint(key="k", value="v", effect="NoSchedule")]), 0.0)
     core.on_node(node("big"), 0.0)
@@ -91,7 +92,10 @@ def test_decision_record_names_rejecting_plugin_per_node_and_scores() -> None:
     assert isinstance(rejected, dict)
     assert rejected["tainted"]["plugin"] == "TaintToleration"
     assert rejected["small"]["plugin"] == "NodeResourcesFit"
-    assert "cpu" in rejected["small"]["reason"] and "memory" in rejected["small"]["reason"]
+    if detail == "nodes":
+        assert "cpu" in rejected["small"]["reason"] and "memory" in rejected["small"]["reason"]
+    else:
+        assert "reason" not in rejected["small"]
     scores = js["scores"]
     assert isinstance(scores, dict) and set(scores) == {"bigger", "big"}
     assert scores["bigger"]["total"] >= scores["big"]["total"]

@@ -130,9 +130,12 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     """Keep the decision record (filters' rejected nodes, scores of the chosen node and the
     runner-up) of the last this many pods for ``GET /debug/pods/{uid}/decision``; 0 = none."""
 
-    decision_detail: str = "nodes"
-    """``"nodes"``: records give every rejected node's reason; ``"summary"``: per filter the
-    rejected nodes and reason counts only (cheaper for very large clusters)."""
+    decision_detail: str = "summary"
+    """What the record of a placed pod holds besides the scores: ``"summary"`` which filter
+    rejected each node (a bit per node and filter, a few microseconds per pod); ``"nodes"``
+    also each rejected node's reason (a pass per rejecting filter: tens of microseconds per pod
+    on 5,000 nodes, bench/scheduler_inprocess.py). Records of unschedulable pods and dry runs
+    (``?live=1``) always give per-node reasons."""
 
     def __post_init__(self) -> None:
         problems = self.problems()

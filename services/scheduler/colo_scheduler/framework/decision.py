@@ -25,14 +25,22 @@ DETAIL_SUMMARY = "summary"
 
 @dataclass(slots=True)
 class FilterRecord:
-    """Nodes first rejected by one filter: ``rows`` (k,) intp; ``codes`` (k,) uint8 into ``labels``
-    (per-node reasons; None in summary detail); ``reasons`` reason → node count."""
+    """The nodes one filter rejected: ``packed`` its rejection mask over all ``nodes`` rows
+    (``numpy.packbits``, 1 bit a node). In ``"nodes"`` detail also ``rows`` (k,) the nodes it
+    rejected first (no earlier filter did), ``codes`` (k,) uint8 into ``labels`` (their reasons)
+    and ``reasons`` reason → node count; empty in summary detail."""
 
     plugin: str
-    rows: npt.NDArray[np.intp]
-    codes: npt.NDArray[np.uint8] | None
-    labels: tuple[str, ...]
-    reasons: dict[str, int]
+    packed: npt.NDArray[np.uint8]
+    rows: npt.NDArray[np.intp] | None = None
+    codes: npt.NDArray[np.uint8] | None = None
+    labels: tuple[str, ...] = ()
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def mask(self, n: int) -> npt.NDArray[np.bool_]:
+        """(n,) True where this filter rejected the node."""
+        out: npt.NDArray[np.bool_] = np.unpackbits(self.packed, count=n).astype(np.bool_)
+        return out
 
 
 @dataclass(slots=True)
@@ -82,9 +90,13 @@ class DecisionRecord:
 
         rejected: dict[str, dict[str, str]] = {}
         filters: dict[str, object] = {}
+        remaining = np.ones(self.nodes, np.bool_)
         for f in self.filters:
-            filters[f.plugin] = {"rejected": len(f.rows), "reasons": dict(f.reasons)}
-            for k, row in enumerate(f.rows.tolist()):
+            first = f.mask(self.nodes) & remaining
+            remaining &= ~first
+            rows = f.rows if f.rows is not None else np.flatnonzero(first)
+            filters[f.plugin] = {"rejected": len(rows), "reasons": dict(f.reasons)}
+            for k, row in enumerate(rows.tolist()):
                 entry = {"plugin": f.plugin}
                 if f.codes is not None:
                     entry["reason"] = f.labels[int(f.codes[k])]

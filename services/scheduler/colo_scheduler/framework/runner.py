@@ -182,8 +182,9 @@ class Framework:
             if row is not None:
                 result.nominated = row
                 break
-        if record is not None:
-            result.record = self._record(state, pod, entry, {}, -1, -1, record, UNSCHEDULABLE, result.message)
+        if record is not None:  # failures are rarer and asked about most: always with per-node reasons
+            result.record = self._record(state, pod, entry, {}, -1, -1, DETAIL_NODES, UNSCHEDULABLE,
+                                         result.message)
         return result
 
     # ------------------------------------------------------------------ explainability
@@ -193,26 +194,26 @@ class Framework:
         n = self.table.n
         rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n,
                              int(np.count_nonzero(entry.feasible)), status, message, detail)
-        remaining = np.ones(n, np.bool_)
+        remaining = np.ones(n, np.bool_) if detail == DETAIL_NODES else None
         for k, p in enumerate(self.profile.filter):
             ok = entry.masks[k]
             if ok is None:
                 continue
-            rejected = remaining & ~ok
-            remaining &= ok
-            rows = np.flatnonzero(rejected)
-            if not len(rows):
-                continue
-            reasons = p.explain(state, pod, rejected)
-            codes = None
-            labels: tuple[str, ...] = ()
-            if detail == DETAIL_NODES:
+            rejected = ~ok
+            fr = FilterRecord(p.name, np.packbits(rejected))
+            if remaining is not None:  # per-node reasons of the nodes this filter rejected first
+                rejected &= remaining
+                remaining &= ok
+                fr.rows = np.flatnonzero(rejected)
+                if not len(fr.rows):
+                    continue
+                fr.reasons = p.explain(state, pod, rejected)
                 if self._reason_codes[p.name]:
-                    codes, labels = p.reason_codes(state, pod, rows)  # type: ignore[attr-defined]
+                    fr.codes, fr.labels = p.reason_codes(state, pod, fr.rows)  # type: ignore[attr-defined]
                 else:
-                    labels = (", ".join(sorted(reasons)) or p.name,)
-                    codes = np.zeros(len(rows), np.uint8)
-            rec.filters.append(FilterRecord(p.name, rows, codes, labels, reasons))
+                    fr.labels = (", ".join(sorted(fr.reasons)) or p.name,)
+                    fr.codes = np.zeros(len(fr.rows), np.uint8)
+            rec.filters.append(fr)
         for row in (node, runner_up):
             if row < 0:
                 continue
