@@ -484,12 +484,17 @@ class Store:
 
     async def all_allocated(self) -> dict[str, Resources]:
         """:meth:`allocated` for every registered node."""
-        names = sorted(_s(n) for n in await self.redis.smembers(self.keys.nodes))
+        return await self.allocated_many(sorted(_s(n) for n in await self.redis.smembers(self.keys.nodes)))
+
+    async def allocated_many(self, nodes: Iterable[str]) -> dict[str, Resources]:
+        """:meth:`allocated` for each of ``nodes`` in one pipeline (unknown nodes: all zero)."""
+        names = list(nodes)
+        if not names:
+            return {}
         pipe = self.redis.pipeline(transaction=False)
         for n in names:
             pipe.hgetall(self.keys.allocated(n))
-        res = await pipe.execute() if names else []
-        return {n: _resources(h) for n, h in zip(names, res)}
+        return {n: _resources(h) for n, h in zip(names, await pipe.execute())}
 
     async def delete_all(self) -> int:
         """Delete every key under the prefix; returns how many were deleted."""

@@ -1,17 +1,25 @@
 """The scheduler service: events in, bindings (Redis) and PodBound / PodUnschedulable out.
 
-Consumes ``pod.admitted`` (persisted as a Pending PodRecord before the handler returns,
-so a crash never loses a pod), ``node.registered``, ``node.resource``, ``node.metric``
-and ``pod.status`` (Succeeded/Failed → release; reason Evicted/Descheduled → requeue).
-``tick(now)`` runs one cycle of :class:`colo_scheduler.core.Scheduler` and binds its
-placements with one pipelined :meth:`colo.store.Store.bind_many`. Invalid messages are
-dead-lettered with a reason; the service keeps running.
+Consumes ``pod.admitted`` in batches (each batch persisted as Pending PodRecords in one
+pipeline before the messages are acked, so a crash never loses a pod), ``node.registered``,
+``node.resource``, ``node.metric``, ``pod.status`` (Succeeded/Failed → release; reason
+Evicted/Descheduled → requeue) and, when other processes bind too (replicas, leader
+election), ``pod.bound``. A cycle of :class:`colo_scheduler.core.Scheduler` binds its
+placements with one pipelined :meth:`colo.store.Store.bind_many` and publishes the PodBound
+events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock, also
+``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.
+Replicas (:mod:`colo_scheduler.replicas`) and the lease (:mod:`colo_scheduler.lease`) decide
+which pods, and whether, this process schedules. Invalid messages are dead-lettered with a
+reason; the service keeps running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import os
+import socket
 import time
 from typing import Any
 
@@ -20,6 +28,7 @@ from aiohttp import web
 
 from colo import subjects
 from colo.bus import MessageInfo
+from colo.clock import WallClock
 from colo.messages import (
     RESOURCE_NAMES,
     NodeMetric,
@@ -28,13 +37,16 @@ from colo.messages import (
     PodAdmitted,
     PodBound,
     PodRecord,
+    PodSpec,
     PodStatus,
     PodUnschedulable,
     Resources,
 )
 from colo.runtime import ServiceContext
-from colo.store import REASON_ALREADY_BOUND
-from colo_scheduler.core import Scheduler
+from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
+from colo_scheduler.core import CycleOutcome, Scheduler
+from colo_scheduler.lease import LeaderElector
+from colo_scheduler.replicas import Replica
 from colo_scheduler.settings import SchedulerSettings
 
 log = logging.getLogger("colo.scheduler")
@@ -54,6 +66,18 @@ MAX_PRIORITY = 2**31 - 1
 def _negative(r: Resources) -> list[str]:
     """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
     return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
+
+
+def _pod_problem(spec: PodSpec) -> str:
+    """Why an admitted pod cannot be scheduled ('' when it can): empty uid, quantities out of
+    0..:data:`MAX_QUANTITY`, priority outside int32."""
+    bad = _negative(spec.requests) + _negative(spec.limits)
+    if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
+        bad.append("priority")
+    if spec.uid and not bad:
+        return ""
+    return (f"invalid pod {spec.uid!r}: empty uid or negative or out of range {bad}"
+            f" (resources 0..{MAX_QUANTITY}, priority int32)")
 
 
 class SchedulerService:
@@ -80,30 +104,87 @@ class SchedulerService:
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
         self._last_unschedulable: dict[str, tuple[dict[str, int], str, float]] = {}
         self.totals = {"pods_bound": 0, "bind_conflicts": 0, "unschedulable_attempts": 0,
-                       "dead_letters": 0}
+                       "dead_letters": 0, "cycles": 0, "prompt_cycles": 0, "foreign_binds": 0}
+        self.replica = Replica(settings.replica_index, settings.replicas)
+        """Completed at start with the runtime's instance name (:meth:`Replica.from_settings`)."""
+        self.elector: LeaderElector | None = None
+        self._cycle_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._take_over_pending = False
+        self._releases_watch: list[set[str]] = []
+        """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, ctx: ServiceContext) -> None:
-        """Load nodes, resources, allocations and pods from the store, then subscribe."""
+        """Load nodes, resources, allocations and pods from the store, subscribe, and start the
+        prompt-cycle loop (wall clock only) and the leader elector (``leader_election``).
+
+        Raises ValueError when leader election is on without a valid ``COLO_INSTANCE``.
+        """
         self.ctx = ctx
+        self.replica = Replica.from_settings(self.settings, ctx.settings.instance)
         await self._load(ctx.clock.now())
         bus = ctx.bus
-        bus.subscribe(subjects.POD_ADMITTED, self._on_admitted, durable="admitted")
-        bus.subscribe(subjects.NODE_REGISTERED, self._on_node, durable="nodes")
-        bus.subscribe(subjects.NODE_RESOURCE, self._on_node_resource, durable="resources")
-        bus.subscribe(subjects.NODE_METRIC, self._on_metric, durable="metrics")
-        bus.subscribe(subjects.POD_STATUS, self._on_status, durable="status")
+        durable = self.replica.durable
+        bus.subscribe_batch(subjects.POD_ADMITTED, self._on_admitted, durable=durable("admitted"))
+        bus.subscribe(subjects.NODE_REGISTERED, self._on_node, durable=durable("nodes"))
+        bus.subscribe(subjects.NODE_RESOURCE, self._on_node_resource, durable=durable("resources"))
+        bus.subscribe(subjects.NODE_METRIC, self._on_metric, durable=durable("metrics"))
+        bus.subscribe(subjects.POD_STATUS, self._on_status, durable=durable("status"))
+        if self.replica.sees_foreign_binds:
+            bus.subscribe_batch(subjects.POD_BOUND, self._on_bound, durable=durable("bound"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
+        s = self.settings
+        if s.leader_election:
+            holder = f"{self.replica.instance}@{socket.gethostname()}:{os.getpid()}"
+            self.elector = LeaderElector(ctx.store, self.replica.lease_name, holder, s.lease_duration_s,
+                                         s.lease_renew_deadline_s, s.lease_retry_period_s, self._on_leadership)
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="scheduler:lease"))
+        if s.prompt_cycles and isinstance(ctx.clock, WallClock):
+            self._tasks.append(asyncio.create_task(self._prompt_loop(), name="scheduler:prompt"))
         self._ready = True
 
     async def stop(self) -> None:
-        """Nothing to flush: every pod is persisted on admission."""
+        """Wait for a running cycle, stop the prompt loop and the elector, and release the lease
+        (a follower takes over at its next retry). Pods need no flush: each is persisted on admission."""
         self._ready = False
+        async with self._cycle_lock:  # the loops are idle (not inside a cycle) while we hold it
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks.clear()
+        if self.elector is not None:
+            await self.elector.release()
 
     def ready(self) -> bool:
-        """True once state is loaded and consumers are registered."""
+        """True once state is loaded and consumers are registered — on a follower too (a warm
+        standby is ready to take over; whether it leads is in :meth:`debug`)."""
         return self._ready
+
+    def leading(self) -> bool:
+        """True when this process may schedule and bind: always without leader election, else
+        while it holds the lease."""
+        return self.elector is None or self.elector.is_leader()
+
+    def _on_leadership(self, leader: bool) -> None:
+        if leader:  # reconcile with what the previous leader bound before the first cycle
+            self._take_over_pending = True
+            self._wake.set()
+
+    async def _take_over(self, now: float) -> None:
+        """On election: adopt the queued pods that another leader bound meanwhile (their
+        ``pod.bound`` may still be on its way) and reload every allocation."""
+        self._take_over_pending = False
+        queued = {p.uid: p for p in self.core.queue.pods()}
+        bound = await self._store().bound_nodes(list(queued))
+        for uid, (node, at) in bound.items():
+            if uid in queued and uid not in self.core.framework.placed:
+                self.core.adopt(queued[uid].spec, node, at)
+        await self._resync(now)
+        log.info("took over scheduling: %d queued pods, %d already bound by the previous leader",
+                 len(queued), len(bound))
 
     async def _load(self, now: float) -> None:
         store = self._store()
@@ -115,7 +196,7 @@ class SchedulerService:
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
                     self.core.adopt(rec.spec, rec.node, rec.bound_at)
-                elif rec.phase == "Pending" and not rec.node:
+                elif rec.phase == "Pending" and not rec.node and self.replica.owns(rec.spec.uid):
                     self.core.add_pod(rec.spec, now)
             except (OverflowError, ValueError) as exc:  # a corrupt record must not stop the start
                 log.error("skipping stored pod %s: %r", rec.spec.uid, exc)
@@ -132,8 +213,7 @@ class SchedulerService:
         self._dirty.clear()
 
     async def _refresh(self, nodes: set[str]) -> None:
-        for name in nodes:
-            r = await self._store().allocated(name)
+        for name, r in (await self._store().allocated_many(nodes)).items():
             self.core.set_allocated(name, r, r.pods)
 
     async def _dead_letter(self, msg: Any, info: MessageInfo, reason: str) -> None:
@@ -143,24 +223,31 @@ class SchedulerService:
 
     # ------------------------------------------------------------------ handlers
 
-    async def _on_admitted(self, msg: PodAdmitted, info: MessageInfo) -> None:
-        spec = msg.spec
-        bad = _negative(spec.requests) + _negative(spec.limits)
-        if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
-            bad.append("priority")
-        if not spec.uid or bad:
-            await self._dead_letter(msg, info, f"invalid pod {spec.uid!r}: empty uid or negative or out of"
-                                    f" range {bad} (resources 0..{MAX_QUANTITY}, priority int32)")
+    async def _on_admitted(self, items: list[tuple[PodAdmitted, MessageInfo]]) -> None:
+        """A batch of admissions: dead-letter invalid pods, skip other shards' pods and pods already
+        known, persist the rest as Pending in one pipeline, queue them and wake a prompt cycle.
+        Idempotent per message (the bus hands a failed batch back one message at a time)."""
+        placed, queue = self.core.framework.placed, self.core.queue
+        fresh: dict[str, PodSpec] = {}
+        for msg, info in items:
+            spec = msg.spec
+            problem = _pod_problem(spec)
+            if problem:
+                await self._dead_letter(msg, info, problem)
+                continue
+            uid = spec.uid
+            if uid in placed or uid in queue or uid in fresh or not self.replica.owns(uid):
+                continue  # redelivery, or another replica's pod
+            fresh[uid] = spec
+        if not fresh:
             return
-        if spec.uid in self.core.framework.placed or spec.uid in self.core.queue:
-            return  # redelivery
-        store = self._store()
-        rec = await store.get_pod(spec.uid)
-        if rec is not None and (rec.node or rec.phase != "Pending"):
-            return  # already bound or finished: a replayed admission
         now = self._now()
-        await store.put_pod(PodRecord(spec=spec, phase="Pending", updated_at=now))
-        self.core.add_pod(spec, now)
+        specs = list(fresh.values())
+        written = await self._store().admit_pending(specs, now)
+        for spec, ok in zip(specs, written):
+            if ok:  # else already bound or finished: a replayed admission
+                self.core.add_pod(spec, now)
+        self._wake.set()
 
     async def _on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
         bad = _negative(spec.allocatable) + _negative(spec.capacity)
@@ -199,10 +286,14 @@ class SchedulerService:
         now = self._now()
         released = await store.release(st.uid, st.phase, st.reason, st.at)
         placed = self.core.release(st.uid, now)
+        for watch in self._releases_watch:
+            watch.add(st.uid)
         self._last_unschedulable.pop(st.uid, None)
         if placed is None and released:
             self._dirty.add(st.node)  # a pod we did not place (another replica): re-read the node
-        if st.reason not in REQUEUE_REASONS:
+        if self.core.queue.unschedulable:
+            self._wake.set()  # room was freed: the hints may wake a waiting pod
+        if st.reason not in REQUEUE_REASONS or not self.replica.owns(st.uid):
             return
         rec = await store.get_pod(st.uid)
         if rec is None or await store.bound_node(st.uid) is not None:
@@ -211,6 +302,30 @@ class SchedulerService:
             return  # redelivery after requeue
         await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=st.reason, updated_at=now))
         self.core.add_pod(rec.spec, now)
+        self._wake.set()
+
+    async def _on_bound(self, items: list[tuple[PodBound, MessageInfo]]) -> None:
+        """PodBound events of other binders (other shards, an earlier leader): count those pods on
+        their nodes (:meth:`Scheduler.adopt`, which also drops them from this queue). An event is
+        applied only when the store still holds exactly that binding (node and time) and no
+        release of the pod arrived meanwhile, so a late event never resurrects a finished pod."""
+        placed = self.core.framework.placed
+        foreign = [m for m, _ in items if m.spec.uid not in placed]
+        if not foreign:
+            return
+        released: set[str] = set()
+        self._releases_watch.append(released)
+        try:
+            bindings = await self._store().bound_nodes([m.spec.uid for m in foreign])
+        finally:
+            self._releases_watch.remove(released)
+        for m in foreign:
+            uid = m.spec.uid
+            if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
+                continue
+            if self.core.adopt(m.spec, m.node, m.at):
+                self.totals["foreign_binds"] += 1
+                self._last_unschedulable.pop(uid, None)
 
     def _now(self) -> float:
         assert self.ctx is not None
@@ -223,47 +338,55 @@ class SchedulerService:
 
         Stats: ``pods_bound`` (this cycle), ``pods_bound_total``, ``bind_conflicts``,
         ``pods_unschedulable`` (current), ``queue_active|backoff|unschedulable``, ``nodes``,
-        ``decision_ms_p50|p99`` (filter+score per pod, this cycle), ``cycle_ms``.
+        ``decision_ms_p50|p99`` (filter+score per pod, this cycle), ``cycle_ms``, ``leader``
+        (1 when this process schedules). A follower (leader election) only refreshes its state.
         """
+        async with self._cycle_lock:
+            return await self._cycle(now)
+
+    async def _prompt_loop(self) -> None:
+        """Wall clock: a cycle ``batch_window_s`` after an admission (or a release while pods wait)
+        woke the loop, and again at once while the active queue still holds pods."""
+        window = self.settings.batch_window_s
+        while True:
+            await self._wake.wait()
+            if window > 0:
+                await asyncio.sleep(window)
+            self._wake.clear()
+            try:
+                async with self._cycle_lock:
+                    if self.leading():
+                        self.totals["prompt_cycles"] += 1
+                        await self._cycle(self._now())
+            except Exception:  # a Redis or NATS outage: the tick loop keeps retrying as well
+                log.exception("prompt scheduling cycle failed")
+                await asyncio.sleep(self.tick_interval_s)
+            if self.core.queue.lengths()["active"] and self.leading():
+                self._wake.set()
+
+    async def _cycle(self, now: float) -> dict[str, float]:
         t_cycle = time.perf_counter()
+        self.totals["cycles"] += 1
+        leading = self.leading()
+        if leading and self._take_over_pending:
+            await self._take_over(now)
         if now - self._last_resync >= self.settings.resync_interval_s:
             await self._resync(now)
         elif self._dirty:
-            await self._refresh(self._dirty)
-            self._dirty.clear()
+            dirty, self._dirty = self._dirty, set()
+            await self._refresh(dirty)
         await self._flush_unpublished()
-        out = self.core.schedule_cycle(now)
-        bound = 0
+        out = self.core.schedule_cycle(now) if leading else CycleOutcome()
         events: list[tuple[Any, Any, str | None, dict[str, str]]] = []
-        if out.placements:
-            t0 = time.perf_counter()
-            results = await self._store().bind_many(
-                [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in out.placements])
-            bind_ms = (time.perf_counter() - t0) * 1e3
-            stale: set[str] = set()
-            for p, res in zip(out.placements, results):
-                if res.ok:
-                    bound += 1
-                    msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
-                                   queued_s=max(0.0, now - p.pod.queued_at))
-                    events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{p.pod.attempts}",
-                                   {"node": p.node}))
-                elif res.reason.startswith(REASON_ALREADY_BOUND):
-                    self.core.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
-                else:
-                    self.totals["bind_conflicts"] += 1
-                    log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)
-                    self.core.bind_failed(p.pod)
-                    stale.add(p.node)
-            await self._refresh(stale)
+        bound = await self._bind(out, now, events) if out.placements else 0
         for p in out.placements:
             self._last_unschedulable.pop(p.pod.uid, None)
         for f in out.failures:
             if not self._report_unschedulable(f.pod.uid, f.result.reasons, f.result.message, now):
                 continue
             failed = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
-                                   message=f.result.message, at=now, attempts=f.pod.attempts)
-            events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{f.pod.attempts}", {}))
+                                      message=f.result.message, at=now, attempts=f.pod.attempts)
+            events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{now!r}", {}))
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
         await self._publish(events)
@@ -281,7 +404,46 @@ class SchedulerService:
             "decision_ms_p50": float(np.percentile(lat, 50)) if lat else 0.0,
             "decision_ms_p99": float(np.percentile(lat, 99)) if lat else 0.0,
             "cycle_ms": (time.perf_counter() - t_cycle) * 1e3,
+            "leader": 1.0 if leading else 0.0,
         }
+
+    async def _bind(self, out: CycleOutcome, now: float,
+                    events: list[tuple[Any, Any, str | None, dict[str, str]]]) -> int:
+        """Bind the cycle's placements in one pipeline (fenced by the lease when elected); queue
+        PodBound events for the successes, put refused pods back (backoff) and re-read their
+        nodes. Returns how many were bound."""
+        fence = self.elector.fence() if self.elector is not None else None
+        if self.elector is not None and fence is None:  # lease lost during the cycle: bind nothing
+            for p in out.placements:
+                self.core.bind_failed(p.pod)
+            return 0
+        t0 = time.perf_counter()
+        results = await self._store().bind_many(
+            [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in out.placements], fence=fence)
+        bind_ms = (time.perf_counter() - t0) * 1e3
+        bound = 0
+        stale: set[str] = set()
+        for p, res in zip(out.placements, results):
+            if res.ok:
+                bound += 1
+                msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
+                               queued_s=max(0.0, now - p.pod.queued_at))
+                # the bind time makes a rebind (after an eviction) a new message for the dedup window
+                events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{now!r}", {"node": p.node}))
+            elif res.reason.startswith(REASON_ALREADY_BOUND):
+                self.core.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
+            elif res.reason == REASON_LEASE_LOST:
+                self.core.bind_failed(p.pod)
+                if self.elector is not None:
+                    self.elector.lost("the store refused a fenced bind")
+            else:
+                self.totals["bind_conflicts"] += 1
+                log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)
+                self.core.bind_failed(p.pod)
+                stale.add(p.node)
+        if stale:
+            await self._refresh(stale)
+        return bound
 
     def _report_unschedulable(self, uid: str, reasons: dict[str, int], message: str, now: float) -> bool:
         """Whether this failed attempt is published: a new or changed verdict at once, a repeat of the
@@ -311,14 +473,21 @@ class SchedulerService:
     # ------------------------------------------------------------------ introspection
 
     def debug(self) -> dict[str, object]:
-        """Queue sizes, node count, totals and the reasons of up to 50 unschedulable pods."""
+        """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
+        replica (``index``, ``replicas``, ``instance``) and ``leader``: whether it schedules, and
+        with leader election the lease, holder, fencing token, transitions and election time."""
         unsched = list(self.core.queue.unschedulable.values())[:50]
+        leader: dict[str, object] = ({"leader": True, "election": False} if self.elector is None
+                                     else {**self.elector.status(), "election": True})
         return {
             "queue": self.core.queue.lengths(),
             "nodes": self.core.table.n,
             "placed": len(self.core.framework.placed),
             "totals": dict(self.totals),
             "unschedulable": {u.pod.uid: u.reasons for u in unsched},
+            "replica": {"index": self.replica.index, "replicas": self.replica.replicas,
+                        "instance": self.replica.instance},
+            "leader": leader,
         }
 
     async def _decision_route(self, request: web.Request) -> web.Response:
