@@ -16,12 +16,23 @@ from colo_scheduler.settings import SchedulerSettings
 
 FILTERS = ("NodeResourcesFit", "LoadAware", "NodeSelector", "TaintToleration", "MaxInstancePerNode")
 SCORES = ("LoadAware", "NodeResourcesLeastAllocated")
+ALL_RESOURCES = [{"name": n} for n in ("cpu", "memory", "batch-cpu", "mid-memory", "pods")]
+STRATEGY_SCORES: list[tuple[str, Any]] = [
+    ("NodeResourcesFit", {"scoring_strategy": {"type": t, "resources": r}})
+    for t in ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+    for r in ([{"name": "cpu", "weight": 2}, {"name": "memory"}], ALL_RESOURCES)
+] + [("NodeResourcesBalancedAllocation", None), ("NodeResourcesBalancedAllocation", {"resources": ALL_RESOURCES})]
 
 
 def _plugins(names: tuple[str, ...], **overrides: Any) -> list[Any]:
     registry = new_in_tree_registry()
     s = SchedulerSettings(**overrides)
     return [registry.build(n, s) for n in names]
+
+
+def _scorers() -> list[Any]:
+    registry = new_in_tree_registry()
+    return [registry.build(n, SchedulerSettings(), a) for n, a in STRATEGY_SCORES]
 
 
 def _state(table: Any, plugins: list[Any]) -> CycleState:
@@ -52,6 +63,7 @@ def _check_scores(state: CycleState, plugins: list[Any], info: Any, rows: np.nda
         got = p.score_rows(state, info, rows)
         assert got.shape == (len(rows),), p.name
         assert np.array_equal(got, full[rows]), p.name
+        assert full.min(initial=0) >= 0 and full.max(initial=0) <= 100, p.name
 
 
 @settings(max_examples=60, deadline=None)
@@ -60,7 +72,7 @@ def _check_scores(state: CycleState, plugins: list[Any], info: Any, rows: np.nda
 def test_rows_equal_full_result(cluster: Cluster, pod: Any, data: st.DataObject, filter_expired: bool) -> None:
     table = build_table(cluster)
     filters = _plugins(FILTERS, filter_expired_metrics=filter_expired)
-    scores = _plugins(SCORES, filter_expired_metrics=filter_expired)
+    scores = _plugins(SCORES, filter_expired_metrics=filter_expired) + _scorers()
     state = _state(table, filters + scores)
     info = pod_info(pod)
     rows = np.array(data.draw(st.lists(st.integers(0, table.n - 1), max_size=6)), np.intp)
@@ -69,6 +81,7 @@ def test_rows_equal_full_result(cluster: Cluster, pod: Any, data: st.DataObject,
     # Reserve the pod on a node: the changed row must still agree with the full result.
     target = data.draw(st.integers(0, table.n - 1))
     by_name = {p.name: p for p in filters + scores}
+    by_name["NodeResourcesFit"] = filters[0]  # one Reserve per plugin name
     for p in by_name.values():
         if isinstance(p, ReservePlugin):
             p.reserve(table, info, target, NOW)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from colo_scheduler.framework.registry import ProfileConfig, Registry
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
-from colo_scheduler.plugins.noderesources import NodeResourcesFit, NodeResourcesLeastAllocated
+from colo_scheduler.plugins.noderesources import (
+    NodeResourcesBalancedAllocation,
+    NodeResourcesFit,
+    NodeResourcesFitArgs,
+    NodeResourcesLeastAllocated,
+    ResourcesArgs,
+)
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.prioritysort import PrioritySort
 from colo_scheduler.plugins.tainttoleration import TaintToleration
@@ -16,8 +22,10 @@ def new_in_tree_registry() -> Registry:
     """Every in-tree plugin factory, by plugin name."""
     r = Registry()
     r.register(PrioritySort.name, lambda a, s: PrioritySort())
-    r.register(NodeResourcesFit.name, lambda a, s: NodeResourcesFit())
-    r.register(NodeResourcesLeastAllocated.name, lambda a, s: NodeResourcesLeastAllocated())
+    r.register(NodeResourcesFit.name, lambda a, s: NodeResourcesFit(a), NodeResourcesFitArgs)
+    r.register(NodeResourcesLeastAllocated.name, lambda a, s: NodeResourcesLeastAllocated(a), ResourcesArgs)
+    r.register(NodeResourcesBalancedAllocation.name, lambda a, s: NodeResourcesBalancedAllocation(a),
+               ResourcesArgs)
     r.register(NodeSelector.name, lambda a, s: NodeSelector())
     r.register(TaintToleration.name, lambda a, s: TaintToleration())
     r.register(MaxInstancePerNode.name, lambda a, s: MaxInstancePerNode())

@@ -1,23 +1,272 @@
-"""NodeResourcesFit (Filter, Reserve) and NodeResourcesLeastAllocated (Score).
+"""NodeResourcesFit (Filter, Score, Reserve), NodeResourcesLeastAllocated and
+NodeResourcesBalancedAllocation (Score).
 
 Fit follows the Kubernetes plugin of the same name over Colo's resource columns:
 a node fits when, for every resource the pod requests (> 0), allocated + request ≤
 allocatable — cpu, memory and the pod count against the node's allocatable,
 batch-*/mid-* against its NodeResource (the same rule as the store's bind script,
 docs/architecture.md "Store").
+
+Scores follow the Kubernetes ``NodeResourcesFit`` scoring strategies
+(``pkg/scheduler/framework/plugins/noderesources``: ``least_allocated.go``,
+``most_allocated.go``, ``requested_to_capacity_ratio.go``, ``balanced_allocation.go``) over
+a weighted list of resources, with ``requested`` = the node's allocated requests + the pod's
+request and ``allocatable`` the node's column (:data:`UNLIMITED` for a node without a pod
+cap). The names ``cpu`` and ``memory`` stand for the pod's resource-kind columns: batch-*
+for a batch pod, mid-* for a mid pod (REFERENCE.md §1), so BE pods spread or pack on batch
+allocatable. Unlike Kubernetes, a pod without a cpu/memory request counts as requesting
+nothing (no 100 m / 200 MB "non-zero" default): the table books actual requests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
-from colo_scheduler.podinfo import IntArray, PodInfo
+from colo_scheduler.podinfo import COL, KIND_COLUMNS, IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
+
+MAX_NODE_SCORE = 100
+"""Kubernetes framework.MaxNodeScore."""
+
+MAX_CUSTOM_PRIORITY_SCORE = 10
+"""Kubernetes config.MaxCustomPriorityScore: shape scores of RequestedToCapacityRatio are 0..10,
+scaled × 10 to 0..100."""
+
+RESOURCE_ALIASES: dict[str, str] = {
+    **{name: name for name in RESOURCE_NAMES},
+    **{name.replace("_", "-"): name for name in RESOURCE_NAMES},
+    **{f"kubernetes.io/{name.replace('_', '-')}": name for name in RESOURCE_NAMES if "_" in name},
+}
+"""Resource names accepted in scoring arguments (``cpu``, ``batch-cpu``,
+``kubernetes.io/batch-cpu``, ``batch_cpu``, ``pods`` …) → column name."""
+
+STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+"""Kubernetes ScoringStrategyType values."""
+
+
+class ResourceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A scored resource and its weight (Kubernetes config.ResourceSpec; weight 1..100)."""
+
+    name: str
+    weight: int = 1
+
+
+class UtilizationShapePoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A point of the RequestedToCapacityRatio shape: ``utilization`` 0..100 %, ``score`` 0..10
+    (Kubernetes config.UtilizationShapePoint)."""
+
+    utilization: int
+    score: int
+
+
+def _default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name="cpu", weight=1), ResourceSpec(name="memory", weight=1)]
+
+
+def _default_shape() -> list[UtilizationShapePoint]:
+    # Kubernetes' default shape for RequestedToCapacityRatio: 0 % → 10, 100 % → 0 (spreading).
+    return [UtilizationShapePoint(utilization=0, score=10), UtilizationShapePoint(utilization=100, score=0)]
+
+
+def resources_problems(resources: Sequence[ResourceSpec], where: str) -> list[str]:
+    """Every problem of a weighted resource list (unknown or repeated name, weight outside 1..100,
+    empty list), Kubernetes ValidateNodeResourcesFitArgs rules."""
+    errors: list[str] = []
+    if not resources:
+        errors.append(f"{where}: at least one resource is needed")
+    seen: set[str] = set()
+    for r in resources:
+        col = RESOURCE_ALIASES.get(r.name)
+        if col is None:
+            errors.append(f"{where}: unknown resource {r.name!r}; known: {', '.join(RESOURCE_NAMES)}")
+        elif col in seen:
+            errors.append(f"{where}: resource {r.name!r} given twice")
+        else:
+            seen.add(col)
+        if not 1 <= r.weight <= 100:
+            errors.append(f"{where}: weight of {r.name!r} must be within 1..100, got {r.weight}")
+    return errors
+
+
+class ScoringStrategy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Kubernetes NodeResourcesFit ``scoringStrategy``: ``type`` (LeastAllocated, MostAllocated or
+    RequestedToCapacityRatio), weighted ``resources`` (default cpu 1, memory 1, as Kubernetes) and
+    the ``shape`` of RequestedToCapacityRatio (default 0 % → 10, 100 % → 0)."""
+
+    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
+    resources: list[ResourceSpec] = msgspec.field(default_factory=_default_resources)
+    shape: list[UtilizationShapePoint] = msgspec.field(default_factory=_default_shape)
+
+    def problems(self) -> list[str]:
+        """Every problem: resources (:func:`resources_problems`) and, for RequestedToCapacityRatio,
+        a shape with utilization 0..100 strictly increasing and scores 0..10."""
+        errors = resources_problems(self.resources, "scoring_strategy.resources")
+        if self.type == "RequestedToCapacityRatio":
+            if not self.shape:
+                errors.append("scoring_strategy.shape: at least one point is needed")
+            last = -1
+            for p in self.shape:
+                if not 0 <= p.utilization <= 100:
+                    errors.append(f"scoring_strategy.shape: utilization {p.utilization} outside 0..100")
+                if p.utilization <= last:
+                    errors.append("scoring_strategy.shape: utilization values must increase")
+                last = p.utilization
+                if not 0 <= p.score <= MAX_CUSTOM_PRIORITY_SCORE:
+                    errors.append(f"scoring_strategy.shape: score {p.score} outside 0..10")
+        return errors
+
+
+class NodeResourcesFitArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Arguments of NodeResourcesFit (Kubernetes NodeResourcesFitArgs): its Score's strategy."""
+
+    scoring_strategy: ScoringStrategy = msgspec.field(default_factory=ScoringStrategy)
+
+    def problems(self) -> list[str]:
+        """The strategy's problems."""
+        return self.scoring_strategy.problems()
+
+
+class ResourcesArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Arguments of NodeResourcesLeastAllocated and NodeResourcesBalancedAllocation: the weighted
+    resources (Kubernetes NodeResourcesLeastAllocatedArgs / NodeResourcesBalancedAllocationArgs;
+    default cpu 1, memory 1)."""
+
+    resources: list[ResourceSpec] = msgspec.field(default_factory=_default_resources)
+
+    def problems(self) -> list[str]:
+        """The resource list's problems."""
+        return resources_problems(self.resources, "resources")
+
+
+def kind_columns(resources: Sequence[ResourceSpec]) -> dict[int, tuple[npt.NDArray[np.intp], IntArray]]:
+    """Per resource kind (keyed by the kind's cpu column) the scored columns and weights: ``cpu``
+    and ``memory`` become the kind's columns; a column named twice after that keeps its first
+    weight (a batch pod scoring ``cpu`` and ``batch-cpu``)."""
+    out: dict[int, tuple[npt.NDArray[np.intp], IntArray]] = {}
+    for cpu_col, mem_col in KIND_COLUMNS.values():
+        cols: list[int] = []
+        weights: list[int] = []
+        for r in resources:
+            col = COL[RESOURCE_ALIASES[r.name]]
+            col = cpu_col if col == COL["cpu"] else mem_col if col == COL["memory"] else col
+            if col not in cols:
+                cols.append(col)
+                weights.append(r.weight)
+        out[cpu_col] = (np.array(cols, np.intp), np.array(weights, np.int64))
+    return out
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
+    """Kubernetes helper.BuildBrokenLinearFunction over ``p`` (utilization percent): the shape's
+    first score below its first point, the last score above its last, linear in between with Go's
+    integer division (truncation toward zero)."""
+    u = np.array([pt[0] for pt in shape], np.int64)
+    sc = np.array([pt[1] for pt in shape], np.int64)
+    idx = np.searchsorted(u, p, side="left")
+    inner = np.clip(idx, 1, len(u) - 1)
+    du = np.maximum(u[inner] - u[inner - 1], 1)
+    num = (sc[inner] - sc[inner - 1]) * (p - u[inner - 1])
+    step = np.sign(num) * (np.abs(num) // du)
+    out: IntArray = np.where(idx == 0, sc[0], np.where(idx >= len(u), sc[-1], sc[inner - 1] + step))
+    return out
+
+
+def strategy_scores(strategy: str, shape: Sequence[tuple[int, int]], requested: IntArray, alloc: IntArray,
+                    weights: IntArray) -> IntArray:
+    """(m,) node scores 0..100 from (m, k) ``requested`` and ``alloc`` and (k,) ``weights``.
+
+    * LeastAllocated: per resource (alloc − requested) × 100 // alloc, 0 when requested > alloc.
+    * MostAllocated: min(requested, alloc) × 100 // alloc.
+    * Both skip resources with alloc 0 and return Σ score × weight // Σ weight (0 when no weight).
+    * RequestedToCapacityRatio: shape(requested × 100 // alloc) (shape(100) when alloc is 0 or
+      requested > alloc), counting only resources scoring > 0, rounded mean half away from zero.
+    """
+    has = alloc > 0
+    safe = np.where(has, alloc, 1)
+    if strategy == "RequestedToCapacityRatio":
+        util = np.where(has & (requested <= alloc), requested * 100 // safe, 100)
+        s = broken_linear(shape, util)
+        counted = s > 0
+    elif strategy == "MostAllocated":
+        s = np.minimum(requested, alloc) * MAX_NODE_SCORE // safe
+        counted = has
+    else:
+        # (alloc − r) × 100 // alloc == 100 − ceil(100 r / alloc): no overflow for an unlimited pod cap
+        s = np.where(requested > alloc, 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * requested) // safe)
+        counted = has
+    w = np.where(counted, weights, 0)
+    num = (s * w).sum(axis=1)
+    den = w.sum(axis=1)
+    den1 = np.maximum(den, 1)
+    if strategy == "RequestedToCapacityRatio":
+        out: IntArray = np.where(den > 0, (2 * num + den1) // (2 * den1), 0)
+    else:
+        out = np.where(den > 0, num // den1, 0)
+    return out
+
+
+def balanced_scores(requested: IntArray, alloc: IntArray) -> IntArray:
+    """(m,) Kubernetes balancedResourceScorer: fractions min(requested / alloc, 1) of resources
+    with alloc > 0; std = |f0 − f1| / 2 for two, the population standard deviation for more, 0
+    otherwise; score = int((1 − std) × 100). Float64 sums in column order (as the loop oracle)."""
+    m, k = requested.shape
+    has = alloc > 0
+    frac = np.where(has, np.minimum(requested / np.where(has, alloc, 1), 1.0), 0.0)
+    count = has.sum(axis=1)
+    total = np.zeros(m)
+    first = np.zeros(m)
+    second = np.zeros(m)
+    seen = np.zeros(m, np.int64)
+    for j in range(k):
+        total = total + frac[:, j]
+        first = np.where(has[:, j] & (seen == 0), frac[:, j], first)
+        second = np.where(has[:, j] & (seen == 1), frac[:, j], second)
+        seen = seen + has[:, j]
+    mean = total / np.maximum(count, 1)
+    sq = np.zeros(m)
+    for j in range(k):
+        d = frac[:, j] - mean
+        sq = sq + np.where(has[:, j], d * d, 0.0)
+    std = np.where(count == 2, np.abs((first - second) / 2),
+                   np.where(count > 2, np.sqrt(sq / np.maximum(count, 1)), 0.0))
+    out: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return out
+
+
+class _ResourceScore:
+    """Shared scoring over the table's allocated requests: subclasses set ``strategy``."""
+
+    strategy = "LeastAllocated"
+
+    def __init__(self, resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint] = ()) -> None:
+        self.columns = kind_columns(resources)
+        self.shape = tuple((p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
+                           for p in shape)
+
+    def _scores(self, table: NodeTable, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
+        cols, weights = self.columns[pod.kind_cols[0]]
+        alloc = table.alloc[rows][:, cols]
+        requested = table.allocated[rows][:, cols] + pod.request[cols]
+        if self.strategy == "Balanced":
+            if not pod.request[cols].any():  # best-effort pod: Kubernetes skips the plugin
+                return np.zeros(len(alloc), np.int64)
+            return balanced_scores(requested, alloc)
+        return strategy_scores(self.strategy, self.shape, requested, alloc, weights)
+
+    def score(self, state: CycleState, pod: PodInfo) -> IntArray:
+        """(n,) int64 in 0..100."""
+        return self._scores(state.table, pod, slice(None))
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
+        """(len(rows),) :meth:`score` on ``rows`` only."""
+        return self._scores(state.table, pod, rows)
 
 INSUFFICIENT: dict[int, str] = {
     i: ("Too many pods" if name == "pods" else f"Insufficient {name.replace('_', '-')}")
@@ -35,11 +284,17 @@ FIT_LABELS: tuple[str, ...] = tuple(
 in column order (``"Insufficient cpu, Insufficient memory"``); code 0 (``""``) = the node fits."""
 
 
-class NodeResourcesFit:
-    """Filter: requested resources fit the node's free resources; Reserve: book the request."""
+class NodeResourcesFit(_ResourceScore):
+    """Filter: requested resources fit the node's free resources; Score: the configured
+    :class:`ScoringStrategy` (Kubernetes NodeResourcesFit); Reserve: book the request."""
 
     name = "NodeResourcesFit"
     events = frozenset({NODE_ADD, NODE_RESOURCE, POD_DELETE})
+
+    def __init__(self, args: NodeResourcesFitArgs | None = None) -> None:
+        a = (args or NodeResourcesFitArgs()).scoring_strategy
+        super().__init__(a.resources, a.shape)
+        self.strategy = a.type
 
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
         """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
@@ -83,35 +338,26 @@ class NodeResourcesFit:
         table.add_allocated(node, pod.request, -1)
 
 
-class NodeResourcesLeastAllocated:
-    """Score: mean over the pod's (cpu, memory) columns of free-after-placement × 100 // allocatable.
-
-    The columns are the pod's resource kind (native, batch-* or mid-*), so batch pods
-    spread over batch allocatable. Kubernetes LeastAllocated with weights 1/1; a node
-    with 0 allocatable in a column scores 0 there.
-    """
+class NodeResourcesLeastAllocated(_ResourceScore):
+    """Score: LeastAllocated over the weighted resources (default cpu 1, memory 1, in the pod's kind
+    columns) — the earlier Kubernetes plugin of this name; the same as NodeResourcesFit's Score
+    with the LeastAllocated strategy."""
 
     name = "NodeResourcesLeastAllocated"
     events: frozenset[str] = frozenset()
 
-    def begin_cycle(self, state: CycleState) -> None:
-        """Allocatable floored at 1 (divisor), once per cycle."""
-        state.data[self.name] = np.maximum(state.table.alloc, 1)
+    def __init__(self, args: ResourcesArgs | None = None) -> None:
+        super().__init__((args or ResourcesArgs()).resources)
 
-    def score(self, state: CycleState, pod: PodInfo) -> IntArray:
-        """(n,) int64 in 0..100."""
-        c0 = pod.kind_cols[0]
-        divisor: IntArray = state.data[self.name]  # type: ignore[assignment]
-        left = np.maximum(state.table.free[:, c0:c0 + 2] - pod.kind_request, 0)
-        s = left * 100 // divisor[:, c0:c0 + 2]
-        out: IntArray = (s[:, 0] + s[:, 1]) >> 1
-        return out
 
-    def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
-        """(len(rows),) :meth:`score` on ``rows`` only."""
-        c0 = pod.kind_cols[0]
-        divisor: IntArray = state.data[self.name]  # type: ignore[assignment]
-        left = np.maximum(state.table.free[rows, c0:c0 + 2] - pod.kind_request, 0)
-        s = left * 100 // divisor[rows, c0:c0 + 2]
-        out: IntArray = (s[:, 0] + s[:, 1]) >> 1
-        return out
+class NodeResourcesBalancedAllocation(_ResourceScore):
+    """Score: prefers nodes whose requested fractions of the weighted resources are close to each
+    other (Kubernetes NodeResourcesBalancedAllocation, :func:`balanced_scores`); weights only choose
+    the resources, as in Kubernetes. 0 on every node for a pod requesting none of them."""
+
+    name = "NodeResourcesBalancedAllocation"
+    events: frozenset[str] = frozenset()
+    strategy = "Balanced"
+
+    def __init__(self, args: ResourcesArgs | None = None) -> None:
+        super().__init__((args or ResourcesArgs()).resources)
