@@ -326,6 +326,9 @@ class SchedulerService:
             if self.core.adopt(m.spec, m.node, m.at):
                 self.totals["foreign_binds"] += 1
                 self._last_unschedulable.pop(uid, None)
+                # adopt adds the pod to the node's sums, which a refresh since the bind may already
+                # include: the next cycle re-reads the node's allocation (absolute) from the store
+                self._dirty.add(m.node)
 
     def _now(self) -> float:
         assert self.ctx is not None
