@@ -52,20 +52,31 @@ def class_key(pod: PodInfo) -> bytes:
     return key  # type: ignore[return-value]
 
 
+STATIC = "static"
+"""Attribute a Filter plugin sets to True when its verdict depends only on the pod and on node
+labels/taints (or anything else that bumps :attr:`NodeTable.version` when it changes): its
+mask is never re-synced row by row and is shared, not copied."""
+
+
 @dataclass(slots=True)
 class ClassEntry:
-    """Arrays of one pod class at table change position ``seq``.
+    """Arrays of one pod class at table change position ``seq`` and table ``version``.
 
-    ``masks`` per filter (n,) bool (None = the filter rejects no node); ``feasible`` (n,) their
-    AND; ``raw`` per score plugin (n,) int64; ``total`` (n,) int64 = Σ weight × raw over score
-    plugins without NormalizeScore (the others are normalised at every decision).
+    ``masks`` per filter (n,) bool (None = the filter rejects no node; static filters' masks are
+    shared with the table's mask cache and must not be written); ``static`` (n,) the AND of the
+    static masks (None when they reject nothing); ``feasible`` (n,) the AND of all; ``raw`` per
+    score plugin (n,) int64; ``total`` (n,) int64 = Σ weight × raw over score plugins without
+    NormalizeScore; ``masked`` (n,) = total where feasible, else −1.
     """
 
     seq: int
+    version: int
     masks: list[BoolArray | None]
+    static: BoolArray | None
     feasible: BoolArray
     raw: list[IntArray]
     total: IntArray
+    masked: IntArray
 
 
 class ClassCache:
@@ -75,9 +86,14 @@ class ClassCache:
         self.filters = filters
         self.scores = scores
         # protocol checks are slow: decide once how each plugin is called
-        self._filter_rows = [f.filter_rows if isinstance(f, RowFilterPlugin) else None for f in filters]
-        self._score_rows = [p.score_rows if isinstance(p, RowScorePlugin) else None for p, _ in scores]
+        self.static = [bool(getattr(f, STATIC, False)) for f in filters]
+        self._dynamic = [(k, f, f.filter_rows if isinstance(f, RowFilterPlugin) else None)
+                         for k, f in enumerate(filters) if not self.static[k]]
         self.normalized = [isinstance(p, NormalizeScorePlugin) for p, _ in scores]
+        self._row_scores = [(j, p, w, p.score_rows if isinstance(p, RowScorePlugin) else None)
+                            for j, (p, w) in enumerate(scores) if w and not self.normalized[j]]
+        self._normalized_rows = [(j, p, p.score_rows if isinstance(p, RowScorePlugin) else None)
+                                 for j, (p, w) in enumerate(scores) if w and self.normalized[j]]
         self.entries: dict[bytes, ClassEntry] = {}
         self.stats = {"full": 0, "incremental": 0, "hits": 0}
         """Class syncs over all rows, syncs over changed rows only, and syncs with nothing to do."""
@@ -96,9 +112,9 @@ class ClassCache:
                 self.entries[key] = entry
             return entry
         changed = table.changes_since(entry.seq)
-        if changed is None or len(changed) > table.n // FULL_RECOMPUTE_FRACTION + 1:
-            fresh = self._full(state, pod)
-            self.entries[key] = fresh  # type: ignore[index]
+        if (changed is None or entry.version != table.version
+                or len(changed) > table.n // FULL_RECOMPUTE_FRACTION + 1):
+            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
             return fresh
         if not changed:
             self.stats["hits"] += 1
@@ -113,54 +129,68 @@ class ClassCache:
         self.stats["full"] += 1
         n = state.table.n
         masks: list[BoolArray | None] = []
-        feasible: BoolArray | None = None
-        for f in self.filters:
+        static: BoolArray | None = None
+        dynamic: BoolArray | None = None
+        for k, f in enumerate(self.filters):
             m = f.filter(state, pod)
             if m is not None:
-                m = m.copy()  # cached masks are shared; this entry updates its own rows
-                feasible = m.copy() if feasible is None else feasible & m
+                if self.static[k]:
+                    static = m if static is None else static & m
+                else:
+                    m = m.copy()  # plugins may return cached arrays; this entry updates its own rows
+                    dynamic = m.copy() if dynamic is None else dynamic & m
             masks.append(m)
+        feasible = (np.ones(n, np.bool_) if static is None and dynamic is None else
+                    static.copy() if dynamic is None else dynamic if static is None else static & dynamic)
         raw: list[IntArray] = []
         total = np.zeros(n, np.int64)
-        for p, w in self.scores:
+        for j, (p, w) in enumerate(self.scores):
             s = np.array(p.score(state, pod), np.int64) if w else np.zeros(n, np.int64)
-            if w and not self.normalized[len(raw)]:
+            if w and not self.normalized[j]:
                 check_range(p.name, s)
-            raw.append(s)
-            if w and not self.normalized[len(raw) - 1]:
                 total += w * s
-        return ClassEntry(state.table.change_seq, masks,
-                          np.ones(n, np.bool_) if feasible is None else feasible, raw, total)
+            raw.append(s)
+        return ClassEntry(state.table.change_seq, state.table.version, masks, static, feasible, raw, total,
+                          np.where(feasible, total, -1))
 
     def _rows(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
-        feasible_rows = np.ones(len(rows), np.bool_)
-        for k, f in enumerate(self.filters):
-            fr = self._filter_rows[k]
-            if fr is not None:
-                m = fr(state, pod, rows)
+        feasible_rows = entry.static[rows] if entry.static is not None else None
+        for k, f, filter_rows in self._dynamic:
+            if filter_rows is not None:
+                m = filter_rows(state, pod, rows)
             else:
                 full = f.filter(state, pod)
-                m = np.ones(len(rows), np.bool_) if full is None else full[rows]
+                if full is None:
+                    m = None
+                else:
+                    m = full[rows]
             current = entry.masks[k]
+            if m is None or (current is None and m.all()):
+                if current is not None:
+                    current[rows] = True
+                continue
             if current is None:
-                if m.all():
-                    continue
                 current = entry.masks[k] = np.ones(state.table.n, np.bool_)
             current[rows] = m
-            feasible_rows &= m
-        entry.feasible[rows] = feasible_rows
-        total_rows = np.zeros(len(rows), np.int64)
-        for j, (p, w) in enumerate(self.scores):
-            if not w:
-                continue
-            sr = self._score_rows[j]
-            s = sr(state, pod, rows) if sr is not None else p.score(state, pod)[rows]
+            feasible_rows = m if feasible_rows is None else feasible_rows & m
+        if feasible_rows is None:
+            entry.feasible[rows] = True
+        else:
+            entry.feasible[rows] = feasible_rows
+        total_rows: IntArray | None = None
+        for j, p, w, score_rows in self._row_scores:
+            s = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]
+            check_range(p.name, s)
             entry.raw[j][rows] = s
-            if not self.normalized[j]:
-                check_range(p.name, s)
-                total_rows += w * s
-        entry.total[rows] = total_rows
-
+            s = s * w if w != 1 else s
+            total_rows = s if total_rows is None else total_rows + s
+        for j, p, score_rows in self._normalized_rows:
+            entry.raw[j][rows] = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]
+        if total_rows is None:
+            entry.masked[rows] = np.where(entry.feasible[rows], 0, -1)
+        else:
+            entry.total[rows] = total_rows
+            entry.masked[rows] = total_rows if feasible_rows is None else np.where(feasible_rows, total_rows, -1)
 
 
 def check_range(name: str, scores: IntArray) -> None:

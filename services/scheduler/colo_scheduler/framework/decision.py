@@ -25,13 +25,15 @@ DETAIL_SUMMARY = "summary"
 
 @dataclass(slots=True)
 class FilterRecord:
-    """The nodes one filter rejected: ``packed`` its rejection mask over all ``nodes`` rows
-    (``numpy.packbits``, 1 bit a node). In ``"nodes"`` detail also ``rows`` (k,) the nodes it
-    rejected first (no earlier filter did), ``codes`` (k,) uint8 into ``labels`` (their reasons)
-    and ``reasons`` reason → node count; empty in summary detail."""
+    """The nodes one filter rejected, over all ``nodes`` rows: either ``passed`` (n,) bool, the
+    filter's own mask when it is immutable (static filters share it with the table's cache), or
+    ``packed`` its rejection mask (``numpy.packbits``, 1 bit a node). In ``"nodes"`` detail also
+    ``rows`` (k,) the nodes it rejected first (no earlier filter did), ``codes`` (k,) uint8 into
+    ``labels`` (their reasons) and ``reasons`` reason → node count."""
 
     plugin: str
-    packed: npt.NDArray[np.uint8]
+    passed: npt.NDArray[np.bool_] | None = None
+    packed: npt.NDArray[np.uint8] | None = None
     rows: npt.NDArray[np.intp] | None = None
     codes: npt.NDArray[np.uint8] | None = None
     labels: tuple[str, ...] = ()
@@ -39,24 +41,11 @@ class FilterRecord:
 
     def mask(self, n: int) -> npt.NDArray[np.bool_]:
         """(n,) True where this filter rejected the node."""
+        if self.passed is not None:
+            return ~self.passed[:n]
+        assert self.packed is not None
         out: npt.NDArray[np.bool_] = np.unpackbits(self.packed, count=n).astype(np.bool_)
         return out
-
-
-@dataclass(slots=True)
-class ScoreRecord:
-    """One score plugin on one node: ``raw`` (plugin output), ``normalized`` (0..100 after
-    NormalizeScore, = raw without it), ``weight`` and ``weighted`` = weight × normalized."""
-
-    plugin: str
-    raw: int
-    normalized: int
-    weight: int
-
-    @property
-    def weighted(self) -> int:
-        """weight × normalized."""
-        return self.weight * self.normalized
 
 
 @dataclass(slots=True)
@@ -65,8 +54,10 @@ class DecisionRecord:
 
     ``node`` / ``runner_up`` are table rows (−1 when none); ``nodes`` the number of nodes
     considered, ``feasible`` how many passed every filter; ``filters`` the rejected nodes per
-    filter; ``scores`` row → per-plugin scores (chosen node and runner-up); ``message`` the
-    outcome in Kubernetes words; ``status`` the framework status code.
+    filter; ``score_plugins`` (name, weight) per score plugin; ``raw_scores`` row → raw score per
+    plugin and ``scores`` row → normalised score per plugin (−1 or empty: no NormalizeScore, the
+    raw score counts), for the chosen node and the runner-up; ``message`` the outcome in
+    Kubernetes words; ``status`` the framework status code. Kept compact: JSON is built on demand.
     """
 
     uid: str
@@ -80,8 +71,21 @@ class DecisionRecord:
     message: str
     detail: str
     filters: list[FilterRecord] = field(default_factory=list)
-    scores: dict[int, list[ScoreRecord]] = field(default_factory=dict)
+    score_plugins: tuple[tuple[str, int], ...] = ()
+    raw_scores: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    scores: dict[int, tuple[int, ...]] = field(default_factory=dict)
     decision_ms: float = 0.0
+
+    def score_table(self, row: int) -> dict[str, dict[str, int]]:
+        """Plugin → raw, normalized, weight, weighted score on ``row`` (chosen node or runner-up)."""
+        raw = self.raw_scores.get(row, ())
+        norm = self.scores.get(row, ())
+        out: dict[str, dict[str, int]] = {}
+        for j, (name, w) in enumerate(self.score_plugins):
+            r = raw[j]
+            v = norm[j] if norm and norm[j] >= 0 else r
+            out[name] = {"raw": r, "normalized": v, "weight": w, "weighted": w * v}
+        return out
 
     def to_json(self, names: list[str]) -> dict[str, object]:
         """JSON form; ``names`` maps rows to node names (the table's, which only grows)."""
@@ -102,16 +106,18 @@ class DecisionRecord:
                     entry["reason"] = f.labels[int(f.codes[k])]
                 rejected[names[row]] = entry
         scores: dict[str, object] = {}
-        for row, recs in self.scores.items():
-            scores[names[row]] = {
-                "total": sum(r.weighted for r in recs),
-                "plugins": {r.plugin: {"raw": r.raw, "normalized": r.normalized, "weight": r.weight,
-                                       "weighted": r.weighted} for r in recs},
-            }
+        for row in (self.node, self.runner_up):
+            if row in self.raw_scores:
+                table = self.score_table(row)
+                scores[names[row]] = {"total": sum(v["weighted"] for v in table.values()), "plugins": table}
+        message = self.message
+        if not message and self.node >= 0:
+            total = sum(v["weighted"] for v in self.score_table(self.node).values())
+            message = f"placed on {names[self.node]}: {self.feasible}/{self.nodes} nodes feasible, score {total}"
         return {
             "uid": self.uid, "attempt": self.attempt, "at": self.at, "status": self.status,
             "node": name(self.node), "runner_up": name(self.runner_up),
-            "nodes": self.nodes, "feasible": self.feasible, "message": self.message,
+            "nodes": self.nodes, "feasible": self.feasible, "message": message,
             "detail": self.detail, "decision_ms": round(self.decision_ms, 4),
             "filters": filters, "rejected_nodes": rejected, "scores": scores,
         }

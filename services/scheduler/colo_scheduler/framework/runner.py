@@ -23,7 +23,6 @@ from colo_scheduler.framework.decision import (
     DETAIL_NODES,
     DecisionRecord,
     FilterRecord,
-    ScoreRecord,
 )
 from colo_scheduler.framework.interface import (
     ERROR,
@@ -78,6 +77,7 @@ class Framework:
         self._reason_codes = {p.name: isinstance(p, ReasonCodesPlugin) for p in profile.filter}
         self._cycle_plugins = [p for p in profile.plugins.values() if isinstance(p, CyclePlugin)]
         self._next_start = 0
+        self._score_meta = tuple((p.name, w) for p, w in profile.score)
 
     def begin_cycle(self, now: float) -> CycleState:
         """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays."""
@@ -109,29 +109,37 @@ class Framework:
             st = ps.pre_score(state, pod, feasible)
             if st is not None and not st.ok:
                 return self._failed(pod, state, n, {st.reason: n}, frozenset({ps.name}), ERROR, record)
-        final = entry.total
         normalized: dict[int, IntArray] = {}
         if self._normalized:
-            final = final.copy()
+            final = entry.total.copy()
             for j, p, w in self._normalized:
                 s = p.normalize(state, pod, entry.raw[j], feasible)
                 check_range(p.name, s)
                 normalized[j] = s
                 final += w * s
-        masked = np.where(feasible, final, -1)
+            masked = np.where(feasible, final, -1)
+        else:
+            masked = entry.masked  # shared with the cache entry: read only
         if self.profile.percentage_of_nodes_to_score < 100:
             masked = self._sample(masked, feasible)
-        best_score = masked.max()
+        pick = int(masked.argmax())
+        best_score = masked[pick]
         if best_score < 0:
             return self._diagnose(state, pod, entry, record)
-        best = np.flatnonzero(masked == best_score)
-        pick = int(best[0] if len(best) == 1 else best[self.rng.integers(len(best))])
+        ties = masked == best_score
+        if np.count_nonzero(ties) > 1:
+            best = np.flatnonzero(ties)
+            pick = int(best[self.rng.integers(len(best))])
         result = ScheduleResult(pick, feasible=-1)
         if record is not None:
-            masked[pick] = -1
-            runner_up = int(masked.argmax()) if n > 1 and masked.max() >= 0 else -1
+            runner_up = -1
+            if n > 1:
+                masked[pick] = -1  # restored below: the array may be the cache entry's
+                runner_up = int(masked.argmax())
+                if masked[runner_up] < 0:
+                    runner_up = -1
+                masked[pick] = best_score
             result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
-            result.feasible = result.record.feasible
         return result
 
     def _sample(self, masked: IntArray, feasible: BoolArray) -> IntArray:
@@ -194,15 +202,16 @@ class Framework:
         n = self.table.n
         rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n,
                              int(np.count_nonzero(entry.feasible)), status, message, detail)
-        remaining = np.ones(n, np.bool_) if detail == DETAIL_NODES else None
+        nodes_detail = detail == DETAIL_NODES
+        remaining = np.ones(n, np.bool_) if nodes_detail else None
         for k, p in enumerate(self.profile.filter):
             ok = entry.masks[k]
             if ok is None:
                 continue
-            rejected = ~ok
-            fr = FilterRecord(p.name, np.packbits(rejected))
+            # a static filter's mask is immutable (shared with the table's cache): keep a reference
+            fr = FilterRecord(p.name, ok) if self.cache.static[k] else FilterRecord(p.name, None, np.packbits(~ok))
             if remaining is not None:  # per-node reasons of the nodes this filter rejected first
-                rejected &= remaining
+                rejected = remaining & ~ok
                 remaining &= ok
                 fr.rows = np.flatnonzero(rejected)
                 if not len(fr.rows):
@@ -214,18 +223,12 @@ class Framework:
                     fr.labels = (", ".join(sorted(fr.reasons)) or p.name,)
                     fr.codes = np.zeros(len(fr.rows), np.uint8)
             rec.filters.append(fr)
+        rec.score_plugins = self._score_meta
         for row in (node, runner_up):
-            if row < 0:
-                continue
-            recs = []
-            for j, (sp, w) in enumerate(self.profile.score):
-                raw = int(entry.raw[j][row])
-                norm = int(normalized[j][row]) if j in normalized else raw
-                recs.append(ScoreRecord(sp.name, raw, norm, w))
-            rec.scores[row] = recs
-        if not message and node >= 0:
-            rec.message = (f"placed on {self.table.names[node]}: {rec.feasible}/{n} nodes feasible, score "
-                           f"{sum(r.weighted for r in rec.scores[node])}")
+            if row >= 0:
+                rec.scores[row] = tuple(int(normalized[j][row]) if j in normalized else -1 for j in
+                                        range(len(entry.raw))) if normalized else ()
+                rec.raw_scores[row] = tuple(int(r[row]) for r in entry.raw)
         return rec
 
     def explain(self, state: CycleState, pod: PodInfo) -> DecisionRecord:

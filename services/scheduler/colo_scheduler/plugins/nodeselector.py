@@ -37,6 +37,8 @@ class NodeSelector:
 
     name = "NodeSelector"
     events = frozenset({NODE_ADD})
+    static = True
+    """Verdict depends only on node labels/taints (framework/classcache.py STATIC)."""
 
     def pool_key(self, pod: PodInfo) -> object:
         """Hashable key on which :meth:`filter` alone depends (a queueing hint, hints.py)."""

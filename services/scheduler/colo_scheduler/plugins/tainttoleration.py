@@ -69,6 +69,8 @@ class TaintToleration:
 
     name = "TaintToleration"
     events = frozenset({NODE_ADD})
+    static = True
+    """Verdict depends only on node labels/taints (framework/classcache.py STATIC)."""
 
     def __init__(self) -> None:
         self._codes: dict[tuple[TolerationKey, ...], tuple[npt.NDArray[np.uint8], tuple[str, ...]]] = {}
