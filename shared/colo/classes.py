@@ -93,3 +93,20 @@ def validate_classes(pod: PodSpec) -> list[str]:
     if any(batch) and qos != "BE":
         errors.append(f"pods requesting batch-* resources must be BE, got {qos}")
     return errors
+
+
+def resource_kind_problems(pod: PodSpec) -> list[str]:
+    """Violations of the resource model of REFERENCE.md §1 beyond :func:`validate_classes`: mid-class
+    pods request mid-*, so a pod requesting ``mid-*`` resources must have priority class mid, and a
+    pod requests one kind only (native, batch-* or mid-*). Empty when valid."""
+    errors: list[str] = []
+    r, lim = pod.requests, pod.limits
+    batch = any((r.batch_cpu, r.batch_memory, lim.batch_cpu, lim.batch_memory))
+    mid = any((r.mid_cpu, r.mid_memory, lim.mid_cpu, lim.mid_memory))
+    native = any((r.cpu, r.memory, lim.cpu, lim.memory))
+    if mid and priority_class_of(pod) != "mid":
+        errors.append(f"pods requesting mid-* resources must have priority class mid, got {priority_class_of(pod)}")
+    if native + batch + mid > 1:
+        kinds = [k for k, on in (("cpu/memory", native), ("batch-*", batch), ("mid-*", mid)) if on]
+        errors.append(f"a pod requests one kind of resources, got {' and '.join(kinds)}")
+    return errors

@@ -209,6 +209,54 @@ class SimWorkload(Message, frozen=True):
     duration_s: float = 0.0
 
 
+class NodeSelectorRequirement(Message, frozen=True):
+    """One label test of a node selector term (Kubernetes NodeSelectorRequirement).
+
+    ``operator``: ``In`` / ``NotIn`` (``values`` non-empty; NotIn also matches a node without the
+    key), ``Exists`` / ``DoesNotExist`` (no values), ``Gt`` / ``Lt`` (exactly one integer value,
+    compared with the node's label parsed as a base-10 int64; a node whose label does not parse
+    does not match). Kept as a plain string so that a pod with a bad operator still decodes and
+    is rejected with a clear reason (:func:`colo.affinity.affinity_problems`).
+    """
+
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class NodeSelectorTerm(Message, frozen=True):
+    """Expressions ANDed; a term without expressions matches no node (Kubernetes NodeSelectorTerm)."""
+
+    match_expressions: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(Message, frozen=True):
+    """Terms ORed (Kubernetes NodeSelector); at least one term is required."""
+
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class PreferredSchedulingTerm(Message, frozen=True):
+    """A preferred term and its ``weight`` 1..100 (Kubernetes PreferredSchedulingTerm)."""
+
+    weight: int
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(Message, frozen=True):
+    """Kubernetes NodeAffinity: ``required`` (requiredDuringSchedulingIgnoredDuringExecution; None =
+    no requirement) and ``preferred`` (preferredDuringSchedulingIgnoredDuringExecution)."""
+
+    required: NodeSelector | None = None
+    preferred: list[PreferredSchedulingTerm] = []
+
+
+class Affinity(Message, frozen=True):
+    """A pod's affinity (Kubernetes Affinity); only node affinity for now."""
+
+    node_affinity: NodeAffinity | None = None
+
+
 class PodSpec(Message, frozen=True):
     """A pod as submitted (subject ``pod.submitted``).
 
@@ -217,6 +265,7 @@ class PodSpec(Message, frozen=True):
     derive, REFERENCE.md §1). ``app`` names the owning workload; ``max_instance_per_node``
     caps its pods per node (−1 = no cap). ``command`` is run by the ``host`` backend,
     ``sim`` by the ``sim`` backend. ``created_at`` is the submission time (seconds).
+    ``affinity`` holds required and preferred node affinity (None = none).
     """
 
     uid: str
@@ -231,6 +280,7 @@ class PodSpec(Message, frozen=True):
     requests: Resources = Resources()
     limits: Resources = Resources()
     node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
     tolerations: list[Toleration] = []
     app: str = ""
     max_instance_per_node: int = -1

@@ -28,8 +28,9 @@ def pod(uid: str, cpu: int = 0, memory: int = 0, lim_cpu: int = 0, lim_memory: i
     lim = Resources(cpu=lim_cpu, memory=lim_memory, batch_cpu=batch_cpu, batch_memory=batch_memory,
                     mid_cpu=mid_cpu, mid_memory=mid_memory)
     prio_class = "batch" if (batch_cpu or batch_memory) else ("mid" if (mid_cpu or mid_memory) else None)
+    qos_class = "BE" if prio_class == "batch" else None  # REFERENCE.md §1: batch-* requests are BE
     return PodSpec(uid=uid, name=uid, requests=req, limits=lim, priority=priority,
-                   priority_class=prio_class, created_at=created_at, app=app,
+                   priority_class=prio_class, qos_class=qos_class, created_at=created_at, app=app,
                    max_instance_per_node=max_per_node, node_selector=selector or {},
                    tolerations=tolerations or [], daemonset=daemonset)
 

@@ -7,6 +7,7 @@ time measured with :func:`time.perf_counter`.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -30,17 +31,23 @@ from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import default_profile_config, new_in_tree_registry
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
+from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
+from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.podinfo import PodInfo, make_pod_info
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
 
-EQUIVALENCE_FILTERS = (NodeSelector, TaintToleration, NodeResourcesFit, MaxInstancePerNode, LoadAware)
+EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResourcesFit, MaxInstancePerNode,
+                       LoadAware)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
+
+EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
+"""PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
 
 
 def equivalence_key(pod: PodInfo) -> bytes:
@@ -95,7 +102,7 @@ class Scheduler:
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
         self._filter_names = frozenset(p.name for p in profile_obj.filter)
-        self._equivalence = not profile_obj.pre_filter and all(
+        self._equivalence = all(isinstance(p, EQUIVALENCE_PRE_FILTERS) for p in profile_obj.pre_filter) and all(
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
         self._dirty_rows: set[int] = set()
         self._events: set[str] = set()
@@ -253,7 +260,7 @@ class Scheduler:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
                 result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message, known.code)
                 if known.record is not None:
-                    result.record = DecisionRecord(**{f: getattr(known.record, f) for f in DecisionRecord.__slots__})
+                    result.record = copy.copy(known.record)
                     result.record.uid, result.record.attempt = pod.uid, pod.attempts
                 self.hint_stats["equivalent_failures"] += 1
             else:

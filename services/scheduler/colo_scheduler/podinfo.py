@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from colo.affinity import affinity_problems
 from colo.classes import PRIORITY_RANGES, priority_class_of
-from colo.messages import RESOURCE_NAMES, PodSpec, PriorityClass, Resources
+from colo.messages import RESOURCE_NAMES, NodeSelectorTerm, PodSpec, PriorityClass, Resources
 
 IntArray = npt.NDArray[np.int64]
 
@@ -32,6 +33,26 @@ KIND_COLUMNS: dict[str, tuple[int, int]] = {
     "mid": (COL["mid_cpu"], COL["mid_memory"]),
 }
 """Resource kind → its (cpu, memory) columns (REFERENCE.md §1 extended resources)."""
+
+
+TermKey = tuple[tuple[str, str, tuple[str, ...]], ...]
+"""Hashable form of a node selector term: (key, operator, values) per expression."""
+
+
+def term_key(term: NodeSelectorTerm) -> TermKey:
+    """``term`` as a :data:`TermKey`."""
+    return tuple((r.key, r.operator, tuple(r.values)) for r in term.match_expressions)
+
+
+def affinity_keys(spec: PodSpec) -> tuple[tuple[TermKey, ...] | None, tuple[tuple[int, TermKey], ...]]:
+    """Hashable forms of the pod's required node affinity terms (None = no requirement) and of its
+    preferred terms with their weights, for mask and score caches."""
+    na = spec.affinity.node_affinity if spec.affinity is not None else None
+    if na is None:
+        return None, ()
+    required = (tuple(term_key(t) for t in na.required.node_selector_terms)
+                if na.required is not None else None)
+    return required, tuple((p.weight, term_key(p.preference)) for p in na.preferred)
 
 
 def resource_vector(r: Resources, pods: int | None = None) -> IntArray:
@@ -105,6 +126,9 @@ class PodInfo:
     nothing is requested; ``kind_request`` (2,) the request in the kind's columns;
     ``estimate200`` = 200 × estimate (for the integer threshold test); ``estimate_ints`` the estimate as
     Python ints (per-pod loops of the load estimate avoid tiny array operations); ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
+    ``required_affinity_key`` / ``preferred_affinity_key`` those of the node affinity
+    (:func:`affinity_keys`) and ``affinity_problems`` its validation errors
+    (:func:`colo.affinity.affinity_problems`, empty when valid);
     ``attempts`` scheduling attempts so far, ``queued_at`` / ``last_attempt_at`` clock seconds.
     """
 
@@ -122,6 +146,9 @@ class PodInfo:
     selector_key: tuple[tuple[str, str], ...]
     tolerations_key: tuple[tuple[str, str, str, str], ...]
     estimate_ints: tuple[int, int] = (0, 0)
+    required_affinity_key: tuple[TermKey, ...] | None = None
+    preferred_affinity_key: tuple[tuple[int, TermKey], ...] = ()
+    affinity_problems: tuple[str, ...] = ()
     attempts: int = 0
     queued_at: float = 0.0
     last_attempt_at: float = 0.0
@@ -141,6 +168,7 @@ def make_pod_info(
     est = estimate_pod(spec, cpu_factor_percent, memory_factor_percent,
                        default_cpu_milli, default_memory_bytes)
     kind_cols = KIND_COLUMNS[resource_kind(spec)]
+    required, preferred = affinity_keys(spec)
     return PodInfo(
         spec=spec,
         uid=spec.uid,
@@ -156,5 +184,8 @@ def make_pod_info(
         estimate_ints=(int(est[0]), int(est[1])),
         selector_key=tuple(sorted(spec.node_selector.items())),
         tolerations_key=tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),
+        required_affinity_key=required,
+        preferred_affinity_key=preferred,
+        affinity_problems=tuple(affinity_problems(spec.affinity)),
         queued_at=queued_at,
     )

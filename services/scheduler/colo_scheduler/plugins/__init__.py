@@ -5,6 +5,7 @@ from __future__ import annotations
 from colo_scheduler.framework.registry import ProfileConfig, Registry
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
+from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
     NodeResourcesFit,
@@ -14,8 +15,17 @@ from colo_scheduler.plugins.noderesources import (
 )
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.prioritysort import PrioritySort
+from colo_scheduler.plugins.qosadmission import QoSAdmission
+from colo_scheduler.plugins.selectorspread import SelectorSpread
 from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.settings import SchedulerSettings
+
+NODE_AFFINITY_WEIGHT = 2
+"""Default profile weight of the NodeAffinity score (the Kubernetes default profile's weight)."""
+
+SELECTOR_SPREAD_WEIGHT = 2
+"""Default profile weight of the SelectorSpread score (the Kubernetes default profile's weight of
+PodTopologySpread, which replaced SelectorSpread there)."""
 
 
 def new_in_tree_registry() -> Registry:
@@ -30,16 +40,29 @@ def new_in_tree_registry() -> Registry:
     r.register(TaintToleration.name, lambda a, s: TaintToleration())
     r.register(MaxInstancePerNode.name, lambda a, s: MaxInstancePerNode())
     r.register(LoadAware.name, lambda a, s: LoadAware(s))
+    r.register(NodeAffinity.name, lambda a, s: NodeAffinity())
+    r.register(SelectorSpread.name, lambda a, s: SelectorSpread())
+    r.register(QoSAdmission.name, lambda a, s: QoSAdmission())
     return r
 
 
 def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
-    """The default profile: cheap static filters first, so their rejections are reported first."""
+    """The default profile (docs/scheduler.md "Default profile").
+
+    PreFilter: QoSAdmission, NodeAffinity (invalid pods). Filters, cheap static ones first so
+    that their rejections are reported first: NodeSelector, NodeAffinity, TaintToleration,
+    NodeResourcesFit, MaxInstancePerNode, LoadAware. Scores (weights): LoadAware
+    (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
+    NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
+    """
     return ProfileConfig(
         queue_sort=PrioritySort.name,
-        filter=(NodeSelector.name, TaintToleration.name, NodeResourcesFit.name,
+        pre_filter=(QoSAdmission.name, NodeAffinity.name),
+        filter=(NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
                 MaxInstancePerNode.name, LoadAware.name),
         score={LoadAware.name: settings.load_aware_weight,
-               NodeResourcesLeastAllocated.name: settings.least_allocated_weight},
-        reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name),
+               NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
+               NodeAffinity.name: NODE_AFFINITY_WEIGHT,
+               SelectorSpread.name: SELECTOR_SPREAD_WEIGHT},
+        reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name),
     )

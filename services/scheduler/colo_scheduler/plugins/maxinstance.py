@@ -1,7 +1,9 @@
 """MaxInstancePerNode (Filter, Reserve): at most ``max_instance_per_node`` pods of one ``app`` per node.
 
 Pods with an empty ``app`` or a cap of −1 are not limited; every pod with an ``app``
-is counted (Reserve) so that capped pods of the same app see it.
+is counted (Reserve) so that capped pods of the same app see it. The count is shared with
+SelectorSpread: :func:`count_app` / :func:`uncount_app` book a pod once whichever of the two
+plugins reserves it first.
 """
 
 from __future__ import annotations
@@ -12,6 +14,24 @@ import numpy.typing as npt
 from colo_scheduler.framework.interface import NODE_ADD, POD_DELETE, CycleState
 from colo_scheduler.podinfo import PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
+
+_COUNTED = "app_row"
+"""``PodInfo.extra`` key: the row on which the pod's app count is booked."""
+
+
+def count_app(table: NodeTable, pod: PodInfo, node: int) -> None:
+    """Book one pod of ``pod.spec.app`` on row ``node`` unless already booked (no-op without app)."""
+    if pod.spec.app and _COUNTED not in pod.extra:
+        table.add_app_count(pod.spec.app, node, 1)
+        pod.extra[_COUNTED] = node
+
+
+def uncount_app(table: NodeTable, pod: PodInfo) -> None:
+    """Undo :func:`count_app` (no-op when not booked)."""
+    node = pod.extra.pop(_COUNTED, None)
+    if isinstance(node, int):
+        table.add_app_count(pod.spec.app, node, -1)
+
 
 REASON = "node(s) reached max instances of app"
 LABELS: tuple[str, ...] = ("", REASON)
@@ -56,11 +76,9 @@ class MaxInstancePerNode:
         return {REASON: k} if k else {}
 
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
-        """Count one more pod of the app on the node."""
-        if pod.spec.app:
-            table.add_app_count(pod.spec.app, node, 1)
+        """Count one more pod of the app on the node (:func:`count_app`)."""
+        count_app(table, pod, node)
 
     def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
-        """Count one pod of the app less on the node."""
-        if pod.spec.app:
-            table.add_app_count(pod.spec.app, node, -1)
+        """Count one pod of the app less on the node (:func:`uncount_app`)."""
+        uncount_app(table, pod)

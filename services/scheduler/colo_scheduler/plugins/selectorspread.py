@@ -1,0 +1,61 @@
+"""SelectorSpread (Score with NormalizeScore, Reserve): spread the pods of one application over nodes.
+
+The Kubernetes SelectorSpread plugin restricted to the hostname topology, with the pod's
+``app`` as its selector: raw = pods of the app already on the node (row-local, the table's
+app count); NormalizeScore = 100 × (max − count) // max over the feasible nodes, 100 everywhere
+when that max is 0 (integer form of Kubernetes' ``MaxNodeScore × (max − count) / max``). Pods
+without an ``app`` score 100 on every node. MaxInstancePerNode stays the hard cap; both book
+the app count once (:func:`colo_scheduler.plugins.maxinstance.count_app`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from colo_scheduler.framework.interface import CycleState
+from colo_scheduler.plugins.maxinstance import count_app, uncount_app
+from colo_scheduler.podinfo import IntArray, PodInfo
+from colo_scheduler.table import BoolArray, NodeTable
+
+
+def normalize_spread(raw: IntArray, feasible: BoolArray) -> IntArray:
+    """100 × (max − raw) // max with max over feasible rows; 100 everywhere when max is 0; 0 on
+    infeasible rows otherwise (every value within 0..100)."""
+    top = int(raw.max(where=feasible, initial=0))
+    if top <= 0:
+        return np.full(len(raw), 100, np.int64)
+    out: IntArray = np.where(feasible, 100 * (top - raw) // top, 0)
+    return out
+
+
+class SelectorSpread:
+    """Prefers nodes holding fewer pods of the pod's ``app``."""
+
+    name = "SelectorSpread"
+    events: frozenset[str] = frozenset()
+
+    def score(self, state: CycleState, pod: PodInfo) -> IntArray:
+        """(n,) raw: pods of the app on each node (0 without an app)."""
+        if not pod.spec.app:
+            return np.zeros(state.table.n, np.int64)
+        return state.table.app_count(pod.spec.app).copy()
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
+        """(len(rows),) :meth:`score` on ``rows`` only."""
+        if not pod.spec.app:
+            return np.zeros(len(rows), np.int64)
+        out: IntArray = state.table.app_count(pod.spec.app)[rows]
+        return out
+
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
+        """(n,) :func:`normalize_spread` of ``raw``."""
+        return normalize_spread(raw, feasible)
+
+    def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
+        """Count the pod on the node for its app (once, shared with MaxInstancePerNode)."""
+        count_app(table, pod, node)
+
+    def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
+        """Undo :meth:`reserve`."""
+        uncount_app(table, pod)
