@@ -48,14 +48,25 @@ def _pods(rng: random.Random, k: int) -> list[PodSpec]:
     return out
 
 
+LEAN = ProfileConfig(filter=("NodeSelector", "TaintToleration", "NodeResourcesFit", "MaxInstancePerNode",
+                             "LoadAware"),
+                     score={"LoadAware": 1, "NodeResourcesLeastAllocated": 1},
+                     reserve=("NodeResourcesFit", "LoadAware", "MaxInstancePerNode"))
+"""Only plugins with one-row scalar methods: the cache re-syncs single rows with them."""
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["default-profile", "scalar-rows"])
 @pytest.mark.parametrize("seed", range(8))
-def test_cache_places_every_pod_as_full_recomputation(seed: int) -> None:
+def test_cache_places_every_pod_as_full_recomputation(seed: int, lean: bool) -> None:
     """Same seed, same pods: the cached framework picks the same node for every pod in every cycle,
     over several cycles with releases and fresh metrics between them."""
     outcomes = []
     for use_cache in (True, False):
         rng = random.Random(seed)
-        core = Scheduler(SchedulerSettings(seed=seed, max_pods_per_cycle=60), use_class_cache=use_cache)
+        settings = SchedulerSettings(seed=seed, max_pods_per_cycle=60)
+        core = Scheduler(settings, LEAN if lean else None, use_class_cache=use_cache)
+        if use_cache and lean:
+            assert core.framework.cache._scalar is not None
         _cluster(core, rng, 40, 1000.0)
         for p in _pods(rng, 200):
             core.add_pod(p, 1000.0)
@@ -247,3 +258,33 @@ def test_typed_plugin_args_validated() -> None:
         registry.build("P", settings, {"threshold": "x"})
     with pytest.raises(ValueError, match="unknown"):
         registry.build("P", settings, {"nope": 1})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_row_scalar_methods_equal_array_results(seed: int) -> None:
+    """filter_node / score_node agree with the full-array filter / score on every row, including the
+    exact threshold boundaries (usage placed so that some nodes sit on a LoadAware threshold)."""
+    rng = random.Random(seed)
+    core = Scheduler(SchedulerSettings(seed=seed), LEAN)
+    _cluster(core, rng, 40, 1000.0)
+    # boundary rows: round(100 × (usage + 850 m estimate) / 10 CPU) crosses 65 % at usage 5700 m
+    for i in range(3):
+        core.on_node(node(f"edge{i}", cpu=10_000, memory=10 * GI), 1000.0)
+        core.on_metric(metric(f"edge{i}", 999.0, cpu=5_700 + i - 1, memory=GI), 1000.0)
+    state = core.framework.begin_cycle(1000.0)
+    pods = _pods(rng, 40) + [pod("edge", cpu=1000, memory=GI, lim_cpu=1000)]
+    checked = 0
+    for spec in pods:
+        info = core.pod_info(spec, 1000.0)
+        for f in core.framework.profile.filter:
+            if not hasattr(f, "filter_node"):
+                continue
+            full = f.filter(state, info)
+            for i in range(core.table.n):
+                assert f.filter_node(state, info, i) == (True if full is None else bool(full[i])), (f.name, i)
+                checked += 1
+        for p, _ in core.framework.profile.score:
+            if hasattr(p, "score_node"):
+                full_s = p.score(state, info)
+                assert [p.score_node(state, info, i) for i in range(core.table.n)] == full_s.tolist(), p.name
+    assert checked > 1000

@@ -151,6 +151,31 @@ class RowFilterPlugin(Protocol):
 
 
 @runtime_checkable
+class NodeFilterPlugin(Protocol):
+    """Optional for a Filter: its verdict on one row with Python scalars, for the framework's
+    updates of one or two changed rows, where NumPy's per-call cost dominates; must equal
+    ``filter(state, pod)[i]`` (True where ``filter`` returns None)."""
+
+    name: str
+
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """True when the pod may go to row ``i``."""
+        ...
+
+
+@runtime_checkable
+class NodeScorePlugin(Protocol):
+    """Optional for a Score: the raw score of one row with Python scalars; must equal
+    ``score(state, pod)[i]``."""
+
+    name: str
+
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """Raw score of row ``i``."""
+        ...
+
+
+@runtime_checkable
 class ReasonCodesPlugin(Protocol):
     """Optional for a Filter: why each of some rejected rows is rejected, as codes into labels."""
 

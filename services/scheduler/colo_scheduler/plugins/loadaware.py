@@ -158,6 +158,25 @@ class LoadAware:
         out: IntArray = (s @ self.weights) // self.weight_sum
         return out
 
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """:meth:`filter` on row ``i`` with Python ints."""
+        if pod.spec.daemonset:
+            return True
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        s_cpu, s_mem = c.slack[i].tolist()
+        e_cpu, e_mem = pod.estimate_ints
+        return bool(s_cpu > 200 * e_cpu and s_mem > 200 * e_mem)
+
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """:meth:`score` on row ``i`` with Python ints."""
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        r_cpu, r_mem = c.room[i].tolist()
+        d_cpu, d_mem = c.divisor[i].tolist()
+        e_cpu, e_mem = pod.estimate_ints
+        w_cpu, w_mem = self.weights.tolist()
+        s = (max(r_cpu - e_cpu, 0) * 100 // d_cpu) * w_cpu + (max(r_mem - e_mem, 0) * 100 // d_mem) * w_mem
+        return int(s // self.weight_sum)
+
     def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
         """(len(rows),) :meth:`score` on ``rows`` only."""
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]

@@ -64,6 +64,13 @@ class MaxInstancePerNode:
         ok: BoolArray = state.table.app_count(pod.spec.app)[rows] < cap
         return ok
 
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """:meth:`filter` on row ``i``."""
+        cap = pod.spec.max_instance_per_node
+        if not pod.spec.app or cap < 0:
+            return True
+        return bool(state.table.app_count(pod.spec.app)[i] < cap)
+
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
         """(len(rows),) codes into :data:`LABELS` (1 where the cap is reached)."""

@@ -268,6 +268,29 @@ class _ResourceScore:
         """(len(rows),) :meth:`score` on ``rows`` only."""
         return self._scores(state.table, pod, rows)
 
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """:meth:`score` on row ``i``: Python ints for LeastAllocated and MostAllocated (the same
+        integer formulas as :func:`strategy_scores`), the array path otherwise."""
+        if self.strategy not in ("LeastAllocated", "MostAllocated"):
+            return int(self._scores(state.table, pod, np.array([i], np.intp))[0])
+        cols, weights = self.columns[pod.kind_cols[0]]
+        alloc = state.table.alloc[i].tolist()
+        allocated = state.table.allocated[i].tolist()
+        request = pod.request.tolist()
+        num = den = 0
+        for c, w in zip(cols.tolist(), weights.tolist()):
+            a = alloc[c]
+            if a <= 0:
+                continue
+            r = allocated[c] + request[c]
+            if self.strategy == "MostAllocated":
+                s = min(r, a) * MAX_NODE_SCORE // a
+            else:
+                s = 0 if r > a else MAX_NODE_SCORE + (-MAX_NODE_SCORE * r) // a
+            num += s * w
+            den += w
+        return num // den if den > 0 else 0
+
 INSUFFICIENT: dict[int, str] = {
     i: ("Too many pods" if name == "pods" else f"Insufficient {name.replace('_', '-')}")
     for i, name in enumerate(RESOURCE_NAMES)
@@ -305,6 +328,12 @@ class NodeResourcesFit(_ResourceScore):
         """(len(rows),) :meth:`filter` on ``rows`` only."""
         ok: BoolArray = np.asarray((state.table.free[rows] >= pod.fit_request).all(axis=1))
         return ok
+
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """:meth:`filter` on row ``i`` with Python ints (requested columns only)."""
+        free = state.table.free[i].tolist()
+        request = pod.request.tolist()
+        return all(free[c] >= request[c] for c in pod.request_cols.tolist())
 
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
