@@ -201,9 +201,14 @@ def strategy_scores(strategy: str, shape: Sequence[tuple[int, int]], requested: 
         # (alloc − r) × 100 // alloc == 100 − ceil(100 r / alloc): no overflow for an unlimited pod cap
         s = np.where(requested > alloc, 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * requested) // safe)
         counted = has
-    w = np.where(counted, weights, 0)
-    num = (s * w).sum(axis=1)
-    den = w.sum(axis=1)
+    # column by column: NumPy reductions along a short axis cost ten times more
+    num = np.zeros(len(s), np.int64)
+    den = np.zeros(len(s), np.int64)
+    for j, wj in enumerate(weights.tolist()):
+        if wj:
+            cj = counted[:, j]
+            num += np.where(cj, s[:, j] * wj, 0)
+            den += np.where(cj, wj, 0)
     den1 = np.maximum(den, 1)
     if strategy == "RequestedToCapacityRatio":
         out: IntArray = np.where(den > 0, (2 * num + den1) // (2 * den1), 0)
@@ -307,6 +312,18 @@ FIT_LABELS: tuple[str, ...] = tuple(
 in column order (``"Insufficient cpu, Insufficient memory"``); code 0 (``""``) = the node fits."""
 
 
+def _fits(free: IntArray, pod: PodInfo) -> BoolArray:
+    """(m,) True where ``free`` (m, 7) covers the pod's request in every requested column."""
+    cols = pod.request_cols.tolist()
+    if not cols:
+        return np.ones(len(free), np.bool_)
+    request = pod.request
+    ok: BoolArray = free[:, cols[0]] >= request[cols[0]]
+    for c in cols[1:]:
+        ok &= free[:, c] >= request[c]
+    return ok
+
+
 class NodeResourcesFit(_ResourceScore):
     """Filter: requested resources fit the node's free resources; Score: the configured
     :class:`ScoringStrategy` (Kubernetes NodeResourcesFit); Reserve: book the request."""
@@ -320,14 +337,13 @@ class NodeResourcesFit(_ResourceScore):
         self.strategy = a.type
 
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray:
-        """(n,) True where free ≥ request for every requested column (one (n, 7) comparison)."""
-        ok: BoolArray = np.asarray((state.table.free >= pod.fit_request).all(axis=1))
-        return ok
+        """(n,) True where free ≥ request for every requested column (one comparison per requested
+        column: NumPy's ``all(axis=1)`` over 7 columns costs ten times more)."""
+        return _fits(state.table.free, pod)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
         """(len(rows),) :meth:`filter` on ``rows`` only."""
-        ok: BoolArray = np.asarray((state.table.free[rows] >= pod.fit_request).all(axis=1))
-        return ok
+        return _fits(state.table.free[rows], pod)
 
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """:meth:`filter` on row ``i`` with Python ints (requested columns only)."""
