@@ -137,6 +137,10 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     on 5,000 nodes, bench/scheduler_inprocess.py). Records of unschedulable pods and dry runs
     (``?live=1``) always give per-node reasons."""
 
+    gc_between_cycles: bool = True
+    """Pause Python's cyclic garbage collector during a scheduling cycle (it runs between cycles),
+    so that no collection pause lands inside a pod's decision."""
+
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
