@@ -62,6 +62,8 @@ class NodeTable:
         self._pending = np.zeros((self._cap, 2), np.int64)
         self._est_usage = np.zeros((self._cap, 2), np.int64)
         self.pod_usage: list[dict[str, tuple[int, int]]] = []
+        self.metrics: list[NodeMetric | None] = []
+        """The last applied metric of each row (aggregated usage, per-pod classes), None when none."""
         self.node_pods: list[dict[str, AssignedPod]] = []
         self.assigned: dict[str, AssignedPod] = {}
         self.app_counts: dict[str, npt.NDArray[np.int64]] = {}
@@ -167,6 +169,7 @@ class NodeTable:
             self.index[spec.name] = i
             self.specs.append(spec)
             self.pod_usage.append({})
+            self.metrics.append(None)
             self.node_pods.append({})
             self.version += 1
         else:
@@ -226,6 +229,7 @@ class NodeTable:
         self._metric_usage[i] = (metric.node_usage.cpu, metric.node_usage.memory)
         self._metric_at[i] = metric.at
         self.pod_usage[i] = {p.uid: (p.cpu, p.memory) for p in metric.pods}
+        self.metrics[i] = metric
         self.recompute_pending(i)
         return True
 

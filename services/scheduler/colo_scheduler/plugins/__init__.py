@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from colo_scheduler.framework.registry import ProfileConfig, Registry
-from colo_scheduler.plugins.loadaware import LoadAware
+from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
+from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import (
@@ -39,7 +40,7 @@ def new_in_tree_registry() -> Registry:
     r.register(NodeSelector.name, lambda a, s: NodeSelector())
     r.register(TaintToleration.name, lambda a, s: TaintToleration())
     r.register(MaxInstancePerNode.name, lambda a, s: MaxInstancePerNode())
-    r.register(LoadAware.name, lambda a, s: LoadAware(s))
+    r.register(LoadAware.name, lambda a, s: LoadAware(s, a), LoadAwareArgs, load_aware_default_args)
     r.register(NodeAffinity.name, lambda a, s: NodeAffinity())
     r.register(SelectorSpread.name, lambda a, s: SelectorSpread())
     r.register(QoSAdmission.name, lambda a, s: QoSAdmission())

@@ -51,6 +51,8 @@ class NodeAffinity:
 
     name = "NodeAffinity"
     events = frozenset({NODE_ADD})
+    static = True
+    """Verdict depends only on node labels (framework/classcache.py STATIC)."""
 
     def __init__(self) -> None:
         self._raw: dict[object, IntArray] = {}
@@ -91,6 +93,11 @@ class NodeAffinity:
         out: BoolArray = mask[rows]
         return out
 
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """:meth:`filter` on row ``i``."""
+        mask = self.filter(state, pod)
+        return True if mask is None else bool(mask[i])
+
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
         """(len(rows),) codes into :data:`LABELS` (1 where no required term matches)."""
@@ -130,6 +137,11 @@ class NodeAffinity:
             return np.zeros(len(rows), np.int64)
         out: IntArray = raw[rows]
         return out
+
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """:meth:`score` on row ``i``."""
+        raw = self._raw_scores(state.table, pod)
+        return 0 if raw is None else int(raw[i])
 
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
         """(n,) :func:`normalize_max` of ``raw``."""

@@ -48,6 +48,10 @@ class SelectorSpread:
         out: IntArray = state.table.app_count(pod.spec.app)[rows]
         return out
 
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """:meth:`score` on row ``i``."""
+        return int(state.table.app_count(pod.spec.app)[i]) if pod.spec.app else 0
+
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
         """(n,) :func:`normalize_spread` of ``raw``."""
         return normalize_spread(raw, feasible)
