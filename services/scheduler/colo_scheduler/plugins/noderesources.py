@@ -255,7 +255,58 @@ class _ResourceScore:
         self.shape = tuple((p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
                            for p in shape)
 
-    def _scores(self, table: NodeTable, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
+    def begin_cycle(self, state: CycleState) -> None:
+        """LeastAllocated: per cycle, allocatable floored at 1 (divisor) and per resource kind the
+        per-node Σ weight of the scored columns with allocatable > 0 (allocatable only changes
+        between cycles)."""
+        if self.strategy != "LeastAllocated":
+            return
+        alloc = state.table.alloc
+        divisor = np.maximum(alloc, 1)
+        dens: dict[int, IntArray] = {}
+        for kind, (cols, weights) in self.columns.items():
+            den = np.zeros(len(alloc), np.int64)
+            for c, w in zip(cols.tolist(), weights.tolist()):
+                den += (alloc[:, c] > 0) * w
+            dens[kind] = den
+        # columns where × 100 could overflow int64 (an unlimited pod count): the requested form
+        big = {c for c in range(alloc.shape[1]) if len(alloc) and int(alloc[:, c].max()) > 2**55}
+        state.data[self._data_key] = (divisor, dens, big)
+
+    @property
+    def _data_key(self) -> str:
+        return f"{getattr(self, 'name', type(self).__name__)}/least"
+
+    def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
+        # (a − r) × 100 // a = max(free − request, 0) × 100 // a, column by column from the table's
+        # free column: a dozen passes instead of (n, k) gathers and axis-1 reductions
+        divisor, dens, big = state.data[self._data_key]  # type: ignore[misc]
+        cols, weights = self.columns[pod.kind_cols[0]]
+        free = state.table.free
+        request = pod.request.tolist()
+        num: IntArray | None = None
+        for c, w in zip(cols.tolist(), weights.tolist()):
+            if not w:
+                continue
+            if c in big:
+                r = state.table.allocated[rows, c] + request[c]
+                a = state.table.alloc[rows, c]
+                s = np.where(r > a, 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * r) // divisor[rows, c])
+            else:
+                s = np.maximum(free[rows, c] - request[c], 0) * MAX_NODE_SCORE // divisor[rows, c]
+            if w != 1:
+                s *= w
+            num = s if num is None else num + s
+        den = dens[pod.kind_cols[0]][rows]
+        if num is None:
+            return np.zeros(len(den), np.int64)
+        out: IntArray = num // np.maximum(den, 1)  # a column with allocatable 0 scores 0: no term
+        return out
+
+    def _scores(self, table: NodeTable, pod: PodInfo, rows: npt.NDArray[np.intp] | slice,
+                state: CycleState | None = None) -> IntArray:
+        if state is not None and self.strategy == "LeastAllocated" and self._data_key in state.data:
+            return self._least_allocated(state, pod, rows)
         cols, weights = self.columns[pod.kind_cols[0]]
         alloc = table.alloc[rows][:, cols]
         requested = table.allocated[rows][:, cols] + pod.request[cols]
@@ -267,11 +318,11 @@ class _ResourceScore:
 
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) int64 in 0..100."""
-        return self._scores(state.table, pod, slice(None))
+        return self._scores(state.table, pod, slice(None), state)
 
     def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
         """(len(rows),) :meth:`score` on ``rows`` only."""
-        return self._scores(state.table, pod, rows)
+        return self._scores(state.table, pod, rows, state)
 
     def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
         """:meth:`score` on row ``i``: Python ints for LeastAllocated and MostAllocated (the same
