@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import sys
+import time
 from pathlib import Path
 
 import psutil
