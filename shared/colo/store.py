@@ -25,8 +25,6 @@ from colo import codec
 from colo.keys import Keys
 from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
 
-_CHECKED = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
-
 REASON_ALREADY_BOUND = "already bound to"
 """Prefix of the reason when the pod already has a binding (``"already bound to n1"``)."""
 REASON_NODE_UNKNOWN = "unknown node"
@@ -37,35 +35,61 @@ REASON_LEASE_LOST = "lease lost"
 """Reason of a fenced bind whose lease is no longer held with that token."""
 
 _BIND_LUA = """
-if KEYS[7] and redis.call('GET', KEYS[7]) ~= ARGV[10] then return {0, 'lease lost'} end
-local bound = redis.call('HGET', KEYS[1], 'node')
-if bound then return {0, 'already bound to ' .. bound} end
-if redis.call('EXISTS', KEYS[2]) == 0 then return {0, 'unknown node ' .. ARGV[2]} end
+local n = tonumber(ARGV[1])
+local out = {}
+if ARGV[2] ~= '' and redis.call('GET', KEYS[6 * n + 1]) ~= ARGV[2] then
+  for i = 1, n do out[2 * i - 1] = 0; out[2 * i] = 'lease lost' end
+  return out
+end
 local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory', 'pods'}
 local labels = {'cpu', 'memory', 'kubernetes.io/batch-cpu', 'kubernetes.io/batch-memory',
                 'kubernetes.io/mid-cpu', 'kubernetes.io/mid-memory'}
-local lim = redis.call('HMGET', KEYS[3], unpack(names))
-local al = redis.call('HMGET', KEYS[4], unpack(names))
-local bad = {}
-for i = 1, 6 do
-  local req = tonumber(ARGV[3 + i])
-  if req > 0 and tonumber(al[i] or '0') + req > tonumber(lim[i] or '0') then
-    table.insert(bad, 'Insufficient ' .. labels[i])
+for i = 0, n - 1 do
+  local k, a = 6 * i, 2 + 9 * i
+  local ok, reason = 0, ''
+  local bound = redis.call('HGET', KEYS[k + 1], 'node')
+  if bound then
+    reason = 'already bound to ' .. bound
+  elseif redis.call('EXISTS', KEYS[k + 2]) == 0 then
+    reason = 'unknown node ' .. ARGV[a + 2]
+  else
+    local lim = redis.call('HMGET', KEYS[k + 3], unpack(names))
+    local al = redis.call('HMGET', KEYS[k + 4], unpack(names))
+    local bad = {}
+    for r = 1, 6 do
+      local req = tonumber(ARGV[a + 3 + r])
+      if req > 0 and tonumber(al[r] or '0') + req > tonumber(lim[r] or '0') then
+        table.insert(bad, 'Insufficient ' .. labels[r])
+      end
+    end
+    local maxpods = tonumber(lim[7] or '0')
+    if maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
+    if #bad > 0 then
+      reason = table.concat(bad, ', ')
+    else
+      for r = 1, 6 do
+        if tonumber(ARGV[a + 3 + r]) > 0 then redis.call('HINCRBY', KEYS[k + 4], names[r], ARGV[a + 3 + r]) end
+      end
+      redis.call('HINCRBY', KEYS[k + 4], 'pods', 1)
+      redis.call('HSET', KEYS[k + 1], 'node', ARGV[a + 2], 'at', ARGV[a + 3], 'cpu', ARGV[a + 4],
+                 'memory', ARGV[a + 5], 'batch_cpu', ARGV[a + 6], 'batch_memory', ARGV[a + 7],
+                 'mid_cpu', ARGV[a + 8], 'mid_memory', ARGV[a + 9])
+      redis.call('HSET', KEYS[k + 5], 'node', ARGV[a + 2], 'bound_at', ARGV[a + 3], 'updated_at', ARGV[a + 3])
+      redis.call('SADD', KEYS[k + 6], ARGV[a + 1])
+      ok = 1
+    end
   end
+  out[2 * i + 1] = ok
+  out[2 * i + 2] = reason
 end
-local maxpods = tonumber(lim[7] or '0')
-if maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
-if #bad > 0 then return {0, table.concat(bad, ', ')} end
-for i = 1, 6 do
-  if tonumber(ARGV[3 + i]) > 0 then redis.call('HINCRBY', KEYS[4], names[i], ARGV[3 + i]) end
-end
-redis.call('HINCRBY', KEYS[4], 'pods', 1)
-redis.call('HSET', KEYS[1], 'node', ARGV[2], 'at', ARGV[3], 'cpu', ARGV[4], 'memory', ARGV[5],
-           'batch_cpu', ARGV[6], 'batch_memory', ARGV[7], 'mid_cpu', ARGV[8], 'mid_memory', ARGV[9])
-redis.call('HSET', KEYS[5], 'node', ARGV[2], 'bound_at', ARGV[3], 'updated_at', ARGV[3])
-redis.call('SADD', KEYS[6], ARGV[1])
-return {1, ''}
+return out
 """
+"""Binds ``ARGV[1]`` pods in order, each atomically and seeing the earlier ones. KEYS per bind: binding,
+node, limits, allocation, pod state, node's pod set (then the lease key when fenced); ARGV: count, fence
+value ('' = unfenced), then per bind uid, node, at and the six requests. Returns ok, reason per bind."""
+
+BIND_CHUNK = 500
+"""Binds per script call: one call costs Redis ~10 µs per bind, so a chunk blocks it a few ms at most."""
 
 _RELEASE_LUA = """
 local node = redis.call('HGET', KEYS[1], 'node')
@@ -86,15 +110,26 @@ return 1
 
 
 _ADMIT_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local st = redis.call('HMGET', KEYS[2], 'phase', 'node')
-if st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= '')) then return 0 end
-redis.call('SET', KEYS[3], ARGV[2])
-redis.call('HSET', KEYS[2], 'phase', 'Pending', 'node', '', 'reason', '', 'updated_at', ARGV[3],
-           'bound_at', '0.0')
-redis.call('SADD', KEYS[4], ARGV[1])
-return 1
+local out = {}
+local pods = KEYS[#KEYS]
+for i = 0, (#KEYS - 1) / 3 - 1 do
+  local k, a = 3 * i, 1 + 2 * i
+  out[i + 1] = 0
+  if redis.call('EXISTS', KEYS[k + 1]) == 0 then
+    local st = redis.call('HMGET', KEYS[k + 2], 'phase', 'node')
+    if not (st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= ''))) then
+      redis.call('SET', KEYS[k + 3], ARGV[a + 2])
+      redis.call('HSET', KEYS[k + 2], 'phase', 'Pending', 'node', '', 'reason', '', 'updated_at', ARGV[1],
+                 'bound_at', '0.0')
+      redis.call('SADD', pods, ARGV[a + 1])
+      out[i + 1] = 1
+    end
+  end
+end
+return out
 """
+"""Writes each pod as Pending unless bound or ran/finished. KEYS per pod: binding, pod state, spec (then
+the pod set); ARGV: time, then per pod uid and spec JSON. Returns 1 (written) or 0 per pod."""
 
 _ACQUIRE_LUA = """
 local cur = redis.call('GET', KEYS[1])
@@ -307,11 +342,16 @@ class Store:
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
         stamp = repr(float(at))
-        for spec in specs:
-            uid = spec.uid
-            await self._admit(keys=[k.binding(uid), k.pod_state(uid), k.pod(uid), k.pods],
-                              args=[uid, codec.encode(spec), stamp], client=pipe)
-        return [bool(r) for r in await pipe.execute()]
+        for start in range(0, len(specs), BIND_CHUNK):
+            keys: list[str] = []
+            args: list[Any] = [stamp]
+            for spec in specs[start:start + BIND_CHUNK]:
+                uid = spec.uid
+                keys += (k.binding(uid), k.pod_state(uid), k.pod(uid))
+                args += (uid, codec.encode(spec))
+            keys.append(k.pods)
+            await self._admit(keys=keys, args=args, client=pipe)
+        return [bool(r) for chunk in await pipe.execute() for r in chunk]
 
     async def set_phase(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
         """Update a stored pod's phase/reason/time; False when the pod is unknown."""
@@ -388,18 +428,6 @@ class Store:
 
     # ------------------------------------------------------------------ bind / release
 
-    def _bind_args(self, req: BindRequest, fence: Fence | None) -> tuple[list[str], list[Any]]:
-        k = self.keys
-        r = req.requests
-        keys = [k.binding(req.uid), k.node(req.node), k.limits(req.node), k.allocated(req.node),
-                k.pod_state(req.uid), k.node_pods(req.node)]
-        args: list[Any] = [req.uid, req.node, repr(float(req.at)),
-                           *(max(0, int(getattr(r, name))) for name in _CHECKED)]
-        if fence is not None:
-            keys.append(k.lease(fence.name))
-            args.append(fence.value)
-        return keys, args
-
     async def bind(self, uid: str, node: str, requests: Resources, at: float,
                    fence: Fence | None = None) -> BindResult:
         """Atomically bind pod ``uid`` to ``node`` reserving ``requests`` (milli-cores, bytes).
@@ -408,27 +436,40 @@ class Store:
         that value (:data:`REASON_LEASE_LOST`), the pod is already bound, the node is unknown,
         or a requested resource does not fit (see module doc). Raises RedisError on I/O failure.
         """
-        keys, args = self._bind_args(BindRequest(uid, node, requests, at), fence)
-        ok, reason = await self._bind(keys=keys, args=args)
-        return BindResult(bool(ok), _s(reason))
+        return (await self.bind_many([BindRequest(uid, node, requests, at)], fence))[0]
 
     async def bind_many(self, requests: Sequence[BindRequest] | Sequence[tuple[str, str, Resources, float]],
                         fence: Fence | None = None) -> list[BindResult]:
-        """:meth:`bind` for many pods in one pipeline; results in input order.
+        """:meth:`bind` for many pods in one round trip (one script call per :data:`BIND_CHUNK`
+        binds); results in input order.
 
         Each element is a :class:`BindRequest` or a ``(uid, node, requests, at)`` tuple. Each
-        bind is atomic on its own (and checks ``fence`` on its own: a lease lost midway refuses
-        the rest); earlier binds in the list are seen by later ones.
+        bind is atomic on its own, and checks ``fence``; earlier binds in the list are seen by
+        later ones.
         """
         if not requests:
             return []
+        k = self.keys
         pipe = self.redis.pipeline(transaction=False)
-        for item in requests:
-            req = item if isinstance(item, BindRequest) else BindRequest(*item)
-            keys, args = self._bind_args(req, fence)
+        for start in range(0, len(requests), BIND_CHUNK):
+            chunk = requests[start:start + BIND_CHUNK]
+            keys: list[str] = []
+            args: list[Any] = [len(chunk), fence.value if fence is not None else ""]
+            for item in chunk:
+                uid, node, r, at = (item.uid, item.node, item.requests, item.at) if isinstance(item, BindRequest) \
+                    else item
+                keys += (k.binding(uid), k.node(node), k.limits(node), k.allocated(node), k.pod_state(uid),
+                         k.node_pods(node))
+                args += (uid, node, repr(float(at)), max(0, int(r.cpu)), max(0, int(r.memory)),
+                         max(0, int(r.batch_cpu)), max(0, int(r.batch_memory)), max(0, int(r.mid_cpu)),
+                         max(0, int(r.mid_memory)))
+            if fence is not None:
+                keys.append(k.lease(fence.name))
             await self._bind(keys=keys, args=args, client=pipe)
-        res = await pipe.execute()
-        return [BindResult(bool(ok), _s(reason)) for ok, reason in res]
+        out: list[BindResult] = []
+        for res in await pipe.execute():
+            out += (BindResult(bool(res[i]), _s(res[i + 1])) for i in range(0, len(res), 2))
+        return out
 
     async def release(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
         """Free a bound pod's allocation exactly once and set its phase/reason.

@@ -100,3 +100,19 @@ async def test_fenced_bind_needs_the_current_lease(store: Store) -> None:
     assert (await store.bind("b", "n1", Resources(cpu=100), 3.0, fence=Fence("sched", new.value))).ok
     assert (await store.bind("c", "n1", Resources(cpu=100), 3.0)).ok  # unfenced binds stay possible
     assert (await store.allocated("n1")).cpu == 300
+
+
+async def test_bind_many_and_admit_across_script_chunks(store: Store) -> None:
+    """More binds than one script call takes: results stay in input order and later binds see
+    earlier ones across the chunk boundary (the node fills up exactly)."""
+    from colo.store import BIND_CHUNK
+
+    n = BIND_CHUNK * 2 + 7
+    await store.put_node(node("big", cpu=100 * (n - 5)))
+    specs = [spec(f"p{i}", 100) for i in range(n)]
+    assert await store.admit_pending(specs, 1.0) == [True] * n
+    results = await store.bind_many([(s.uid, "big", s.requests, 2.0) for s in specs])
+    assert [r.ok for r in results] == [True] * (n - 5) + [False] * 5
+    assert all(r.reason == "Insufficient cpu" for r in results[n - 5:])
+    assert (await store.allocated("big")).pods == n - 5
+    assert await store.admit_pending(specs, 3.0) == [False] * (n - 5) + [True] * 5
