@@ -45,6 +45,7 @@ from colo.messages import (
 from colo.runtime import ServiceContext
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
 from colo_scheduler.core import CycleOutcome, Scheduler
+from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.replicas import Replica
 from colo_scheduler.settings import SchedulerSettings
@@ -113,6 +114,7 @@ class SchedulerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._take_over_pending = False
         self._releases_watch: list[set[str]] = []
+        self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -126,6 +128,8 @@ class SchedulerService:
         self.ctx = ctx
         self.replica = Replica.from_settings(self.settings, ctx.settings.instance)
         await self._load(ctx.clock.now())
+        if self.heap.interval_s > 0:
+            self.heap.freeze()  # the loaded cluster is long-lived
         bus = ctx.bus
         durable = self.replica.durable
         bus.subscribe_batch(subjects.POD_ADMITTED, self._on_admitted, durable=durable("admitted"))
@@ -393,6 +397,7 @@ class SchedulerService:
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
         await self._publish(events)
+        self.heap.maybe()
         lat = [p.decision_ms for p in out.placements] + [f.decision_ms for f in out.failures]
         q = self.core.queue.lengths()
         return {
@@ -477,8 +482,9 @@ class SchedulerService:
 
     def debug(self) -> dict[str, object]:
         """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
-        replica (``index``, ``replicas``, ``instance``) and ``leader``: whether it schedules, and
-        with leader election the lease, holder, fencing token, transitions and election time."""
+        replica (``index``, ``replicas``, ``instance``), ``leader``: whether it schedules, and
+        with leader election the lease, holder, fencing token, transitions and election time, and
+        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`."""
         unsched = list(self.core.queue.unschedulable.values())[:50]
         leader: dict[str, object] = ({"leader": True, "election": False} if self.elector is None
                                      else {**self.elector.status(), "election": True})
@@ -491,6 +497,7 @@ class SchedulerService:
             "replica": {"index": self.replica.index, "replicas": self.replica.replicas,
                         "instance": self.replica.instance},
             "leader": leader,
+            "heap": self.heap.stats(),
         }
 
     async def _decision_route(self, request: web.Request) -> web.Response:

@@ -126,6 +126,16 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     """Seconds between acquire attempts of a follower and renewals of the leader (Kubernetes
     retryPeriod; must be < lease_renew_deadline_s)."""
 
+    heap_freeze_interval_s: float = 1.0
+    """Every this many seconds (between cycles) the objects alive are moved out of the garbage
+    collector's reach (``gc.freeze``), so that its collections never walk the whole heap of bound
+    pods: full collections over ~1M objects paused the scheduler 100–400 ms every few seconds
+    (colo_scheduler/heap.py). 0 = leave the collector alone."""
+
+    heap_full_collect_interval_s: float = 3600.0
+    """Seconds between full collections of the frozen heap (unfreeze, collect, freeze: one pause
+    of a few hundred ms), which free cyclic garbage that was still alive when frozen. 0 = never."""
+
     decision_records: int = 10000
     """Keep the decision record (filters' rejected nodes, scores of the chosen node and the
     runner-up) of the last this many pods for ``GET /debug/pods/{uid}/decision``; 0 = none."""
@@ -180,4 +190,7 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
             errors.append("replica_index must be within 0..replicas-1")
         if not self.lease_duration_s > self.lease_renew_deadline_s > self.lease_retry_period_s > 0:
             errors.append("lease timing needs lease_duration_s > lease_renew_deadline_s > lease_retry_period_s > 0")
+        for name in ("heap_freeze_interval_s", "heap_full_collect_interval_s"):
+            if getattr(self, name) < 0:
+                errors.append(f"{name} must be >= 0")
         return errors
