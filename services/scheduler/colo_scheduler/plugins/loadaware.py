@@ -336,8 +336,17 @@ def prod_usage(table: NodeTable, i: int, report_interval_s: float) -> tuple[int,
 # --------------------------------------------------------------------------- plugin
 
 
+def _under(slack: IntArray, pod: PodInfo) -> BoolArray:
+    """(m,) True where 200 × estimate < slack for cpu and memory (two column comparisons: NumPy's
+    ``all(axis=1)`` over 2 columns costs ten times more)."""
+    e_cpu, e_mem = pod.estimate200.tolist()
+    ok: BoolArray = (slack[:, 0] > e_cpu) & (slack[:, 1] > e_mem)
+    return ok
+
+
 def _cap2(t: IntArray, alloc: IntArray) -> IntArray:
-    out: IntArray = np.where(t > 0, (2 * t + 1) * alloc, _BIG)
+    # a resource without threshold, or that the node has none of, is not checked (Koordinator)
+    out: IntArray = np.where((t > 0) & (alloc > 0), (2 * t + 1) * alloc, _BIG)
     return out
 
 
@@ -519,8 +528,7 @@ class LoadAware:
             return None
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        ok: BoolArray = np.asarray((self._slack(c, pod) > pod.estimate200).all(axis=1))
-        return ok
+        return _under(self._slack(c, pod), pod)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
         """(len(rows),) :meth:`filter` on ``rows`` only."""
@@ -528,8 +536,7 @@ class LoadAware:
             return np.ones(len(rows), np.bool_)
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        ok: BoolArray = np.asarray((self._slack(c, pod)[rows] > pod.estimate200).all(axis=1))
-        return ok
+        return _under(self._slack(c, pod)[rows], pod)
 
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """:meth:`filter` on row ``i`` with Python ints."""
@@ -593,16 +600,26 @@ class LoadAware:
         """(n,) 0..100; 0 without a fresh metric."""
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        s = np.maximum(self._room(c, pod) - pod.estimate, 0) * 100 // c.divisor
-        out: IntArray = (s @ self.weights) // self.weight_sum
-        return out
+        return self._weighted(self._room(c, pod), c.divisor, pod)
 
     def score_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> IntArray:
         """(len(rows),) :meth:`score` on ``rows`` only."""
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        s = np.maximum(self._room(c, pod)[rows] - pod.estimate, 0) * 100 // c.divisor[rows]
-        out: IntArray = (s @ self.weights) // self.weight_sum
+        return self._weighted(self._room(c, pod)[rows], c.divisor[rows], pod)
+
+    def _weighted(self, room: IntArray, divisor: IntArray, pod: PodInfo) -> IntArray:
+        # column by column: an int64 matmul or an axis-1 reduction over 2 columns costs ten times more
+        e_cpu, e_mem = pod.estimate.tolist()
+        w_cpu, w_mem = self.weights.tolist()
+        s = np.maximum(room[:, 0] - e_cpu, 0) * 100 // divisor[:, 0]
+        if w_cpu != 1:
+            s *= w_cpu
+        s_mem = np.maximum(room[:, 1] - e_mem, 0) * 100 // divisor[:, 1]
+        if w_mem != 1:
+            s_mem *= w_mem
+        s += s_mem
+        out: IntArray = s // self.weight_sum
         return out
 
     def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
