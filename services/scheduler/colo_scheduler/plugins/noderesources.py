@@ -21,7 +21,7 @@ nothing (no 100 m / 200 MB "non-zero" default): the table books actual requests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 import numpy as np
@@ -280,7 +280,7 @@ class _ResourceScore:
     def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
         # (a − r) × 100 // a = max(free − request, 0) × 100 // a, column by column from the table's
         # free column: a dozen passes instead of (n, k) gathers and axis-1 reductions
-        divisor, dens, big = state.data[self._data_key]  # type: ignore[misc]
+        divisor, dens, big = cast(tuple[IntArray, dict[int, IntArray], set[int]], state.data[self._data_key])
         cols, weights = self.columns[pod.kind_cols[0]]
         free = state.table.free
         request = pod.request.tolist()
