@@ -404,7 +404,10 @@ class Bus:
         self._closed = False
         self._ack_inbox = ""
         self._ack_seq = 0
-        self._ack_futures: dict[str, asyncio.Future[Msg]] = {}
+        self._ack_batches: dict[str, _AckBatch] = {}
+        self._published: dict[str, Any] = {}
+        """Published-messages counter per subject pattern (a labels() lookup per message costs more
+        than the publish)."""
         self._went_idle = asyncio.Event()
         """Set by a consumer when it finishes a message with nothing queued (wakes :meth:`settle`)."""
 
@@ -463,7 +466,10 @@ class Bus:
             headers["Nats-Msg-Id"] = msg_id
         if telemetry.tracing_enabled():
             telemetry.inject(headers)
-        _published.labels(self.service, subject.wildcard).inc()
+        counter = self._published.get(subject.pattern)
+        if counter is None:
+            counter = self._published[subject.pattern] = _published.labels(self.service, subject.wildcard)
+        counter.inc()
         return subj, codec.encode(msg), headers or None
 
     async def publish(self, subject: Subject[T], msg: T, msg_id: str | None = None, **keys: str) -> None:
@@ -492,28 +498,23 @@ class Bus:
         if not prepared:
             return
         await self._ensure_ack_inbox()
-        loop = asyncio.get_running_loop()
-        tokens: list[str] = []
+        self._ack_seq += 1
+        token = str(self._ack_seq)
+        batch = _AckBatch(sum(1 for p in prepared if p[0] is not None), asyncio.get_running_loop().create_future())
+        self._ack_batches[token] = batch
+        reply = f"{self._ack_inbox}.{token}"
         try:
             for stream, subj, data, headers in prepared:
-                if stream is None:
-                    await self.nc.publish(subj, data, headers=headers)
-                    continue
-                self._ack_seq += 1
-                token = str(self._ack_seq)
-                self._ack_futures[token] = loop.create_future()
-                tokens.append(token)
-                await self.nc.publish(subj, data, reply=f"{self._ack_inbox}.{token}", headers=headers)
-            if tokens:
-                replies = await asyncio.wait_for(
-                    asyncio.gather(*(self._ack_futures[t] for t in tokens)), timeout=timeout_s)
-                for reply in replies:
-                    _check_pub_ack(reply)
+                await self.nc.publish(subj, data, reply=reply if stream is not None else "", headers=headers)
+            if batch.expected:
+                await asyncio.wait_for(asyncio.shield(batch.done), timeout=timeout_s)
         except TimeoutError as exc:
-            raise BusError(f"{self.service}: {len(tokens)} publishes not acked within {timeout_s}s") from exc
+            raise BusError(f"{self.service}: {batch.expected - batch.received} of {batch.expected} publishes"
+                           f" not acked within {timeout_s}s") from exc
         finally:
-            for t in tokens:
-                self._ack_futures.pop(t, None)
+            self._ack_batches.pop(token, None)
+        if batch.refusal is not None:
+            raise batch.refusal
 
     async def _ensure_ack_inbox(self) -> None:
         if self._ack_inbox:
@@ -521,9 +522,9 @@ class Bus:
         inbox = self.nc.new_inbox()
 
         async def on_ack(msg: Msg) -> None:
-            fut = self._ack_futures.get(msg.subject.rsplit(".", 1)[-1])
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
+            batch = self._ack_batches.get(msg.subject.rsplit(".", 1)[-1])
+            if batch is not None:
+                batch.add(msg)
 
         await self.nc.subscribe(f"{inbox}.*", cb=on_ack)
         self._ack_inbox = inbox
@@ -680,6 +681,26 @@ class Bus:
                 await self.nc.drain()
             except Exception:
                 await self.nc.close()
+
+
+class _AckBatch:
+    """The JetStream acks of one :meth:`Bus.publish_many` call: all share one reply subject."""
+
+    def __init__(self, expected: int, done: asyncio.Future[None]) -> None:
+        self.expected = expected
+        self.received = 0
+        self.done = done
+        self.refusal: BusError | None = None
+
+    def add(self, reply: Msg) -> None:
+        self.received += 1
+        if self.refusal is None and (reply.headers or b'"error"' in reply.data or not reply.data.startswith(b"{")):
+            try:
+                _check_pub_ack(reply)
+            except BusError as exc:
+                self.refusal = exc
+        if self.received >= self.expected and not self.done.done():
+            self.done.set_result(None)
 
 
 def _check_pub_ack(reply: Msg) -> None:
