@@ -14,8 +14,8 @@ from colo_scheduler.framework.interface import CyclePlugin, CycleState, ReserveP
 from colo_scheduler.plugins import new_in_tree_registry
 from colo_scheduler.settings import SchedulerSettings
 
-FILTERS = ("NodeResourcesFit", "LoadAware", "NodeSelector", "TaintToleration", "MaxInstancePerNode")
-SCORES = ("LoadAware", "NodeResourcesLeastAllocated")
+FILTERS = ("NodeResourcesFit", "LoadAware", "NodeSelector", "TaintToleration", "MaxInstancePerNode", "NodeAffinity")
+SCORES = ("LoadAware", "NodeResourcesLeastAllocated", "NodeAffinity", "SelectorSpread")
 ALL_RESOURCES = [{"name": n} for n in ("cpu", "memory", "batch-cpu", "mid-memory", "pods")]
 STRATEGY_SCORES: list[tuple[str, Any]] = [
     ("NodeResourcesFit", {"scoring_strategy": {"type": t, "resources": r}})
@@ -51,6 +51,8 @@ def _check_filters(state: CycleState, plugins: list[Any], info: Any, rows: np.nd
         got = p.filter_rows(state, info, rows)
         assert got.dtype == np.bool_ and got.shape == (len(rows),), p.name
         assert np.array_equal(got, full[rows]), p.name
+        if hasattr(p, "filter_node"):
+            assert [p.filter_node(state, info, int(i)) for i in rows] == full[rows].tolist(), p.name
         codes, labels = p.reason_codes(state, info, rows)
         assert codes.dtype == np.uint8 and codes.shape == (len(rows),), p.name
         assert np.array_equal(codes != 0, ~full[rows]), p.name
@@ -63,7 +65,10 @@ def _check_scores(state: CycleState, plugins: list[Any], info: Any, rows: np.nda
         got = p.score_rows(state, info, rows)
         assert got.shape == (len(rows),), p.name
         assert np.array_equal(got, full[rows]), p.name
-        assert full.min(initial=0) >= 0 and full.max(initial=0) <= 100, p.name
+        if hasattr(p, "score_node"):
+            assert [p.score_node(state, info, int(i)) for i in rows] == full[rows].tolist(), p.name
+        if not hasattr(p, "normalize"):
+            assert full.min(initial=0) >= 0 and full.max(initial=0) <= 100, p.name
 
 
 @settings(max_examples=60, deadline=None)

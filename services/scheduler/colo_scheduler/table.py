@@ -260,9 +260,15 @@ class NodeTable:
         self.assigned[pod.uid] = ap
         self.node_pods[i][pod.uid] = ap
         used = self.pod_usage[i].get(pod.uid)
-        gap = pod.estimate if used is None else np.maximum(pod.estimate - np.array(used, np.int64), 0)
-        self._pending[i] += gap
-        self._est_usage[i] += gap
+        if used is None:
+            gap: IntArray | None = pod.estimate
+        elif at > self._metric_at[i] - self._report_interval_s:  # the same rule as recompute_pending
+            gap = np.maximum(pod.estimate - np.array(used, np.int64), 0)
+        else:
+            gap = None  # reported, and assigned long enough before the metric that its usage is in it
+        if gap is not None:
+            self._pending[i] += gap
+            self._est_usage[i] += gap
         self._changes.append(i)
 
     def untrack(self, uid: str) -> AssignedPod | None:

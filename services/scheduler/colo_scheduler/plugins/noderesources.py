@@ -275,7 +275,8 @@ class _ResourceScore:
 
     @property
     def _data_key(self) -> str:
-        return f"{getattr(self, 'name', type(self).__name__)}/least"
+        # per instance: two instances of one plugin (other arguments) may share a cycle state
+        return f"{getattr(self, 'name', type(self).__name__)}/least/{id(self)}"
 
     def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
         # (a − r) × 100 // a = max(free − request, 0) × 100 // a, column by column from the table's

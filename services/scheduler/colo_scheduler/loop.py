@@ -1,0 +1,429 @@
+"""The scheduling decision written as a straightforward per-node Python loop: the oracle of the property
+tests (tests/scheduler/test_property_vectorized.py) and the baseline of bench/scheduler_inprocess.py.
+
+Every in-tree PreFilter, Filter and Score plugin is re-implemented here node by node with Python
+ints from its specification (docs/scheduler.md, REFERENCE.md §1 and §4, the Kubernetes and
+Koordinator rules cited in the plugin modules), reading the :class:`NodeTable`'s node specs,
+allocatable, allocated requests, metrics, assigned pods and app counts — not the plugins' per-cycle
+arrays, masks or caches. The load estimate of assigned pods is recomputed from the assigned pods
+and the last metric. Shared pure helpers are reused where they define the input format rather than
+a plugin's arithmetic: label matching of node affinity (:mod:`colo.affinity`), the class rules
+(:mod:`colo.classes`), the pod estimate (:func:`colo_scheduler.podinfo.estimate_pod`, oracle O3)
+and the parsing of the threshold annotation.
+
+The decision: a node is feasible when every filter passes (none when a PreFilter rejects the pod);
+total = Σ weight × score (normalized where the plugin normalizes, over the feasible nodes); the
+best nodes are the feasible ones with the highest total (ties reported as a set).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from colo.affinity import affinity_problems, preferred_score, required_matches
+from colo.classes import priority_class_of, resource_kind_problems, validate_classes
+from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
+from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
+from colo_scheduler.plugins.loadaware import (
+    CUSTOM_THRESHOLDS_ANNOTATION,
+    LoadAwareArgs,
+    NodeThresholds,
+    args_thresholds,
+    parse_custom_thresholds,
+)
+from colo_scheduler.podinfo import PodInfo, estimate_pod
+from colo_scheduler.settings import SchedulerSettings
+from colo_scheduler.table import NodeTable
+
+_COLUMN = {name: i for i, name in enumerate(RESOURCE_NAMES)}
+
+
+@dataclass
+class LoopDecision:
+    """Everything the loop computed for one pod: per filter its verdict per node, per score plugin
+    its raw and final (normalized) score per node, the feasibility and weighted total per node, the
+    best nodes, and the PreFilter that rejected the pod ("" when none)."""
+
+    masks: dict[str, list[bool]] = field(default_factory=dict)
+    raw: dict[str, list[int]] = field(default_factory=dict)
+    scores: dict[str, list[int]] = field(default_factory=dict)
+    feasible: list[bool] = field(default_factory=list)
+    total: list[int] = field(default_factory=list)
+    best: set[int] = field(default_factory=set)
+    rejected_by: str = ""
+
+
+# --------------------------------------------------------------------------- pod facts
+
+
+def _requests(spec: PodSpec) -> list[int]:
+    r = spec.requests
+    return [r.cpu, r.memory, r.batch_cpu, r.batch_memory, r.mid_cpu, r.mid_memory, 1]
+
+
+def _kind(spec: PodSpec) -> str:
+    r, lim = spec.requests, spec.limits
+    if r.batch_cpu or r.batch_memory or lim.batch_cpu or lim.batch_memory:
+        return "batch"
+    if r.mid_cpu or r.mid_memory or lim.mid_cpu or lim.mid_memory:
+        return "mid"
+    return "native"
+
+
+def _kind_column(name: str, kind: str) -> int:
+    """Column of a scored resource name for a pod of ``kind``: cpu/memory follow the kind."""
+    if kind != "native" and name in ("cpu", "memory"):
+        return _COLUMN[f"{kind}_{name}"]
+    return _COLUMN[name]
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def _tolerated(spec: PodSpec, key: str, value: str, effect: str) -> bool:
+    for t in spec.tolerations:
+        if t.effect and t.effect != effect:
+            continue
+        if t.operator == "Exists":
+            if t.key == "" or t.key == key:
+                return True
+        elif t.key == key and t.value == value:
+            return True
+    return False
+
+
+def _taints_ok(spec: PodSpec, table: NodeTable, i: int) -> bool:
+    return all(t.effect == "PreferNoSchedule" or _tolerated(spec, t.key, t.value, t.effect) for t in table.taints(i))
+
+
+def _fits(req: list[int], alloc: list[int], allocated: list[int]) -> bool:
+    return all(r <= 0 or a - u >= r for r, a, u in zip(req, alloc, allocated))
+
+
+def _required_terms(spec: PodSpec) -> list[object] | None:
+    na = spec.affinity.node_affinity if spec.affinity is not None else None
+    if na is None or na.required is None:
+        return None
+    return list(na.required.node_selector_terms)
+
+
+# --------------------------------------------------------------------------- load
+
+
+@dataclass
+class _Load:
+    """LoadAware configuration for the loop."""
+
+    args: LoadAwareArgs
+    interval_s: float
+    default_cpu: int
+    default_memory: int
+
+    def estimate(self, spec: PodSpec) -> tuple[int, int]:
+        f = self.args.estimated_scaling_factors
+        return estimate_pod(spec, f.get("cpu", 0), f.get("memory", 0), self.default_cpu, self.default_memory)
+
+
+def _thresholds(load: _Load, table: NodeTable, i: int) -> NodeThresholds:
+    text = table.specs[i].annotations.get(CUSTOM_THRESHOLDS_ANNOTATION)
+    if text is not None:
+        try:
+            return parse_custom_thresholds(text, load.args)
+        except ValueError:
+            pass
+    return args_thresholds(load.args)
+
+
+def _pending(load: _Load, table: NodeTable, i: int, metric: NodeMetric | None, prod_only: bool) -> list[int]:
+    """Σ REFERENCE.md §4 gaps of the assigned pods of row ``i`` (prod pods only when ``prod_only``)."""
+    cutoff = -math.inf if metric is None else metric.at - load.interval_s
+    usage = {p.uid: (p.cpu, p.memory) for p in metric.pods} if metric is not None else {}
+    out = [0, 0]
+    for uid, ap in table.node_pods[i].items():
+        if prod_only and priority_class_of(ap.pod.spec) != "prod":
+            continue
+        est = load.estimate(ap.pod.spec)
+        used = usage.get(uid)
+        for r in range(2):
+            if used is None:
+                out[r] += est[r]
+            elif ap.assigned_at > cutoff:
+                out[r] += max(est[r] - used[r], 0)
+    return out
+
+
+def _prod_reported(table: NodeTable, i: int, metric: NodeMetric) -> list[int]:
+    out = [0, 0]
+    pods = table.node_pods[i]
+    for pm in metric.pods:
+        cls = pm.priority_class
+        if cls is None and pm.uid in pods:
+            cls = priority_class_of(pods[pm.uid].pod.spec)
+        if cls == "prod":
+            out[0] += pm.cpu
+            out[1] += pm.memory
+    return out
+
+
+def _aggregated(metric: NodeMetric, stat: str, duration_s: int) -> list[int] | None:
+    """The statistic over the window (0 = longest; node usage when none), None when not reported."""
+    found = None
+    for a in metric.aggregated:
+        if a.stat != stat:
+            continue
+        if duration_s == 0:
+            if found is None or a.window_s > found.window_s:
+                found = a
+        elif a.window_s == duration_s:
+            found = a
+            break
+    if found is not None:
+        return [found.cpu, found.memory]
+    if duration_s == 0:
+        return [metric.node_usage.cpu, metric.node_usage.memory]
+    return None
+
+
+def _over(x: int, a: int, t: int) -> bool:
+    """round(100 x / a) > t with halves rounded up; never for t = 0 or a = 0."""
+    return t > 0 and a > 0 and (200 * x + a) // (2 * a) > t
+
+
+def _load_fits(load: _Load, table: NodeTable, i: int, now: float, spec: PodSpec, alloc: list[int]) -> bool:
+    if spec.daemonset:
+        return True
+    metric = table.metrics[i]
+    if metric is None:
+        return True
+    if now - metric.at >= load.args.node_metric_expiration_seconds:
+        return not load.args.filter_expired_node_metrics
+    th = _thresholds(load, table, i)
+    p = load.estimate(spec)
+    if th.prod is not None and priority_class_of(spec) == "prod":
+        base = _prod_reported(table, i, metric)
+        pend = _pending(load, table, i, metric, prod_only=True)
+        limits = th.prod
+    elif th.aggregated is not None:
+        limits, stat, duration = th.aggregated
+        agg = _aggregated(metric, stat, duration)
+        if agg is None:
+            return True
+        base, pend = agg, _pending(load, table, i, metric, prod_only=False)
+    else:
+        base = [metric.node_usage.cpu, metric.node_usage.memory]
+        pend = _pending(load, table, i, metric, prod_only=False)
+        limits = th.usage
+    return not any(_over(base[r] + pend[r] + p[r], alloc[r], limits[r]) for r in range(2))
+
+
+def _load_score(load: _Load, table: NodeTable, i: int, now: float, spec: PodSpec, alloc: list[int]) -> int:
+    metric = table.metrics[i]
+    if metric is None or now - metric.at >= load.args.node_metric_expiration_seconds:
+        return 0
+    a = load.args
+    if a.score_according_prod_usage and priority_class_of(spec) == "prod":
+        base = _prod_reported(table, i, metric)
+        pend = _pending(load, table, i, metric, prod_only=True)
+    else:
+        base = [metric.node_usage.cpu, metric.node_usage.memory]
+        if a.aggregated.score_aggregation_type:
+            base = _aggregated(metric, a.aggregated.score_aggregation_type,
+                               a.aggregated.score_aggregated_duration_s) or base
+        pend = _pending(load, table, i, metric, prod_only=False)
+    p = load.estimate(spec)
+    weights = [a.resource_weights.get("cpu", 0), a.resource_weights.get("memory", 0)]
+    total = 0
+    for r in range(2):
+        used = base[r] + pend[r] + p[r]
+        s = 0 if alloc[r] <= 0 or used > alloc[r] else (alloc[r] - used) * 100 // alloc[r]
+        total += s * weights[r]
+    return total // sum(weights)
+
+
+# --------------------------------------------------------------------------- resource scores
+
+
+def _broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """Kubernetes BuildBrokenLinearFunction; Go's integer division truncates toward zero."""
+    for k, (u, s) in enumerate(shape):
+        if p <= u:
+            if k == 0:
+                return s
+            u0, s0 = shape[k - 1]
+            return s0 + int((s - s0) * (p - u0) / (u - u0))
+    return shape[-1][1]
+
+
+def _resource_score(strategy: str, shape: Sequence[tuple[int, int]], cols: list[tuple[int, int]],
+                    spec: PodSpec, alloc: list[int], allocated: list[int]) -> int:
+    """Kubernetes LeastAllocated / MostAllocated / RequestedToCapacityRatio / BalancedAllocation on one
+    node, over (column, weight) pairs."""
+    req = _requests(spec)
+    if strategy == "Balanced":
+        if not any(req[c] for c, _ in cols):
+            return 0
+        fractions = [min((allocated[c] + req[c]) / alloc[c], 1.0) for c, _ in cols if alloc[c] != 0]
+        std = 0.0
+        if len(fractions) == 2:
+            std = abs((fractions[0] - fractions[1]) / 2)
+        elif len(fractions) > 2:
+            mean = sum(fractions) / len(fractions)
+            acc = 0.0
+            for f in fractions:
+                acc = acc + (f - mean) * (f - mean)
+            std = math.sqrt(acc / len(fractions))
+        return int((1 - std) * 100)
+    num = den = 0
+    for c, w in cols:
+        a, r = alloc[c], allocated[c] + req[c]
+        if strategy == "RequestedToCapacityRatio":
+            s = _broken_linear(shape, 100 if a == 0 or r > a else r * 100 // a)
+            if s > 0:
+                num += s * w
+                den += w
+            continue
+        if a == 0:
+            continue
+        if strategy == "MostAllocated":
+            s = min(r, a) * 100 // a
+        else:
+            s = 0 if r > a else (a - r) * 100 // a
+        num += s * w
+        den += w
+    if den == 0:
+        return 0
+    if strategy == "RequestedToCapacityRatio":
+        return (2 * num + den) // (2 * den)
+    return num // den
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def _as_profile(profile: Profile | ProfileConfig, settings: SchedulerSettings) -> Profile:
+    if isinstance(profile, ProfileConfig):
+        from colo_scheduler.plugins import new_in_tree_registry
+
+        return build_profile(profile, new_in_tree_registry(), settings)
+    return profile
+
+
+def _spec(pod: PodInfo | PodSpec) -> PodSpec:
+    return pod.spec if isinstance(pod, PodInfo) else pod
+
+
+def _pre_filter(name: str, spec: PodSpec) -> bool:
+    if name == "QoSAdmission":
+        return not (validate_classes(spec) or resource_kind_problems(spec))
+    if name == "NodeAffinity":
+        return not affinity_problems(spec.affinity)
+    raise ValueError(f"the loop has no PreFilter {name!r}")
+
+
+def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
+                  settings: SchedulerSettings) -> LoopDecision:
+    """The whole decision for ``pod`` on every row of ``table`` at clock time ``now``, node by node.
+
+    ``profile`` is a built :class:`Profile` (its plugins' arguments are read from the instances) or a
+    :class:`ProfileConfig` (built with the in-tree registry). Raises ValueError for a plugin the
+    loop does not implement."""
+    prof = _as_profile(profile, settings)
+    spec = _spec(pod)
+    n = table.n
+    out = LoopDecision()
+    for pre in prof.pre_filter:
+        if not _pre_filter(pre.name, spec):
+            out.rejected_by = pre.name
+            out.feasible = [False] * n
+            out.total = [0] * n
+            return out
+    alloc = table.alloc.tolist()
+    allocated = table.allocated.tolist()
+    la = prof.plugins.get("LoadAware")
+    load = _Load(la.args, settings.metric_report_interval_s, settings.default_cpu_estimate_milli,  # type: ignore[attr-defined]
+                 settings.default_memory_estimate_bytes) if la is not None else None
+    kind = _kind(spec)
+    req = _requests(spec)
+    app = spec.app
+    counts = table.app_count(app).tolist() if app else [0] * n
+    for f in prof.filter:
+        name = f.name
+        if name == "NodeSelector":
+            mask = [all(table.labels(i).get(k) == v for k, v in spec.node_selector.items()) for i in range(n)]
+        elif name == "NodeAffinity":
+            terms = _required_terms(spec)
+            mask = [terms is None or required_matches(terms, table.labels(i)) for i in range(n)]  # type: ignore[arg-type]
+        elif name == "TaintToleration":
+            mask = [_taints_ok(spec, table, i) for i in range(n)]
+        elif name == "NodeResourcesFit":
+            mask = [_fits(req, alloc[i], allocated[i]) for i in range(n)]
+        elif name == "MaxInstancePerNode":
+            cap = spec.max_instance_per_node
+            mask = [not app or cap < 0 or counts[i] < cap for i in range(n)]
+        elif name == "LoadAware":
+            assert load is not None
+            mask = [_load_fits(load, table, i, now, spec, alloc[i][:2]) for i in range(n)]
+        else:
+            raise ValueError(f"the loop has no Filter {name!r}")
+        out.masks[name] = mask
+    out.feasible = [all(m[i] for m in out.masks.values()) for i in range(n)]
+    total = [0] * n
+    for p, weight in prof.score:
+        name = p.name
+        if name == "LoadAware":
+            assert load is not None
+            raw = [_load_score(load, table, i, now, spec, alloc[i][:2]) for i in range(n)]
+            final = raw
+        elif name in ("NodeResourcesFit", "NodeResourcesLeastAllocated", "NodeResourcesBalancedAllocation"):
+            strategy: str = p.strategy  # type: ignore[attr-defined]
+            shape: Sequence[tuple[int, int]] = p.shape  # type: ignore[attr-defined]
+            col_arr, w_arr = p.columns[_kind_column("cpu", kind)]  # type: ignore[attr-defined]
+            cols = list(zip(col_arr.tolist(), w_arr.tolist()))
+            raw = [_resource_score(strategy, shape, cols, spec, alloc[i], allocated[i]) for i in range(n)]
+            final = raw
+        elif name == "NodeAffinity":
+            na = spec.affinity.node_affinity if spec.affinity is not None else None
+            preferred = list(na.preferred) if na is not None else []
+            raw = [preferred_score(preferred, table.labels(i)) for i in range(n)]
+            top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
+            final = [raw[i] * 100 // top if top > 0 and out.feasible[i] else 0 for i in range(n)]
+        elif name == "SelectorSpread":
+            raw = list(counts)
+            top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
+            final = [100 if top <= 0 else (100 * (top - raw[i]) // top if out.feasible[i] else 0) for i in range(n)]
+        else:
+            raise ValueError(f"the loop has no Score {name!r}")
+        out.raw[name] = raw
+        out.scores[name] = final
+        for i in range(n):
+            total[i] += weight * final[i]
+    out.total = total
+    best = max((total[i] for i in range(n) if out.feasible[i]), default=None)
+    out.best = {i for i in range(n) if out.feasible[i] and total[i] == best}
+    return out
+
+
+def loop_feasible(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
+                  settings: SchedulerSettings) -> list[bool]:
+    """(n,) whether each row passes every PreFilter and Filter of ``profile``."""
+    return loop_decision(table, now, pod, profile, settings).feasible
+
+
+def loop_scores(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
+                settings: SchedulerSettings) -> list[int]:
+    """(n,) the weighted total Σ weight × (normalized) score of each row (meaningful on feasible rows)."""
+    return loop_decision(table, now, pod, profile, settings).total
+
+
+def loop_best_nodes(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
+                    settings: SchedulerSettings) -> set[int]:
+    """The feasible rows with the highest total (empty when no row is feasible)."""
+    return loop_decision(table, now, pod, profile, settings).best
+
+
+def loop_masks(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
+               settings: SchedulerSettings) -> Mapping[str, list[bool]]:
+    """Per filter plugin its verdict per row."""
+    return loop_decision(table, now, pod, profile, settings).masks
