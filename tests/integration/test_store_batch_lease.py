@@ -116,3 +116,15 @@ async def test_bind_many_and_admit_across_script_chunks(store: Store) -> None:
     assert all(r.reason == "Insufficient cpu" for r in results[n - 5:])
     assert (await store.allocated("big")).pods == n - 5
     assert await store.admit_pending(specs, 3.0) == [False] * (n - 5) + [True] * 5
+
+
+async def test_allocated_many_is_exact_and_zero_for_unknown_nodes(store: Store) -> None:
+    big = 2**50  # the largest quantity the scheduler accepts; a Lua number would round it
+    await store.put_node(NodeSpec(name="n1", capacity=Resources(cpu=big, memory=big),
+                                  allocatable=Resources(cpu=big, memory=big)))
+    assert (await store.bind("a", "n1", Resources(cpu=big - 1, memory=3), 1.0)).ok
+    got = await store.allocated_many(["n1", "ghost"])
+    assert got == {"n1": Resources(cpu=big - 1, memory=3, pods=1), "ghost": Resources()}
+    assert got["n1"] == await store.allocated("n1")
+    assert await store.allocated_many([]) == {}
+    assert await store.all_allocated() == {"n1": got["n1"]}
