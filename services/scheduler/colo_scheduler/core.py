@@ -123,7 +123,9 @@ class Scheduler:
         """Queue a pending pod; False when it is already queued or placed."""
         if spec.uid in self.framework.placed or spec.uid in self.queue:
             return False
-        return self.queue.add(self.pod_info(spec, now))
+        info = self.pod_info(spec, now)
+        class_key(info)  # computed at intake, as Kubernetes builds its PodInfo when a pod is queued
+        return self.queue.add(info)
 
     def adopt(self, spec: PodSpec, node: str, bound_at: float) -> bool:
         """Count an already bound pod (loaded from the store) on ``node``; False for unknown nodes

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from colo_scheduler.podinfo import PodInfo
 
@@ -43,7 +44,7 @@ class SchedulingQueue:
         self.backoff_max_s = backoff_max_s
         self.unschedulable_retry_s = unschedulable_retry_s
         self._seq = 0
-        self._active: list[tuple[tuple[float, ...], int, str]] = []
+        self._active: list[tuple[float | int | str, ...]] = []
         self._active_pods: dict[str, tuple[int, PodInfo]] = {}
         self._backoff: list[tuple[float, int, str]] = []
         self._backoff_pods: dict[str, tuple[int, PodInfo]] = {}
@@ -88,7 +89,8 @@ class SchedulingQueue:
     def _push_active(self, pod: PodInfo) -> None:
         self._seq += 1
         self._active_pods[pod.uid] = (self._seq, pod)
-        heapq.heappush(self._active, (self._key(pod), self._seq, pod.uid))
+        entry: tuple[float | int | str, ...] = (*self._key(pod), self._seq, pod.uid)  # flat: cheap to compare
+        heapq.heappush(self._active, entry)
 
     def backoff_s(self, attempts: int) -> float:
         """Backoff after ``attempts`` failed attempts: initial × 2^(attempts−1), capped at max."""
@@ -164,7 +166,8 @@ class SchedulingQueue:
         """Up to ``limit`` active pods in QueueSort order, removed from the queue."""
         out: list[PodInfo] = []
         while self._active and len(out) < limit:
-            _, seq, uid = heapq.heappop(self._active)
+            entry_key = heapq.heappop(self._active)
+            seq, uid = cast(int, entry_key[-2]), cast(str, entry_key[-1])
             entry = self._active_pods.get(uid)
             if entry is not None and entry[0] == seq:
                 del self._active_pods[uid]
