@@ -55,6 +55,10 @@ PULL_EXPIRES_S = 10.0
 """Lifetime of an idle pull request on the server."""
 ACK_WAIT_S = 30.0
 """JetStream ack wait of every consumer."""
+YIELD_AFTER_S = 0.002
+"""A consumer working through queued messages lets the event loop run other tasks after this long:
+handlers that never wait (e.g. 1,000 node metrics in a burst) would otherwise hold it for the whole
+burst, and a scheduling cycle with it."""
 MAX_DELIVER = 5
 """Deliveries of a failing message before it is dead-lettered."""
 DEAD_LETTER_MAX_DATA = 64 * 1024
@@ -193,6 +197,7 @@ class Subscription(Generic[T]):
         self._req_deadline = time.monotonic() + PULL_EXPIRES_S + 5.0
 
     async def _run(self) -> None:
+        yielded_at = time.monotonic()
         while not self._stopping:
             if self._outstanding <= 0 or time.monotonic() > self._req_deadline:
                 try:
@@ -209,7 +214,11 @@ class Subscription(Generic[T]):
                 except TimeoutError:
                     self._outstanding = 0
                     continue
+                yielded_at = time.monotonic()
             else:
+                if time.monotonic() - yielded_at > YIELD_AFTER_S:
+                    await asyncio.sleep(0)  # a burst must not starve the other consumers and loops
+                    yielded_at = time.monotonic()
                 msg = self._queue.get_nowait()
             if self._is_status(msg):
                 continue

@@ -126,3 +126,42 @@ async def test_max_batch_must_be_positive(bus_factory: BusFactory, bad: int) -> 
 
     with pytest.raises(ValueError, match="max_batch"):
         bus.subscribe_batch(subjects.POD_SUBMITTED, on_pods, durable="pods", max_batch=bad)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batch"])
+async def test_a_burst_of_busy_handlers_lets_other_tasks_run(bus_factory: BusFactory, batched: bool) -> None:
+    """Handlers that never wait, on a backlog: the consumer still yields to the event loop every
+    few milliseconds, so another task (a scheduling cycle) sees the burst in progress many times."""
+    publisher = await bus_factory("pub")
+    await publisher.publish_many([(subjects.POD_SUBMITTED, pod(f"u{i}"), None, {}) for i in range(200)])
+    bus = await bus_factory("zeta")
+    handled = [0]
+
+    def spin(n: int) -> None:
+        import time
+
+        end = time.perf_counter() + 0.0005 * n
+        while time.perf_counter() < end:
+            pass
+        handled[0] += n
+
+    async def one(msg: PodSpec) -> None:
+        spin(1)
+
+    async def many(items: list[tuple[PodSpec, MessageInfo]]) -> None:
+        spin(len(items))  # never waits
+
+    seen: set[int] = set()
+
+    async def other() -> None:
+        while handled[0] < 200:
+            seen.add(handled[0])
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(other())
+    if batched:
+        bus.subscribe_batch(subjects.POD_SUBMITTED, many, durable="pods", max_batch=10)
+    else:
+        bus.subscribe(subjects.POD_SUBMITTED, one, durable="pods")
+    await asyncio.wait_for(watcher, 30)
+    assert len([n for n in seen if 0 < n < 200]) >= 10, sorted(seen)
