@@ -63,6 +63,9 @@ would overflow the int64 columns of the node table once summed or scaled (×200 
 MAX_PRIORITY = 2**31 - 1
 """Kubernetes pod priority is an int32."""
 
+MAX_PUBLISHING = 4
+"""Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
+
 
 def _negative(r: Resources) -> list[str]:
     """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
@@ -112,6 +115,7 @@ class SchedulerService:
         self._cycle_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._publishing: set[asyncio.Task[None]] = set()
         self._take_over_pending = False
         self._releases_watch: list[set[str]] = []
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
@@ -159,6 +163,7 @@ class SchedulerService:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
+            await asyncio.gather(*self._publishing, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
 
@@ -364,14 +369,16 @@ class SchedulerService:
                 async with self._cycle_lock:
                     if self.leading():
                         self.totals["prompt_cycles"] += 1
-                        await self._cycle(self._now())
+                        await self._cycle(self._now(), background_publish=True)
             except Exception:  # a Redis or NATS outage: the tick loop keeps retrying as well
                 log.exception("prompt scheduling cycle failed")
                 await asyncio.sleep(self.tick_interval_s)
             if self.core.queue.lengths()["active"] and self.leading():
                 self._wake.set()
 
-    async def _cycle(self, now: float) -> dict[str, float]:
+    async def _cycle(self, now: float, background_publish: bool = False) -> dict[str, float]:
+        """One cycle; with ``background_publish`` its events are published by a task, so that the
+        next cycle need not wait for their JetStream acks (at most :data:`MAX_PUBLISHING` in flight)."""
         t_cycle = time.perf_counter()
         self.totals["cycles"] += 1
         leading = self.leading()
@@ -396,7 +403,14 @@ class SchedulerService:
             events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{now!r}", {}))
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
-        await self._publish(events)
+        if background_publish and events:
+            while len(self._publishing) >= MAX_PUBLISHING:
+                await asyncio.wait(self._publishing, return_when=asyncio.FIRST_COMPLETED)
+            task = asyncio.create_task(self._publish(events), name="scheduler:publish")
+            self._publishing.add(task)
+            task.add_done_callback(self._publishing.discard)
+        else:
+            await self._publish(events)
         self.heap.maybe()
         lat = [p.decision_ms for p in out.placements] + [f.decision_ms for f in out.failures]
         q = self.core.queue.lengths()
