@@ -288,3 +288,25 @@ def test_one_row_scalar_methods_equal_array_results(seed: int) -> None:
                 full_s = p.score(state, info)
                 assert [p.score_node(state, info, i) for i in range(core.table.n)] == full_s.tolist(), p.name
     assert checked > 1000
+
+
+@pytest.mark.parametrize("scalar", [True, False], ids=["scalar-rows", "array-rows"])
+def test_records_keep_the_masks_of_their_decision_time(scalar: bool) -> None:
+    """Pods of one class fill node "a"; the first pod's record still shows "a" feasible while the third
+    one's shows it rejected by NodeResourcesFit (the class entry copies a lent mask before changing it)."""
+    core = Scheduler(SchedulerSettings(), LEAN)
+    if not scalar:
+        core.framework.cache._scalar = None  # re-sync changed rows with filter_rows / score_rows
+    core.on_node(node("a", cpu=2_000, memory=64 * GI), 0.0)
+    core.on_node(node("tiny", cpu=100, memory=64 * GI), 0.0)
+    for k in range(3):
+        core.add_pod(pod(f"p{k}", cpu=1_000, memory=GI, created_at=float(k)), 0.0)
+    out = core.schedule_cycle(0.0)
+    assert [p.node for p in out.placements] == ["a", "a"]
+    first = core.decision("p0").to_json(core.table.names)  # type: ignore[union-attr]
+    last = core.decision("p2").to_json(core.table.names)  # type: ignore[union-attr]
+    assert set(first["rejected_nodes"]) == {"tiny"}  # type: ignore[arg-type]
+    assert first["feasible"] == 1 and first["node"] == "a"
+    assert set(last["rejected_nodes"]) == {"tiny", "a"}  # type: ignore[arg-type]
+    assert core.framework.cache.stats["incremental"] >= 2
+    assert last["rejected_nodes"]["a"]["plugin"] == "NodeResourcesFit"  # type: ignore[index]

@@ -13,7 +13,7 @@ The result is exactly what a full recomputation gives: tests/scheduler compare b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import msgspec
@@ -74,7 +74,9 @@ class ClassEntry:
     shared with the table's mask cache and must not be written); ``static`` (n,) the AND of the
     static masks (None when they reject nothing); ``feasible`` (n,) the AND of all; ``raw`` per
     score plugin (n,) int64; ``total`` (n,) int64 = Σ weight × raw over score plugins without
-    NormalizeScore; ``masked`` (n,) = total where feasible, else −1.
+    NormalizeScore; ``masked`` (n,) = total where feasible, else −1. ``lent`` holds the indices
+    of masks a decision record references: they are copied before their next change
+    (copy-on-write), so records share a mask for as long as no verdict in it flips.
     """
 
     seq: int
@@ -85,6 +87,21 @@ class ClassEntry:
     raw: list[IntArray]
     total: IntArray
     masked: IntArray
+    lent: set[int] = field(default_factory=set)
+
+    def lend(self, k: int) -> BoolArray | None:
+        """Mask ``k`` for a record to keep: the entry copies it before changing it."""
+        self.lent.add(k)
+        return self.masks[k]
+
+    def writable(self, k: int) -> BoolArray | None:
+        """Mask ``k`` safe to write in place (a copy when lent)."""
+        m = self.masks[k]
+        if k in self.lent:
+            self.lent.discard(k)
+            if m is not None:
+                m = self.masks[k] = m.copy()
+        return m
 
 
 class ClassCache:
@@ -129,15 +146,17 @@ class ClassCache:
                 self.entries[key] = entry
             return entry
         changed = table.changes_since(entry.seq)
-        if (changed is None or entry.version != table.version
-                or len(changed) > table.n // FULL_RECOMPUTE_FRACTION + 1):
+        if changed is None or entry.version != table.version:
             fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
             return fresh
         if not changed:
             self.stats["hits"] += 1
             return entry
+        distinct = set(changed)  # a placement logs its row several times
+        if len(distinct) > table.n // FULL_RECOMPUTE_FRACTION + 1:
+            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
+            return fresh
         self.stats["incremental"] += 1
-        distinct = set(changed)
         if self._scalar is not None and len(distinct) <= SCALAR_ROWS:
             for i in distinct:
                 self._one(state, pod, entry, i)
@@ -188,6 +207,12 @@ class ClassCache:
                 if v:
                     continue
                 m = masks[k] = np.ones(state.table.n, np.bool_)
+            elif m[i] != v:
+                m = entry.writable(k)
+                assert m is not None
+            else:
+                ok = ok and v
+                continue
             m[i] = v
             ok = ok and v
         entry.feasible[i] = ok
@@ -215,11 +240,16 @@ class ClassCache:
                     m = full[rows]
             current = entry.masks[k]
             if m is None or (current is None and m.all()):
-                if current is not None:
+                if current is not None and not current[rows].all():
+                    current = entry.writable(k)
+                    assert current is not None
                     current[rows] = True
                 continue
             if current is None:
                 current = entry.masks[k] = np.ones(state.table.n, np.bool_)
+            elif (current[rows] != m).any():
+                current = entry.writable(k)
+                assert current is not None
             current[rows] = m
             feasible_rows = m if feasible_rows is None else feasible_rows & m
         if feasible_rows is None:

@@ -25,9 +25,10 @@ DETAIL_SUMMARY = "summary"
 
 @dataclass(slots=True)
 class FilterRecord:
-    """The nodes one filter rejected, over all ``nodes`` rows: either ``passed`` (n,) bool, the
-    filter's own mask when it is immutable (static filters share it with the table's cache), or
-    ``packed`` its rejection mask (``numpy.packbits``, 1 bit a node). In ``"nodes"`` detail also
+    """The nodes one filter rejected, over all ``nodes`` rows: ``passed`` (n,) bool, the filter's
+    mask at decision time (shared, never written again: static filters' masks come from the
+    table's cache, dynamic ones are copied by their class entry before they change), or
+    ``packed`` a rejection mask (``numpy.packbits``, 1 bit a node). In ``"nodes"`` detail also
     ``rows`` (k,) the nodes it rejected first (no earlier filter did), ``codes`` (k,) uint8 into
     ``labels`` (their reasons) and ``reasons`` reason → node count."""
 

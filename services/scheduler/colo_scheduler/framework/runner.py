@@ -208,8 +208,9 @@ class Framework:
             ok = entry.masks[k]
             if ok is None:
                 continue
-            # a static filter's mask is immutable (shared with the table's cache): keep a reference
-            fr = FilterRecord(p.name, ok) if self.cache.static[k] else FilterRecord(p.name, None, np.packbits(~ok))
+            # keep a reference: static masks are immutable (shared with the table's cache), dynamic
+            # ones are lent by the class entry, which copies them before a verdict in them flips
+            fr = FilterRecord(p.name, ok if self.cache.static[k] else entry.lend(k))
             if remaining is not None:  # per-node reasons of the nodes this filter rejected first
                 rejected = remaining & ~ok
                 remaining &= ok
