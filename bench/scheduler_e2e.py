@@ -261,6 +261,7 @@ async def latency_phase(pub: Publisher, watcher: Watcher, pods: list[PodSpec], r
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     rng = random.Random(args.seed)
     nodes, resources = make_nodes(args.nodes, rng)
     async with EmbeddedServers() as servers:
@@ -296,6 +297,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cpu1 = _cpu_s(procs)
                 lat_pods = int(args.rate * args.seconds)
                 lat = await latency_phase(pub, watcher, make_pods("lat", lat_pods, rng), args.rate)
+                cpu2 = _cpu_s(procs)
                 state = await _state(http, port)
         finally:
             if metrics_task is not None:
@@ -308,6 +310,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await bus.close()
             await store.close()
     cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
+    cpu_lat = {k: round(cpu2[k] - cpu1[k], 2) for k in cpu0}
+    sched_us = cpu["scheduler"] / args.pods * 1e6
     return {
         "bench": "scheduler_e2e", "nodes": args.nodes, "pods": args.warmup + args.pods + lat_pods,
         "throughput_pods": args.pods, "pods_per_s": round(pods_per_s, 1), "throughput_s": round(tput_s, 3),
@@ -315,8 +319,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "submit_to_bound_p50_ms": round(float(np.percentile(lat, 50)), 2),
         "submit_to_bound_p99_ms": round(float(np.percentile(lat, 99)), 2),
         "submit_to_bound_max_ms": round(float(lat.max()), 2),
-        "cpu_s_during_throughput": cpu, "cpus": os.cpu_count(),
+        "cpu_s_during_throughput": cpu, "cpu_s_during_latency": cpu_lat, "cpus": os.cpu_count(),
+        "scheduler_cpu_us_per_pod": round(sched_us, 1),
+        "pods_per_scheduler_cpu_s": round(1e6 / sched_us, 1),
         "scheduler_totals": state.get("totals", {}),
+        "loadavg_1m_before": round(load_before, 2), "loadavg_1m_after": round(os.getloadavg()[0], 2),
     }
 
 
@@ -335,11 +342,15 @@ def main() -> None:
           " and this driver")
     print(f"  throughput: {out['throughput_pods']} pods bound in {out['throughput_s']} s ="
           f" {out['pods_per_s']:.0f} pods/s (target >= 5000)")
-    print(f"  CPU seconds during it: {out['cpu_s_during_throughput']}")
+    print(f"  CPU seconds during it: {out['cpu_s_during_throughput']}; the scheduler used"
+          f" {out['scheduler_cpu_us_per_pod']} us of CPU per pod = {out['pods_per_scheduler_cpu_s']:.0f} pods per"
+          " CPU-second (what it would bind with a core to itself)")
     print(f"  latency at {out['offered_rate']:.0f} pods/s offered ({out['latency_pods']} pods): submit->bound"
           f" p50 {out['submit_to_bound_p50_ms']} ms, p99 {out['submit_to_bound_p99_ms']} ms (target <= 50),"
-          f" max {out['submit_to_bound_max_ms']} ms")
+          f" max {out['submit_to_bound_max_ms']} ms; CPU seconds {out['cpu_s_during_latency']}")
     print(f"  scheduler totals: {out['scheduler_totals']}")
+    print(f"  machine load (1 min) before {out['loadavg_1m_before']}, after {out['loadavg_1m_after']}:"
+          " other work on these CPUs slows every figure but the CPU per pod")
     print(json.dumps(out))
 
 
