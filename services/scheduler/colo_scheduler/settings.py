@@ -144,8 +144,8 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     """What the record of a placed pod holds besides the scores: ``"summary"`` which filter
     rejected each node (a bit per node and filter, a few microseconds per pod); ``"nodes"``
     also each rejected node's reason (a pass per rejecting filter: tens of microseconds per pod
-    on 5,000 nodes, bench/scheduler_inprocess.py). Records of unschedulable pods and dry runs
-    (``?live=1``) always give per-node reasons."""
+    on 5,000 nodes, bench/scheduler_inprocess.py). Records of unschedulable pods always carry the
+    reason counts per filter; dry runs (``?live=1``) always give per-node reasons."""
 
     gc_between_cycles: bool = True
     """Pause Python's cyclic garbage collector during a scheduling cycle (it runs between cycles),

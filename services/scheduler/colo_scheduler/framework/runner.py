@@ -174,6 +174,7 @@ class Framework:
         remaining = np.ones(self.table.n, np.bool_)
         reasons: dict[str, int] = {}
         rejectors: set[str] = set()
+        per_filter: dict[str, dict[str, int]] = {}
         for k, p in enumerate(self.profile.filter):
             ok = entry.masks[k]
             if ok is None:
@@ -181,7 +182,8 @@ class Framework:
             rejected = remaining & ~ok
             if rejected.any():
                 rejectors.add(p.name)
-                for reason, count in p.explain(state, pod, rejected).items():
+                per_filter[p.name] = p.explain(state, pod, rejected)
+                for reason, count in per_filter[p.name].items():
                     reasons[reason] = reasons.get(reason, 0) + count
             remaining &= ok
         result = self._failed(pod, state, self.table.n, reasons, frozenset(rejectors), UNSCHEDULABLE, None)
@@ -190,9 +192,10 @@ class Framework:
             if row is not None:
                 result.nominated = row
                 break
-        if record is not None:  # failures are rarer and asked about most: always with per-node reasons
-            result.record = self._record(state, pod, entry, {}, -1, -1, DETAIL_NODES, UNSCHEDULABLE,
-                                         result.message)
+        if record is not None:
+            result.record = self._record(state, pod, entry, {}, -1, -1, record, UNSCHEDULABLE, result.message)
+            for fr in result.record.filters:  # the diagnosis' reason counts, whatever the detail
+                fr.reasons = fr.reasons or per_filter.get(fr.plugin, {})
         return result
 
     # ------------------------------------------------------------------ explainability
