@@ -100,6 +100,8 @@ class DecisionRecord:
             first = f.mask(self.nodes) & remaining
             remaining &= ~first
             rows = f.rows if f.rows is not None else np.flatnonzero(first)
+            if not len(rows):
+                continue
             filters[f.plugin] = {"rejected": len(rows), "reasons": dict(f.reasons)}
             for k, row in enumerate(rows.tolist()):
                 entry = {"plugin": f.plugin}
