@@ -127,7 +127,8 @@ def test_preferred_terms_score(preferred: list[tuple[int, NodeSelectorTerm]], ex
 
 
 def test_normalize_uses_feasible_maximum_only() -> None:
-    """An infeasible node with the highest raw score neither sets the maximum nor leaves 0..100."""
+    """An infeasible node with the highest raw score does not set the maximum and stays within 0..100
+    (counted as the maximum)."""
     s = scheduler()
     for name, labels in NODES:
         s.on_node(node(name, labels=labels), NOW)
@@ -137,7 +138,7 @@ def test_normalize_uses_feasible_maximum_only() -> None:
     plugin: Any = s.framework.profile.plugins["NodeAffinity"]
     raw = plugin.score(state, info)
     norm = plugin.normalize(state, info, raw, np.array([False, True, True, True]))
-    assert norm.tolist() == [0, 100, 0, 0]
+    assert norm.tolist() == [100, 100, 0, 0]
 
 
 def test_preferred_affinity_decides_placement() -> None:

@@ -18,6 +18,8 @@ NORMALIZE = [
     ("no-pods-anywhere", [0, 0, 0], [True] * 3, [100, 100, 100]),
     ("thirds-rounded-down", [0, 1, 3], [True] * 3, [100, 66, 0]),
     ("infeasible-maximum-ignored", [5, 1, 2], [False, True, True], [0, 50, 0]),
+    ("max-1-fast-path", [0, 1, 3], [True, True, False], [100, 0, 0]),
+    ("infeasible-zero-count", [0, 4, 2], [False, True, True], [100, 0, 50]),
     ("nothing-feasible", [3, 1], [False, False], [100, 100]),
 ]
 

@@ -388,11 +388,11 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             preferred = list(na.preferred) if na is not None else []
             raw = [preferred_score(preferred, table.labels(i)) for i in range(n)]
             top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
-            final = [raw[i] * 100 // top if top > 0 and out.feasible[i] else 0 for i in range(n)]
+            final = [min(raw[i], top) * 100 // top if top > 0 else 0 for i in range(n)]
         elif name == "SelectorSpread":
             raw = list(counts)
             top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
-            final = [100 if top <= 0 else (100 * (top - raw[i]) // top if out.feasible[i] else 0) for i in range(n)]
+            final = [100 if top <= 0 else 100 * (top - min(raw[i], top)) // top for i in range(n)]
         else:
             raise ValueError(f"the loop has no Score {name!r}")
         out.raw[name] = raw

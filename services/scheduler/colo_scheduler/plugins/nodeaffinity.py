@@ -26,6 +26,7 @@ from colo_scheduler.framework.interface import (
     CycleState,
     Status,
 )
+from colo_scheduler.plugins.selectorspread import constant_scores, feasible_max
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
 
@@ -38,11 +39,12 @@ INVALID = "invalid node affinity"
 
 def normalize_max(raw: IntArray, feasible: BoolArray) -> IntArray:
     """Kubernetes DefaultNormalizeScore (not reversed): raw × 100 // max(raw over feasible), all 0 when
-    that max is 0 or nothing is feasible; 0 on infeasible rows (so every value is within 0..100)."""
-    top = int(raw.max(where=feasible, initial=0))
+    that max is 0 or nothing is feasible (raw ≥ 0). Rows above max (infeasible ones) count as max, so
+    every value is within 0..100."""
+    top = feasible_max(raw, feasible)
     if top <= 0:
-        return np.zeros(len(raw), np.int64)
-    out: IntArray = np.where(feasible, raw * 100 // top, 0)
+        return constant_scores(len(raw), 0)
+    out: IntArray = np.minimum(raw, top) * 100 // top
     return out
 
 
@@ -144,5 +146,8 @@ class NodeAffinity:
         return 0 if raw is None else int(raw[i])
 
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
-        """(n,) :func:`normalize_max` of ``raw``."""
+        """(n,) :func:`normalize_max` of ``raw`` (0 everywhere, without an array pass, for a pod without
+        preferred terms)."""
+        if not pod.preferred_affinity_key:
+            return constant_scores(len(raw), 0)
         return normalize_max(raw, feasible)
