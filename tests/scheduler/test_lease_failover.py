@@ -29,6 +29,17 @@ pytestmark = pytest.mark.integration
 FAILOVER_LIMIT_S = 10.0
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (Linux), so no scheduler outlives a
+    killed test run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 class Proc:
     """One scheduler process and its HTTP port."""
 
@@ -39,7 +50,7 @@ class Proc:
         env = {**env, "COLO_INSTANCE": instance, "COLO_HTTP_PORT": str(self.port)}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "colo_scheduler"], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
 
     async def state(self, http: aiohttp.ClientSession) -> dict[str, Any] | None:
         try:
