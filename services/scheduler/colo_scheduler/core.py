@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
-from colo_scheduler.framework.classcache import class_key
+from colo_scheduler.framework.classcache import class_key, spec_class_key
 from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
 from colo_scheduler.framework.interface import (
     NODE_ADD,
@@ -37,7 +37,7 @@ from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.tainttoleration import TaintToleration
-from colo_scheduler.podinfo import PodInfo, make_pod_info
+from colo_scheduler.podinfo import PodInfo, make_pod_info, pod_priority
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
@@ -99,6 +99,7 @@ class Scheduler:
         self.waiting: dict[str, tuple[PodInfo, int, float]] = {}
         """Pods a Permit plugin holds: uid → (pod, row, deadline clock seconds); reserved meanwhile."""
         self._allowed: set[str] = set()
+        self._templates: dict[bytes, PodInfo] = {}
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
@@ -114,18 +115,31 @@ class Scheduler:
     # ------------------------------------------------------------------ pods
 
     def pod_info(self, spec: PodSpec, now: float) -> PodInfo:
-        """PreFilter state of ``spec`` (request vector, estimate) with ``queued_at = now``."""
-        s = self.settings
-        return make_pod_info(spec, s.cpu_estimation_factor_percent, s.memory_estimation_factor_percent,
-                             s.default_cpu_estimate_milli, s.default_memory_estimate_bytes, queued_at=now)
+        """PreFilter state of ``spec`` (request vector, estimate) with ``queued_at = now``.
+
+        Pods of one class (replicas of a workload) share the derived arrays of a template built
+        once per class; every array of a PodInfo is read-only by convention (plugins replace
+        attributes, never write into them)."""
+        key = spec_class_key(spec, pod_priority(spec))
+        template = self._templates.get(key)
+        if template is None:
+            s = self.settings
+            template = make_pod_info(spec, s.cpu_estimation_factor_percent, s.memory_estimation_factor_percent,
+                                     s.default_cpu_estimate_milli, s.default_memory_estimate_bytes)
+            if len(self._templates) >= 10_000:
+                self._templates.clear()
+            self._templates[key] = template
+        info = copy.copy(template)
+        info.spec, info.uid, info.queued_at = spec, spec.uid, now
+        info.attempts, info.last_attempt_at = 0, 0.0
+        info.extra = {"class": key}
+        return info
 
     def add_pod(self, spec: PodSpec, now: float) -> bool:
         """Queue a pending pod; False when it is already queued or placed."""
         if spec.uid in self.framework.placed or spec.uid in self.queue:
             return False
-        info = self.pod_info(spec, now)
-        class_key(info)  # computed at intake, as Kubernetes builds its PodInfo when a pod is queued
-        return self.queue.add(info)
+        return self.queue.add(self.pod_info(spec, now))
 
     def adopt(self, spec: PodSpec, node: str, bound_at: float) -> bool:
         """Count an already bound pod (loaded from the store) on ``node``; False for unknown nodes

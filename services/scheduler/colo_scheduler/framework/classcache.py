@@ -19,6 +19,7 @@ from typing import cast
 import msgspec
 import numpy as np
 
+from colo.messages import PodSpec
 from colo_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -55,9 +56,13 @@ def class_key(pod: PodInfo) -> bytes:
     a class is safe for any plugin that reads only the pod's spec and priority."""
     key = pod.extra.get("class")
     if key is None:
-        spec = msgspec.structs.replace(pod.spec, **_IDENTITY_FIELDS)
-        key = pod.extra["class"] = _encoder.encode((spec, pod.priority))
+        key = pod.extra["class"] = spec_class_key(pod.spec, pod.priority)
     return key  # type: ignore[return-value]
+
+
+def spec_class_key(spec: PodSpec, priority: int) -> bytes:
+    """:func:`class_key` of a spec with its priority value, before a PodInfo exists."""
+    return _encoder.encode((msgspec.structs.replace(spec, **_IDENTITY_FIELDS), priority))
 
 
 STATIC = "static"
