@@ -8,8 +8,8 @@ allocatable, allocated requests, metrics, assigned pods and app counts — not t
 arrays, masks or caches. The load estimate of assigned pods is recomputed from the assigned pods
 and the last metric. Shared pure helpers are reused where they define the input format rather than
 a plugin's arithmetic: label matching of node affinity (:mod:`colo.affinity`), the class rules
-(:mod:`colo.classes`), the pod estimate (:func:`colo_scheduler.podinfo.estimate_pod`, oracle O3)
-and the parsing of the threshold annotation.
+(:mod:`colo.classes`), the pod estimate and resource kind (:mod:`colo_scheduler.podinfo`, oracle
+O3), the parsing of the threshold annotation and the choice of a metric's aggregated entry.
 
 The decision: a node is feasible when every filter passes (none when a PreFilter rejects the pod);
 total = Σ weight × score (normalized where the plugin normalizes, over the feasible nodes); the
@@ -30,10 +30,11 @@ from colo_scheduler.plugins.loadaware import (
     CUSTOM_THRESHOLDS_ANNOTATION,
     LoadAwareArgs,
     NodeThresholds,
+    aggregated_usage,
     args_thresholds,
     parse_custom_thresholds,
 )
-from colo_scheduler.podinfo import PodInfo, estimate_pod
+from colo_scheduler.podinfo import PodInfo, estimate_pod, resource_kind
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
 
@@ -61,15 +62,6 @@ class LoopDecision:
 def _requests(spec: PodSpec) -> list[int]:
     r = spec.requests
     return [r.cpu, r.memory, r.batch_cpu, r.batch_memory, r.mid_cpu, r.mid_memory, 1]
-
-
-def _kind(spec: PodSpec) -> str:
-    r, lim = spec.requests, spec.limits
-    if r.batch_cpu or r.batch_memory or lim.batch_cpu or lim.batch_memory:
-        return "batch"
-    if r.mid_cpu or r.mid_memory or lim.mid_cpu or lim.mid_memory:
-        return "mid"
-    return "native"
 
 
 def _kind_column(name: str, kind: str) -> int:
@@ -167,25 +159,6 @@ def _prod_reported(table: NodeTable, i: int, metric: NodeMetric) -> list[int]:
     return out
 
 
-def _aggregated(metric: NodeMetric, stat: str, duration_s: int) -> list[int] | None:
-    """The statistic over the window (0 = longest; node usage when none), None when not reported."""
-    found = None
-    for a in metric.aggregated:
-        if a.stat != stat:
-            continue
-        if duration_s == 0:
-            if found is None or a.window_s > found.window_s:
-                found = a
-        elif a.window_s == duration_s:
-            found = a
-            break
-    if found is not None:
-        return [found.cpu, found.memory]
-    if duration_s == 0:
-        return [metric.node_usage.cpu, metric.node_usage.memory]
-    return None
-
-
 def _over(x: int, a: int, t: int) -> bool:
     """round(100 x / a) > t with halves rounded up; never for t = 0 or a = 0."""
     return t > 0 and a > 0 and (200 * x + a) // (2 * a) > t
@@ -207,10 +180,10 @@ def _load_fits(load: _Load, table: NodeTable, i: int, now: float, spec: PodSpec,
         limits = th.prod
     elif th.aggregated is not None:
         limits, stat, duration = th.aggregated
-        agg = _aggregated(metric, stat, duration)
+        agg = aggregated_usage(metric, stat, duration)
         if agg is None:
             return True
-        base, pend = agg, _pending(load, table, i, metric, prod_only=False)
+        base, pend = list(agg), _pending(load, table, i, metric, prod_only=False)
     else:
         base = [metric.node_usage.cpu, metric.node_usage.memory]
         pend = _pending(load, table, i, metric, prod_only=False)
@@ -229,8 +202,9 @@ def _load_score(load: _Load, table: NodeTable, i: int, now: float, spec: PodSpec
     else:
         base = [metric.node_usage.cpu, metric.node_usage.memory]
         if a.aggregated.score_aggregation_type:
-            base = _aggregated(metric, a.aggregated.score_aggregation_type,
-                               a.aggregated.score_aggregated_duration_s) or base
+            agg = aggregated_usage(metric, a.aggregated.score_aggregation_type,
+                                   a.aggregated.score_aggregated_duration_s)
+            base = list(agg) if agg is not None else base
         pend = _pending(load, table, i, metric, prod_only=False)
     p = load.estimate(spec)
     weights = [a.resource_weights.get("cpu", 0), a.resource_weights.get("memory", 0)]
@@ -344,7 +318,7 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     la = prof.plugins.get("LoadAware")
     load = _Load(la.args, settings.metric_report_interval_s, settings.default_cpu_estimate_milli,  # type: ignore[attr-defined]
                  settings.default_memory_estimate_bytes) if la is not None else None
-    kind = _kind(spec)
+    kind = resource_kind(spec)
     req = _requests(spec)
     app = spec.app
     counts = table.app_count(app).tolist() if app else [0] * n

@@ -26,14 +26,13 @@ from colo_scheduler.framework.interface import (
     CycleState,
     Status,
 )
+from colo_scheduler.plugins.maskfilter import CachedMaskFilter
 from colo_scheduler.plugins.selectorspread import constant_scores, feasible_max
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 """Kubernetes ErrReasonPod of NodeAffinity (shared with NodeSelector)."""
-LABELS: tuple[str, ...] = ("", REASON)
-"""Reason code → label: 0 passes, 1 no required term matches."""
 INVALID = "invalid node affinity"
 
 
@@ -48,13 +47,12 @@ def normalize_max(raw: IntArray, feasible: BoolArray) -> IntArray:
     return out
 
 
-class NodeAffinity:
+class NodeAffinity(CachedMaskFilter):
     """Required and preferred node affinity of ``PodSpec.affinity``."""
 
     name = "NodeAffinity"
     events = frozenset({NODE_ADD})
-    static = True
-    """Verdict depends only on node labels (framework/classcache.py STATIC)."""
+    reason = REASON
 
     def __init__(self) -> None:
         self._raw: dict[object, IntArray] = {}
@@ -86,30 +84,6 @@ class NodeAffinity:
         if key is None:
             return None
         return state.table.cached_mask(self.name, key, self._builder(pod))
-
-    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
-        """(len(rows),) :meth:`filter` on ``rows`` only (the cached mask indexed)."""
-        mask = self.filter(state, pod)
-        if mask is None:
-            return np.ones(len(rows), np.bool_)
-        out: BoolArray = mask[rows]
-        return out
-
-    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
-        """:meth:`filter` on row ``i``."""
-        mask = self.filter(state, pod)
-        return True if mask is None else bool(mask[i])
-
-    def reason_codes(self, state: CycleState, pod: PodInfo,
-                     rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
-        """(len(rows),) codes into :data:`LABELS` (1 where no required term matches)."""
-        return (~self.filter_rows(state, pod, rows)).astype(np.uint8), LABELS
-
-    def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
-        """All nodes this filter rejects share one reason."""
-        ok = self.filter(state, pod)
-        k = 0 if ok is None else int(np.count_nonzero(rejected & ~ok))
-        return {REASON: k} if k else {}
 
     def _raw_scores(self, table: NodeTable, pod: PodInfo) -> IntArray | None:
         key = pod.preferred_affinity_key

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from colo.messages import Taint
 from colo_scheduler.framework.interface import NODE_ADD, CycleState
+from colo_scheduler.plugins.maskfilter import CachedMaskFilter
 from colo_scheduler.podinfo import PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
 
@@ -64,13 +65,12 @@ def taint_builder(tolerations: tuple[TolerationKey, ...]) -> Callable[[NodeTable
     return build
 
 
-class TaintToleration:
+class TaintToleration(CachedMaskFilter):
     """Filter on node taints vs ``PodSpec.tolerations``."""
 
     name = "TaintToleration"
     events = frozenset({NODE_ADD})
-    static = True
-    """Verdict depends only on node labels/taints (framework/classcache.py STATIC)."""
+    reason = REASON
 
     def __init__(self) -> None:
         self._codes: dict[tuple[TolerationKey, ...], tuple[npt.NDArray[np.uint8], tuple[str, ...]]] = {}
@@ -84,14 +84,6 @@ class TaintToleration:
         """(n,) True where the pod tolerates every NoSchedule/NoExecute taint; None when all do."""
         key = pod.tolerations_key
         return state.table.cached_mask(self.name, key, taint_builder(key))
-
-    def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
-        """(len(rows),) :meth:`filter` on ``rows`` only (the cached mask indexed)."""
-        mask = self.filter(state, pod)
-        if mask is None:
-            return np.ones(len(rows), np.bool_)
-        out: BoolArray = mask[rows]
-        return out
 
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
@@ -118,9 +110,3 @@ class TaintToleration:
                     codes[i] = code
             entry = self._codes[key] = (codes, tuple(labels))
         return entry[0][rows], entry[1]
-
-    def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
-        """All nodes this filter rejects share one reason."""
-        ok = self.filter(state, pod)
-        k = 0 if ok is None else int(np.count_nonzero(rejected & ~ok))
-        return {REASON: k} if k else {}
