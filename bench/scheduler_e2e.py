@@ -11,6 +11,8 @@ heterogeneous nodes (four sizes, batch resources, fresh metrics), then:
 2. **latency**: ``--rate`` pods/s offered, paced, for ``--seconds``; ``submit_to_bound_p50_ms`` /
    ``p99_ms`` from the publish call to the PodBound's arrival, both in this process.
 
+``--replicas N`` runs N scheduler processes that shard the pods (``COLO_SCHEDULER_REPLICAS``).
+
 Targets (issue 3): ≥ 5,000 pods/s sustained; p99 ≤ 50 ms at 1,000 pods/s offered, 1,000 nodes.
 Everything (servers, scheduler, this driver) shares the machine: the CPU seconds each used
 during the throughput phase are printed too. Prints a readable summary, then one JSON line.
@@ -268,17 +270,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         bus = await Bus.connect(servers.nats_url, "bench")
         await bus.ensure_streams()
         store = await Store.connect(servers.redis_url, prefix="bench")
-        port = free_port()
-        env = {**os.environ, "COLO_NATS_URL": servers.nats_url, "COLO_REDIS_URL": servers.redis_url,
-               "COLO_STORE_PREFIX": "bench", "COLO_HTTP_PORT": str(port), "COLO_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "colo_scheduler"], env=env,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        ports = [free_port() for _ in range(args.replicas)]
+        schedulers = []
+        for i, port in enumerate(ports):
+            env = {**os.environ, "COLO_NATS_URL": servers.nats_url, "COLO_REDIS_URL": servers.redis_url,
+                   "COLO_STORE_PREFIX": "bench", "COLO_HTTP_PORT": str(port), "COLO_LOG_LEVEL": "WARNING",
+                   "COLO_SCHEDULER_REPLICAS": str(args.replicas), "COLO_SCHEDULER_REPLICA_INDEX": str(i)}
+            schedulers.append(subprocess.Popen([sys.executable, "-m", "colo_scheduler"], env=env,
+                                               preexec_fn=_die_with_parent if sys.platform == "linux" else None))
         metrics_task: asyncio.Task[None] | None = None
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
                 await _register(bus, store, nodes, resources)
                 metrics_task = asyncio.create_task(_metrics_loop(bus, nodes))
-                await _wait_scheduler(http, port, proc, args.nodes)
+                for port, proc in zip(ports, schedulers):
+                    await _wait_scheduler(http, port, proc, args.nodes)
                 watcher = Watcher()
                 await bus.nc.subscribe(subjects.POD_BOUND.wildcard, cb=watcher.on_msg)
                 pub = Publisher(bus)
@@ -286,9 +292,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 try:
                     await throughput_phase(pub, watcher, make_pods("warm", args.warmup, rng), args.window)
                 except TimeoutError:
-                    print("scheduler state:", json.dumps(await _state(http, port))[:3000], file=sys.stderr)
+                    print("scheduler state:", json.dumps(await _state(http, ports[0]))[:3000], file=sys.stderr)
                     raise
-                procs = {"scheduler": psutil.Process(proc.pid), "bench": psutil.Process(),
+                procs = {**{f"scheduler{i or ''}": psutil.Process(p.pid) for i, p in enumerate(schedulers)},
+                         "bench": psutil.Process(),
                          "nats-server": psutil.Process(servers.nats.proc.pid),  # type: ignore[union-attr]
                          "redis-server": psutil.Process(servers.redis.proc.pid)}  # type: ignore[union-attr]
                 cpu0 = _cpu_s(procs)
@@ -298,22 +305,29 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 lat_pods = int(args.rate * args.seconds)
                 lat = await latency_phase(pub, watcher, make_pods("lat", lat_pods, rng), args.rate)
                 cpu2 = _cpu_s(procs)
-                state = await _state(http, port)
+                states = [await _state(http, port) for port in ports]
         finally:
             if metrics_task is not None:
                 metrics_task.cancel()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            for proc in schedulers:
+                proc.send_signal(signal.SIGTERM)
+            for proc in schedulers:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
             await bus.close()
             await store.close()
     cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
     cpu_lat = {k: round(cpu2[k] - cpu1[k], 2) for k in cpu0}
-    sched_us = cpu["scheduler"] / args.pods * 1e6
+    sched_us = sum(v for k, v in cpu.items() if k.startswith("scheduler")) / args.pods * 1e6
+    totals: dict[str, float] = {}
+    for st in states:
+        for k, v in st.get("totals", {}).items():
+            totals[k] = totals.get(k, 0) + v
     return {
-        "bench": "scheduler_e2e", "nodes": args.nodes, "pods": args.warmup + args.pods + lat_pods,
+        "bench": "scheduler_e2e", "nodes": args.nodes, "replicas": args.replicas,
+        "pods": args.warmup + args.pods + lat_pods,
         "throughput_pods": args.pods, "pods_per_s": round(pods_per_s, 1), "throughput_s": round(tput_s, 3),
         "offered_rate": args.rate, "latency_pods": lat_pods,
         "submit_to_bound_p50_ms": round(float(np.percentile(lat, 50)), 2),
@@ -322,7 +336,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_s_during_throughput": cpu, "cpu_s_during_latency": cpu_lat, "cpus": os.cpu_count(),
         "scheduler_cpu_us_per_pod": round(sched_us, 1),
         "pods_per_scheduler_cpu_s": round(1e6 / sched_us, 1),
-        "scheduler_totals": state.get("totals", {}),
+        "scheduler_totals": totals,
         "loadavg_1m_before": round(load_before, 2), "loadavg_1m_after": round(os.getloadavg()[0], 2),
     }
 
@@ -335,14 +349,15 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=4000, help="most pods submitted and not yet bound")
     ap.add_argument("--rate", type=float, default=1000.0, help="pods/s offered in the latency phase")
     ap.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    ap.add_argument("--replicas", type=int, default=1, help="scheduler processes, pods sharded by uid hash")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     out = asyncio.run(run(args))
-    print(f"scheduler e2e, {out['nodes']} nodes, {out['cpus']} CPUs shared by scheduler, nats-server, redis-server"
-          " and this driver")
+    print(f"scheduler e2e, {out['nodes']} nodes, {out['replicas']} scheduler process(es); {out['cpus']} CPUs shared by"
+          " the schedulers, nats-server, redis-server and this driver")
     print(f"  throughput: {out['throughput_pods']} pods bound in {out['throughput_s']} s ="
           f" {out['pods_per_s']:.0f} pods/s (target >= 5000)")
-    print(f"  CPU seconds during it: {out['cpu_s_during_throughput']}; the scheduler used"
+    print(f"  CPU seconds during it: {out['cpu_s_during_throughput']}; the scheduler(s) used"
           f" {out['scheduler_cpu_us_per_pod']} us of CPU per pod = {out['pods_per_scheduler_cpu_s']:.0f} pods per"
           " CPU-second (what it would bind with a core to itself)")
     print(f"  latency at {out['offered_rate']:.0f} pods/s offered ({out['latency_pods']} pods): submit->bound"
