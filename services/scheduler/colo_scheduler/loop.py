@@ -19,7 +19,7 @@ best nodes are the feasible ones with the highest total (ties reported as a set)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.affinity import affinity_problems, preferred_score, required_matches
@@ -112,10 +112,16 @@ class _Load:
     interval_s: float
     default_cpu: int
     default_memory: int
+    memo: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def estimate(self, spec: PodSpec) -> tuple[int, int]:
-        f = self.args.estimated_scaling_factors
-        return estimate_pod(spec, f.get("cpu", 0), f.get("memory", 0), self.default_cpu, self.default_memory)
+        """The pod's estimate with the plugin's factors (remembered per pod for one decision)."""
+        got = self.memo.get(id(spec))
+        if got is None:
+            f = self.args.estimated_scaling_factors
+            got = self.memo[id(spec)] = estimate_pod(spec, f.get("cpu", 0), f.get("memory", 0), self.default_cpu,
+                                                     self.default_memory)
+        return got
 
 
 def _thresholds(load: _Load, table: NodeTable, i: int) -> NodeThresholds:
@@ -297,12 +303,15 @@ def _pre_filter(name: str, spec: PodSpec) -> bool:
 
 
 def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
-                  settings: SchedulerSettings) -> LoopDecision:
+                  settings: SchedulerSettings, every_node: bool = True) -> LoopDecision:
     """The whole decision for ``pod`` on every row of ``table`` at clock time ``now``, node by node.
 
     ``profile`` is a built :class:`Profile` (its plugins' arguments are read from the instances) or a
-    :class:`ProfileConfig` (built with the in-tree registry). Raises ValueError for a plugin the
-    loop does not implement."""
+    :class:`ProfileConfig` (built with the in-tree registry). ``every_node`` True evaluates every
+    filter and score on every node (``masks``, ``raw`` and ``scores`` complete: the oracle); False
+    works like a scheduler would — a node's filters stop at the first rejection and only feasible
+    nodes are scored (``masks`` empty; ``raw``/``scores``/``total`` 0 on infeasible nodes): the
+    benchmark baseline. Raises ValueError for a plugin the loop does not implement."""
     prof = _as_profile(profile, settings)
     spec = _spec(pod)
     n = table.n
@@ -322,56 +331,70 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     req = _requests(spec)
     app = spec.app
     counts = table.app_count(app).tolist() if app else [0] * n
-    for f in prof.filter:
-        name = f.name
+    terms = _required_terms(spec)
+    cap = spec.max_instance_per_node
+
+    def node_filter(name: str) -> Callable[[int], bool]:
         if name == "NodeSelector":
-            mask = [all(table.labels(i).get(k) == v for k, v in spec.node_selector.items()) for i in range(n)]
-        elif name == "NodeAffinity":
-            terms = _required_terms(spec)
-            mask = [terms is None or required_matches(terms, table.labels(i)) for i in range(n)]  # type: ignore[arg-type]
-        elif name == "TaintToleration":
-            mask = [_taints_ok(spec, table, i) for i in range(n)]
-        elif name == "NodeResourcesFit":
-            mask = [_fits(req, alloc[i], allocated[i]) for i in range(n)]
-        elif name == "MaxInstancePerNode":
-            cap = spec.max_instance_per_node
-            mask = [not app or cap < 0 or counts[i] < cap for i in range(n)]
-        elif name == "LoadAware":
-            assert load is not None
-            mask = [_load_fits(load, table, i, now, spec, alloc[i][:2]) for i in range(n)]
-        else:
-            raise ValueError(f"the loop has no Filter {name!r}")
-        out.masks[name] = mask
-    out.feasible = [all(m[i] for m in out.masks.values()) for i in range(n)]
+            return lambda i: all(table.labels(i).get(k) == v for k, v in spec.node_selector.items())
+        if name == "NodeAffinity":
+            return lambda i: terms is None or required_matches(terms, table.labels(i))  # type: ignore[arg-type]
+        if name == "TaintToleration":
+            return lambda i: _taints_ok(spec, table, i)
+        if name == "NodeResourcesFit":
+            return lambda i: _fits(req, alloc[i], allocated[i])
+        if name == "MaxInstancePerNode":
+            return lambda i: not app or cap < 0 or counts[i] < cap
+        if name == "LoadAware" and load is not None:
+            return lambda i: _load_fits(load, table, i, now, spec, alloc[i][:2])
+        raise ValueError(f"the loop has no Filter {name!r}")
+
+    filters = [(f.name, node_filter(f.name)) for f in prof.filter]
+    if every_node:
+        for name, fn in filters:
+            out.masks[name] = [fn(i) for i in range(n)]
+        out.feasible = [all(m[i] for m in out.masks.values()) for i in range(n)]
+    else:
+        out.feasible = [all(fn(i) for _, fn in filters) for i in range(n)]
+    rows = range(n) if every_node else [i for i in range(n) if out.feasible[i]]
     total = [0] * n
     for p, weight in prof.score:
         name = p.name
-        if name == "LoadAware":
-            assert load is not None
-            raw = [_load_score(load, table, i, now, spec, alloc[i][:2]) for i in range(n)]
-            final = raw
+        raw = [0] * n
+        if name == "LoadAware" and load is not None:
+            for i in rows:
+                raw[i] = _load_score(load, table, i, now, spec, alloc[i][:2])
         elif name in ("NodeResourcesFit", "NodeResourcesLeastAllocated", "NodeResourcesBalancedAllocation"):
             strategy: str = p.strategy  # type: ignore[attr-defined]
             shape: Sequence[tuple[int, int]] = p.shape  # type: ignore[attr-defined]
             col_arr, w_arr = p.columns[_kind_column("cpu", kind)]  # type: ignore[attr-defined]
             cols = list(zip(col_arr.tolist(), w_arr.tolist()))
-            raw = [_resource_score(strategy, shape, cols, spec, alloc[i], allocated[i]) for i in range(n)]
-            final = raw
+            for i in rows:
+                raw[i] = _resource_score(strategy, shape, cols, spec, alloc[i], allocated[i])
         elif name == "NodeAffinity":
             na = spec.affinity.node_affinity if spec.affinity is not None else None
             preferred = list(na.preferred) if na is not None else []
-            raw = [preferred_score(preferred, table.labels(i)) for i in range(n)]
-            top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
-            final = [min(raw[i], top) * 100 // top if top > 0 else 0 for i in range(n)]
+            for i in rows:
+                raw[i] = preferred_score(preferred, table.labels(i))
         elif name == "SelectorSpread":
-            raw = list(counts)
-            top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
-            final = [100 if top <= 0 else 100 * (top - min(raw[i], top)) // top for i in range(n)]
+            for i in rows:
+                raw[i] = counts[i]
         else:
             raise ValueError(f"the loop has no Score {name!r}")
+        top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
+        if name == "NodeAffinity":  # × 100 // max over feasible nodes (above max: as max)
+            final = [0] * n
+            for i in rows:
+                final[i] = min(raw[i], top) * 100 // top if top > 0 else 0
+        elif name == "SelectorSpread":  # 100 × (max − count) // max; 100 when max is 0
+            final = [0] * n
+            for i in rows:
+                final[i] = 100 if top <= 0 else 100 * (top - min(raw[i], top)) // top
+        else:
+            final = raw
         out.raw[name] = raw
         out.scores[name] = final
-        for i in range(n):
+        for i in rows:
             total[i] += weight * final[i]
     out.total = total
     best = max((total[i] for i in range(n) if out.feasible[i]), default=None)
@@ -382,7 +405,7 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
 def loop_feasible(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
                   settings: SchedulerSettings) -> list[bool]:
     """(n,) whether each row passes every PreFilter and Filter of ``profile``."""
-    return loop_decision(table, now, pod, profile, settings).feasible
+    return loop_decision(table, now, pod, profile, settings, every_node=False).feasible
 
 
 def loop_scores(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
@@ -393,8 +416,9 @@ def loop_scores(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: P
 
 def loop_best_nodes(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
                     settings: SchedulerSettings) -> set[int]:
-    """The feasible rows with the highest total (empty when no row is feasible)."""
-    return loop_decision(table, now, pod, profile, settings).best
+    """The feasible rows with the highest total (empty when no row is feasible); filters stop at a
+    node's first rejection and only feasible nodes are scored, as a scheduler loop would."""
+    return loop_decision(table, now, pod, profile, settings, every_node=False).best
 
 
 def loop_masks(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile: Profile | ProfileConfig,
