@@ -118,8 +118,8 @@ class SchedulerService:
         self._publishing: set[asyncio.Task[None]] = set()
         self._take_over_pending = False
         self._releases_watch: list[set[str]] = []
-        self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
+        self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
 
     # ------------------------------------------------------------------ lifecycle
 

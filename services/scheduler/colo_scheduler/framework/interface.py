@@ -238,8 +238,10 @@ class NormalizeScorePlugin(Protocol):
 
     name: str
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
-        """(n,) 0..100 from (n,) raw scores; must not modify ``raw``."""
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+        """(n,) 0..100 from (n,) raw scores, or one int in 0..100 when every node gets the same
+        (the framework then skips the pass: a constant changes no node's rank); must not modify
+        ``raw``."""
         ...
 
 

@@ -109,17 +109,21 @@ class Framework:
             st = ps.pre_score(state, pod, feasible)
             if st is not None and not st.ok:
                 return self._failed(pod, state, n, {st.reason: n}, frozenset({ps.name}), ERROR, record)
-        normalized: dict[int, IntArray] = {}
+        normalized: dict[int, IntArray | int] = {}
+        masked = entry.masked  # shared with the cache entry: read only
         if self._normalized:
-            final = entry.total.copy()
+            final: IntArray | None = None
             for j, p, w in self._normalized:
                 s = p.normalize(state, pod, entry.raw[j], feasible)
-                check_range(p.name, s)
+                if isinstance(s, int):  # the same on every node: ranks unchanged, no pass
+                    if not 0 <= s <= 100:
+                        raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
+                else:
+                    check_range(p.name, s)
+                    final = entry.total + w * s if final is None else final + w * s
                 normalized[j] = s
-                final += w * s
-            masked = np.where(feasible, final, -1)
-        else:
-            masked = entry.masked  # shared with the cache entry: read only
+            if final is not None:
+                masked = np.where(feasible, final, -1)
         if self.profile.percentage_of_nodes_to_score < 100:
             masked = self._sample(masked, feasible)
         pick = int(masked.argmax())
@@ -200,7 +204,7 @@ class Framework:
 
     # ------------------------------------------------------------------ explainability
 
-    def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray],
+    def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
         n = self.table.n
         rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n,
@@ -230,7 +234,7 @@ class Framework:
         rec.score_plugins = self._score_meta
         for row in (node, runner_up):
             if row >= 0:
-                rec.scores[row] = tuple(int(normalized[j][row]) if j in normalized else -1 for j in
+                rec.scores[row] = tuple(_at(normalized[j], row) if j in normalized else -1 for j in
                                         range(len(entry.raw))) if normalized else ()
                 rec.raw_scores[row] = tuple(int(r[row]) for r in entry.raw)
         return rec
@@ -300,3 +304,8 @@ class Framework:
                 outcomes[k] = out
         return [o if o is not None else BindOutcome(False, "not bound") for o in outcomes]
 
+
+
+def _at(scores: IntArray | int, row: int) -> int:
+    """A normalised score on ``row``: an int is the same on every node."""
+    return scores if isinstance(scores, int) else int(scores[row])

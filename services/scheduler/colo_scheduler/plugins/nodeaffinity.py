@@ -119,9 +119,9 @@ class NodeAffinity(CachedMaskFilter):
         raw = self._raw_scores(state.table, pod)
         return 0 if raw is None else int(raw[i])
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
-        """(n,) :func:`normalize_max` of ``raw`` (0 everywhere, without an array pass, for a pod without
-        preferred terms)."""
-        if not pod.preferred_affinity_key:
-            return constant_scores(len(raw), 0)
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+        """(n,) :func:`normalize_max` of ``raw``; the int 0 (the same on every node, no array pass)
+        for a pod without preferred terms or when no feasible node matches any."""
+        if not pod.preferred_affinity_key or feasible_max(raw, feasible) <= 0:
+            return 0
         return normalize_max(raw, feasible)

@@ -84,11 +84,11 @@ class SelectorSpread:
         """:meth:`score` on row ``i``."""
         return int(state.table.app_count(pod.spec.app)[i]) if pod.spec.app else 0
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray:
-        """(n,) :func:`normalize_spread` of ``raw`` (100 everywhere, without an array pass, for a pod
-        without an app)."""
-        if not pod.spec.app:
-            return constant_scores(len(raw), 100)
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+        """(n,) :func:`normalize_spread` of ``raw``; the int 100 (the same on every node, no array
+        pass) for a pod without an app or whose app has no pod on any node yet."""
+        if not pod.spec.app or not raw.any():
+            return 100
         return normalize_spread(raw, feasible)
 
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
