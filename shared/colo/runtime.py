@@ -269,6 +269,10 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         sys.exit(2)
     logging.basicConfig(level=runtime.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    service = factory(own)
+    try:
+        service = factory(own)
+    except ValueError as exc:  # a configuration the settings types alone cannot check (e.g. plugin arguments)
+        print(f"{prefix}: invalid configuration: {exc}", file=sys.stderr)
+        sys.exit(2)
     asyncio.run(run(service, runtime))
     sys.exit(0)

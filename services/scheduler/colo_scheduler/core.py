@@ -29,7 +29,7 @@ from colo_scheduler.framework.interface import (
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
-from colo_scheduler.plugins import default_profile_config, new_in_tree_registry
+from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
@@ -90,7 +90,7 @@ class Scheduler:
                  use_class_cache: bool = True) -> None:
         self.settings = settings
         self.table = NodeTable(report_interval_s=settings.metric_report_interval_s)
-        profile_obj = build_profile(profile or default_profile_config(settings), new_in_tree_registry(),
+        profile_obj = build_profile(profile or profile_config(settings), new_in_tree_registry(),
                                     settings)
         self.framework = Framework(profile_obj, self.table, settings.seed, use_class_cache)
         self.decisions = DecisionLog(settings.decision_records)

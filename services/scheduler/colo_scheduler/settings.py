@@ -5,7 +5,41 @@ Every default cites its source; units are in the field names or docstrings.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+
+
+class ProfileSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The scheduling profile (Kubernetes KubeSchedulerProfile): plugins per extension point, score
+    weights and per-plugin arguments. A field left None keeps the default profile's choice
+    (docs/scheduler.md "Default profile"); ``plugin_args`` maps a plugin name to its arguments,
+    checked against the plugin's typed argument struct at start (every problem listed).
+
+    Example (YAML under ``profile:``)::
+
+        filter: [NodeSelector, TaintToleration, NodeResourcesFit, LoadAware]
+        score: {LoadAware: 1, NodeResourcesFit: 1}
+        plugin_args:
+          NodeResourcesFit: {scoring_strategy: {type: MostAllocated}}
+          LoadAware: {usage_thresholds: {cpu: 70, memory: 90}}
+    """
+
+    queue_sort: str | None = None
+    pre_filter: list[str] | None = None
+    filter: list[str] | None = None
+    post_filter: list[str] | None = None
+    pre_score: list[str] | None = None
+    score: dict[str, int] | None = None
+    reserve: list[str] | None = None
+    permit: list[str] | None = None
+    pre_bind: list[str] | None = None
+    bind: str | None = None
+    plugin_args: dict[str, dict[str, Any]] = {}
+    percentage_of_nodes_to_score: int = 100
+    """Kubernetes percentageOfNodesToScore (1..100); 100 = consider every node."""
+    min_feasible_nodes_to_find: int = 100
+    """Kubernetes minFeasibleNodesToFind: sampling never looks for fewer feasible nodes."""
 
 
 class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -146,6 +180,10 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     also each rejected node's reason (a pass per rejecting filter: tens of microseconds per pod
     on 5,000 nodes, bench/scheduler_inprocess.py). Records of unschedulable pods always carry the
     reason counts per filter; dry runs (``?live=1``) always give per-node reasons."""
+
+    profile: ProfileSettings = msgspec.field(default_factory=ProfileSettings)
+    """Plugins, weights and plugin arguments; validated when the scheduler starts (exit 2 listing
+    every problem)."""
 
     gc_between_cycles: bool = True
     """Pause Python's cyclic garbage collector during a scheduling cycle (it runs between cycles),

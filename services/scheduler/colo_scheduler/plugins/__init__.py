@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from colo_scheduler.framework.registry import ProfileConfig, Registry
 from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
 from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
@@ -66,4 +68,22 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
                SelectorSpread.name: SELECTOR_SPREAD_WEIGHT},
         reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name),
+    )
+
+
+def profile_config(settings: SchedulerSettings) -> ProfileConfig:
+    """The default profile with the overrides of ``settings.profile`` (fields left None keep the
+    default). Validation happens in :func:`colo_scheduler.framework.registry.build_profile`."""
+    base = default_profile_config(settings)
+    p = settings.profile
+    lists = {name: tuple(v) for name in ("pre_filter", "filter", "post_filter", "pre_score", "reserve",
+                                         "permit", "pre_bind") if (v := getattr(p, name)) is not None}
+    return dataclasses.replace(
+        base, **lists,
+        queue_sort=p.queue_sort if p.queue_sort is not None else base.queue_sort,
+        score=dict(p.score) if p.score is not None else base.score,
+        bind=p.bind if p.bind is not None else base.bind,
+        plugin_args={**base.plugin_args, **p.plugin_args},
+        percentage_of_nodes_to_score=p.percentage_of_nodes_to_score,
+        min_feasible_nodes_to_find=p.min_feasible_nodes_to_find,
     )
