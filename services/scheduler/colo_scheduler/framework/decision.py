@@ -140,10 +140,13 @@ class DecisionLog:
         """Keep ``record`` as its pod's latest, evicting the oldest beyond capacity."""
         if self.capacity <= 0:
             return
-        self._records.pop(record.uid, None)
-        self._records[record.uid] = record
-        while len(self._records) > self.capacity:
-            self._records.popitem(last=False)
+        records = self._records
+        uid = record.uid
+        if uid in records:
+            records.move_to_end(uid)
+        records[uid] = record
+        if len(records) > self.capacity:
+            records.popitem(last=False)
 
     def get(self, uid: str) -> DecisionRecord | None:
         """The latest record of pod ``uid`` or None."""
