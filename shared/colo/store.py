@@ -361,7 +361,7 @@ class Store:
 
     async def admit_pending(self, specs: Sequence[PodSpec], at: float) -> list[bool]:
         """Store each pod as ``Pending`` (reason and node empty, ``updated_at = at``) unless it is
-        bound or its record says it ran or finished; one pipeline, one atomic script per pod.
+        bound or its record says it ran or finished; one script call (atomic) per :data:`BIND_CHUNK` pods.
 
         Returns, in input order, True where the pod was (re)written as Pending and so should be
         queued, False for a replayed admission of a pod already bound or done. Raises RedisError
@@ -369,13 +369,14 @@ class Store:
         """
         if not specs:
             return []
-        pipe = self.redis.pipeline(transaction=False)
         stamp = repr(float(at))
-        for start in range(0, len(specs), BIND_CHUNK):
-            chunk = specs[start:start + BIND_CHUNK]
-            await self._admit(args=[self._stems, stamp, _json.encode([s.uid for s in chunk]),
-                                    *(codec.encode(s) for s in chunk)], client=pipe)
-        return [c == "1" for flags in await pipe.execute() for c in _s(flags)]
+        out: list[bool] = []
+        for start in range(0, len(specs), BIND_CHUNK):  # direct calls: a pipeline with a script costs
+            chunk = specs[start:start + BIND_CHUNK]     # an extra SCRIPT EXISTS round trip in redis-py
+            flags = await self._admit(args=[self._stems, stamp, _json.encode([s.uid for s in chunk]),
+                                            *(codec.encode(s) for s in chunk)])
+            out += (c == "1" for c in _s(flags))
+        return out
 
     async def set_phase(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
         """Update a stored pod's phase/reason/time; False when the pod is unknown."""
@@ -464,8 +465,8 @@ class Store:
 
     async def bind_many(self, requests: Sequence[BindRequest] | Sequence[tuple[str, str, Resources, float]],
                         fence: Fence | None = None) -> list[BindResult]:
-        """:meth:`bind` for many pods in one round trip (one script call per :data:`BIND_CHUNK`
-        binds); results in input order.
+        """:meth:`bind` for many pods, one script call (round trip) per :data:`BIND_CHUNK` binds;
+        results in input order.
 
         Each element is a :class:`BindRequest` or a ``(uid, node, requests, at)`` tuple. Each
         bind is atomic on its own, and checks ``fence``; earlier binds in the list are seen by
@@ -473,17 +474,15 @@ class Store:
         """
         if not requests:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for start in range(0, len(requests), BIND_CHUNK):
+        out: list[BindResult] = []
+        for start in range(0, len(requests), BIND_CHUNK):  # direct calls, as in admit_pending
             binds = []
             for item in requests[start:start + BIND_CHUNK]:
                 uid, node, r, at = (item.uid, item.node, item.requests, item.at) if isinstance(item, BindRequest) \
                     else item
                 binds.append((uid, node, repr(float(at)), [str(max(0, int(getattr(r, f)))) for f in _REQUESTED]))
             stems = self._stems if fence is None else self._stems_for(fence.name)
-            await self._bind(args=[stems, fence.value if fence is not None else "", _json.encode(binds)], client=pipe)
-        out: list[BindResult] = []
-        for reasons in await pipe.execute():
+            reasons = await self._bind(args=[stems, fence.value if fence is not None else "", _json.encode(binds)])
             out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
         return out
 
