@@ -369,16 +369,17 @@ class SchedulerService:
                 async with self._cycle_lock:
                     if self.leading():
                         self.totals["prompt_cycles"] += 1
-                        await self._cycle(self._now(), background_publish=True)
+                        await self._cycle(self._now(), background_publish=True, stats=False)
             except Exception:  # a Redis or NATS outage: the tick loop keeps retrying as well
                 log.exception("prompt scheduling cycle failed")
                 await asyncio.sleep(self.tick_interval_s)
             if self.core.queue.lengths()["active"] and self.leading():
                 self._wake.set()
 
-    async def _cycle(self, now: float, background_publish: bool = False) -> dict[str, float]:
+    async def _cycle(self, now: float, background_publish: bool = False, stats: bool = True) -> dict[str, float]:
         """One cycle; with ``background_publish`` its events are published by a task, so that the
-        next cycle need not wait for their JetStream acks (at most :data:`MAX_PUBLISHING` in flight)."""
+        next cycle need not wait for their JetStream acks (at most :data:`MAX_PUBLISHING` in flight);
+        without ``stats`` (prompt cycles, nobody reads them) it returns {}."""
         t_cycle = time.perf_counter()
         self.totals["cycles"] += 1
         leading = self.leading()
@@ -412,6 +413,8 @@ class SchedulerService:
         else:
             await self._publish(events)
         self.heap.maybe()
+        if not stats:
+            return {}
         lat = [p.decision_ms for p in out.placements] + [f.decision_ms for f in out.failures]
         q = self.core.queue.lengths()
         return {
