@@ -11,7 +11,8 @@ heterogeneous nodes (four sizes, batch resources, fresh metrics), then:
 2. **latency**: ``--rate`` pods/s offered, paced, for ``--seconds``; ``submit_to_bound_p50_ms`` /
    ``p99_ms`` from the publish call to the PodBound's arrival, both in this process.
 
-``--replicas N`` runs N scheduler processes that shard the pods (``COLO_SCHEDULER_REPLICAS``).
+``--replicas N`` runs N scheduler processes that shard the pods (``COLO_SCHEDULER_REPLICAS``);
+``--intake-only`` measures the admission intake alone (no cycles): ``admitted_per_s``.
 
 Targets (issue 3): ≥ 5,000 pods/s sustained; p99 ≤ 50 ms at 1,000 pods/s offered, 1,000 nodes.
 Everything (servers, scheduler, this driver) shares the machine: the CPU seconds each used
@@ -344,6 +345,60 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def run_intake(args: argparse.Namespace) -> dict[str, Any]:
+    """Intake alone: a scheduler without cycles (no prompt cycles, one tick at start) gets ``--pods``
+    admissions at once; admitted pods/s = pods / time until all are persisted and queued."""
+    rng = random.Random(args.seed)
+    nodes, resources = make_nodes(args.nodes, rng)
+    async with EmbeddedServers() as servers:
+        bus = await Bus.connect(servers.nats_url, "bench")
+        await bus.ensure_streams()
+        store = await Store.connect(servers.redis_url, prefix="bench")
+        port = free_port()
+        env = {**os.environ, "COLO_NATS_URL": servers.nats_url, "COLO_REDIS_URL": servers.redis_url,
+               "COLO_STORE_PREFIX": "bench", "COLO_HTTP_PORT": str(port), "COLO_LOG_LEVEL": "WARNING",
+               "COLO_SCHEDULER_PROMPT_CYCLES": "false", "COLO_SCHEDULER_TICK_INTERVAL_S": "3600"}
+        proc = subprocess.Popen([sys.executable, "-m", "colo_scheduler"], env=env,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+                await _register(bus, store, nodes, resources)
+                await _wait_scheduler(http, port, proc, args.nodes)
+                pub = Publisher(bus)
+                await pub.start()
+                payloads = _payloads(make_pods("in", args.pods, rng))
+                sched = psutil.Process(proc.pid)
+                cpu0 = sum(sched.cpu_times()[:2])
+                t0 = time.perf_counter()
+                for k, (_, data) in enumerate(payloads):
+                    await pub.publish(data)
+                    if k % 500 == 499:
+                        await asyncio.sleep(0)
+                deadline = time.monotonic() + 120
+                while (await _state(http, port))["queue"]["active"] < args.pods:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("admissions not all queued within 120 s")
+                    await asyncio.sleep(0.01)
+                elapsed = time.perf_counter() - t0
+                cpu = sum(sched.cpu_times()[:2]) - cpu0
+                pub.check()
+                stored = len(await store.redis.smembers(store.keys.pods))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            await bus.close()
+            await store.close()
+    if stored != args.pods:
+        raise RuntimeError(f"{stored} Pending records for {args.pods} admissions")
+    return {"bench": "scheduler_e2e_intake", "nodes": args.nodes, "pods": args.pods,
+            "admitted_per_s": round(args.pods / elapsed, 1), "intake_s": round(elapsed, 3),
+            "scheduler_cpu_us_per_pod": round(cpu / args.pods * 1e6, 1), "cpus": os.cpu_count(),
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -354,7 +409,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     ap.add_argument("--replicas", type=int, default=1, help="scheduler processes, pods sharded by uid hash")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--intake-only", action="store_true",
+                    help="measure admission intake alone (decode, Pending write, queue; no cycles)")
     args = ap.parse_args()
+    if args.intake_only:
+        res = asyncio.run(run_intake(args))
+        print(f"scheduler intake, {res['nodes']} nodes: {res['pods']} admissions persisted and queued in"
+              f" {res['intake_s']} s = {res['admitted_per_s']:.0f} pods/s, {res['scheduler_cpu_us_per_pod']} us of"
+              f" scheduler CPU per pod (load {res['loadavg_1m']})")
+        print(json.dumps(res))
+        return
     out = asyncio.run(run(args))
     print(f"scheduler e2e, {out['nodes']} nodes, {out['replicas']} scheduler process(es); {out['cpus']} CPUs shared by"
           " the schedulers, nats-server, redis-server and this driver")
