@@ -391,7 +391,11 @@ class SchedulerService:
             dirty, self._dirty = self._dirty, set()
             await self._refresh(dirty)
         await self._flush_unpublished()
-        out = self.core.schedule_cycle(now) if leading else CycleOutcome()
+        if leading:
+            out = self.core.schedule_cycle(now)
+        else:  # a follower never begins a cycle, which is what trims the table's change log
+            out = CycleOutcome()
+            self.core.table.trim_changes()
         events: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         bound = await self._bind(out, now, events) if out.placements else 0
         for p in out.placements:

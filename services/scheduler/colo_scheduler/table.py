@@ -49,6 +49,15 @@ class NodeTable:
     * ``estimated_usage`` (n, 2) int64 — ``metric_usage + pending_estimate``.
     """
 
+    MIN_LOG_CAP = 65_536
+    """The change log is trimmed when it holds more rows than max(this, :data:`LOG_ROWS_PER_NODE`
+    × n). Only a cycle reads it (the class cache), and a cycle trims it when it begins; the cap
+    bounds it for a process that follows events without running cycles (a warm follower under
+    leader election) — a trim mid-cycle only makes the class cache recompute a class once."""
+
+    LOG_ROWS_PER_NODE = 16
+    """Rows per node the change log may hold before it is trimmed (see :data:`MIN_LOG_CAP`)."""
+
     def __init__(self, capacity: int = 64, report_interval_s: float = 60.0) -> None:
         self.names: list[str] = []
         self.index: dict[str, int] = {}
@@ -71,6 +80,9 @@ class NodeTable:
         """Bumped whenever labels or taints change or a node is added (mask caches key on it)."""
         self._changes: list[int] = []
         self._changes_base = 0
+        self.max_log = self.MIN_LOG_CAP
+        """Rows the change log holds at most before it is trimmed (readers then see None: every
+        row changed). Grows with the table: :data:`LOG_ROWS_PER_NODE` × n."""
         self._report_interval_s = report_interval_s
         self._mask_cache: dict[tuple[str, object], BoolArray | None] = {}
         self._cache_version = -1
@@ -127,6 +139,13 @@ class NodeTable:
     def touch(self, i: int) -> None:
         """Record that row ``i`` changed (any column a plugin may read). Every mutator calls it."""
         self._changes.append(i)
+        if len(self._changes) > self.max_log:
+            self.trim_changes()
+
+    @property
+    def log_length(self) -> int:
+        """Rows in the change log (since the last trim)."""
+        return len(self._changes)
 
     def changes_since(self, seq: int) -> list[int] | None:
         """Rows changed since ``seq`` (may repeat), or None when the log no longer reaches back
@@ -172,6 +191,7 @@ class NodeTable:
             self.metrics.append(None)
             self.node_pods.append({})
             self.version += 1
+            self.max_log = max(self.max_log, self.LOG_ROWS_PER_NODE * self.n)
         else:
             old = self.specs[i]
             self.specs[i] = spec
@@ -208,13 +228,13 @@ class NodeTable:
 
     def _refresh_free(self, i: int) -> None:
         self._free[i] = self._alloc[i] - self._allocated[i]
-        self._changes.append(i)
+        self.touch(i)
 
     def add_allocated(self, i: int, request: IntArray, sign: int = 1) -> None:
         """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``."""
         self._allocated[i] += sign * request
         self._free[i] -= sign * request
-        self._changes.append(i)
+        self.touch(i)
 
     # ------------------------------------------------------------------ load
 
@@ -252,7 +272,7 @@ class NodeTable:
                 memory += max(em - int(used[1]), 0)
         self._pending[i] = (cpu, memory)
         self._est_usage[i] = self._metric_usage[i] + self._pending[i]
-        self._changes.append(i)
+        self.touch(i)
 
     def track(self, pod: PodInfo, i: int, at: float) -> None:
         """Count ``pod`` as assigned to row ``i`` at clock time ``at`` (load estimate only)."""
@@ -269,7 +289,7 @@ class NodeTable:
         if gap is not None:
             self._pending[i] += gap
             self._est_usage[i] += gap
-        self._changes.append(i)
+        self.touch(i)
 
     def untrack(self, uid: str) -> AssignedPod | None:
         """Stop counting pod ``uid``; returns its record or None when unknown."""
@@ -290,7 +310,7 @@ class NodeTable:
     def add_app_count(self, app: str, i: int, delta: int) -> None:
         """Add ``delta`` pods of workload ``app`` on row ``i``."""
         self.app_count(app)[i] += delta
-        self._changes.append(i)
+        self.touch(i)
 
     # ------------------------------------------------------------------ labels and taints
 
