@@ -63,6 +63,9 @@ would overflow the int64 columns of the node table once summed or scaled (×200 
 MAX_PRIORITY = 2**31 - 1
 """Kubernetes pod priority is an int32."""
 
+LIVE_VALUES = frozenset({"1", "true", "yes", "on"})
+"""Values of ``?live=`` that ask for a dry run (any other value, ``0`` or ``false`` say, asks for the record)."""
+
 MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
@@ -522,17 +525,26 @@ class SchedulerService:
         }
 
     async def _decision_route(self, request: web.Request) -> web.Response:
-        """The pod's recorded decision (``?live=1``: a dry run now, for a queued pod) as JSON; 404
-        naming what is known when there is none."""
+        """The pod's recorded decision (``?live=1``, also ``true``/``yes``/``on``: a dry run now, for a
+        queued pod) as JSON; 404 naming what is known when there is none."""
         uid = request.match_info["uid"]
         names = self.core.table.names
-        rec = None if request.query.get("live") else self.core.decision(uid)
+        live = request.query.get("live", "").strip().lower() in LIVE_VALUES
+        rec = None if live else self.core.decision(uid)
         source = "recorded"
         if rec is None:
             rec = self.core.explain(uid, self._now())
             source = "dry-run"
         if rec is None:
-            where = "placed" if uid in self.core.framework.placed else "unknown to this scheduler"
+            placed = self.core.framework.placed.get(uid)
+            if placed is not None:
+                where = f"placed on {names[placed[1]]}"
+                if live:  # only a queued pod has a dry run; its record is another question
+                    recorded = "; ask without ?live=1 for its recorded decision" if self.core.decision(uid) else ""
+                    return web.json_response({"error": f"pod {uid} is {where}: a dry run (?live=1) needs a "
+                                              f"queued pod{recorded}"}, status=404)
+            else:
+                where = "unknown to this scheduler"
             return web.json_response({"error": f"no decision recorded for pod {uid} ({where}); records keep "
                                       f"the last {self.settings.decision_records} pods"}, status=404)
         body = rec.to_json(names)

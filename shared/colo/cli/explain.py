@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from rich.console import Console
@@ -32,20 +33,51 @@ def scheduler_url(explicit: str, up_services: dict[str, str]) -> str:
     return url.rstrip("/")
 
 
+DECISION_KEYS = ("uid", "attempt", "at", "status", "node", "runner_up", "nodes", "feasible", "message",
+                 "decision_ms", "filters", "rejected_nodes", "scores")
+"""Keys every decision record of ``GET /debug/pods/{uid}/decision`` carries (what :func:`render` reads)."""
+
+
+def decision_url(base_url: str, uid: str, live: bool = False) -> str:
+    """The decision URL of pod ``uid``: the uid is percent-encoded whole (a ``/``, ``?``, ``#``, ``%``
+    or space in it stays part of the uid)."""
+    return f"{base_url}/debug/pods/{quote(uid, safe='')}/decision" + ("?live=1" if live else "")
+
+
 async def fetch_decision(base_url: str, uid: str, live: bool = False, timeout_s: float = 10.0) -> dict[str, Any]:
-    """The decision JSON of pod ``uid``; raises ExplainError with the scheduler's message on failure."""
-    url = f"{base_url}/debug/pods/{uid}/decision" + ("?live=1" if live else "")
+    """The decision JSON of pod ``uid``.
+
+    Raises ExplainError naming the problem: the scheduler's own message (404 for a pod it does not
+    know), the HTTP status and the start of the body of any other failure, an answer that is not
+    JSON or not a decision record (a wrong URL), or a connection failure."""
+    url = decision_url(base_url, uid, live)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
             async with session.get(url) as resp:
-                body = await resp.json(content_type=None)
-                if resp.status != 200:
-                    raise ExplainError(str(body.get("error", body)) if isinstance(body, dict) else str(body))
-                if not isinstance(body, dict):
-                    raise ExplainError(f"unexpected answer from {url}")
-                return body
-    except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as exc:
+                text = await resp.text(errors="replace")
+                status, content_type = resp.status, resp.content_type
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         raise ExplainError(f"cannot read {url}: {exc!r}") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        body = None
+    if status != 200:
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            raise ExplainError(body["error"])
+        raise ExplainError(f"{url}: HTTP {status}: {_excerpt(text)}")
+    if body is None:
+        raise ExplainError(f"{url}: the answer is not JSON ({content_type}): {_excerpt(text)}")
+    missing = [k for k in DECISION_KEYS if k not in body] if isinstance(body, dict) else list(DECISION_KEYS)
+    if missing:
+        raise ExplainError(f"{url}: the answer is not a decision record (missing {', '.join(missing[:5])}"
+                           f"{', …' if len(missing) > 5 else ''}); is this the scheduler's URL?")
+    return body  # type: ignore[no-any-return]
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= limit else one_line[:limit] + "…"
 
 
 def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> None:

@@ -1,0 +1,148 @@
+"""``colo explain`` and ``GET /debug/pods/{uid}/decision`` with odd uids, odd answers and odd queries.
+
+* A uid with ``/``, ``?``, ``#``, ``%`` or a space went into the URL unescaped: the CLI asked for
+  another path (or cut the uid at ``?``) and showed a JSON parse error of aiohttp's 404 page.
+* An HTTP 500 or an HTML page was reported as a JSON parse error, without the status.
+* A 200 JSON answer that is not a decision record (another service's URL) crashed ``render`` with a
+  KeyError traceback.
+* ``?live=0`` ran a dry run (any value counted as true), and ``?live=1`` on a bound pod answered
+  "no decision recorded" although its record was there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from rich.console import Console
+from sched_helpers import GI, node, pod
+
+from colo import subjects
+from colo.cli.explain import ExplainError, cmd_explain, fetch_decision, render
+from colo.clock import VirtualClock
+from colo.messages import PodAdmitted
+from colo.testing.fixtures import BusFactory, service_context
+from colo_scheduler.service import SchedulerService
+from colo_scheduler.settings import SchedulerSettings
+
+ODD_UIDS = ["team/web-1", "a b", "x?y=1", "x#y", "100%", "%2F", "ünï", "p" * 2000]
+
+
+async def _serve(app: web.Application) -> tuple[TestServer, str]:
+    server = TestServer(app)
+    await server.start_server()
+    return server, str(server.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+async def odd_server() -> AsyncIterator[str]:
+    """A server that answers the decision path with a 500, an HTML page, some other JSON, or an echo."""
+
+    async def route(request: web.Request) -> web.Response:
+        uid = request.match_info["uid"]
+        if uid == "boom":
+            return web.Response(status=500, text="500 Internal Server Error\n\nServer got itself in trouble")
+        if uid == "html":
+            return web.Response(status=200, text="<html><body>login</body></html>", content_type="text/html")
+        if uid == "other":
+            return web.json_response({"status": "ok", "version": 3})
+        if uid == "list":
+            return web.json_response([1, 2])
+        return web.json_response({"error": f"unknown {uid}"}, status=404)
+
+    app = web.Application()
+    app.router.add_route("GET", "/debug/pods/{uid}/decision", route)
+    server, base = await _serve(app)
+    try:
+        yield base
+    finally:
+        await server.close()
+
+
+async def test_http_errors_and_foreign_answers_are_explained(odd_server: str) -> None:
+    with pytest.raises(ExplainError, match=r"HTTP 500.*Internal Server Error"):
+        await fetch_decision(odd_server, "boom")
+    with pytest.raises(ExplainError, match=r"not JSON.*text/html"):
+        await fetch_decision(odd_server, "html")
+    with pytest.raises(ExplainError, match=r"not a decision record.*missing"):
+        await fetch_decision(odd_server, "other")
+    with pytest.raises(ExplainError, match=r"not a decision record"):
+        await fetch_decision(odd_server, "list")
+    with pytest.raises(ExplainError, match="unknown nope"):
+        await fetch_decision(odd_server, "nope")
+
+
+async def test_cli_exits_1_with_a_message_never_a_traceback(odd_server: str) -> None:
+    def run(uid: str, url: str) -> tuple[int, str]:  # the CLI runs its own event loop: in a thread
+        console = Console(record=True, width=200)
+        args = argparse.Namespace(uid=uid, scheduler=url, live=False, json=False, max_nodes=20)
+        return cmd_explain(args, console, {}), console.export_text()
+
+    for uid, expected in (("boom", "HTTP 500"), ("html", "not JSON"), ("other", "not a decision record"),
+                          ("list", "not a decision record")):
+        code, text = await asyncio.to_thread(run, uid, odd_server)
+        assert code == 1 and expected in text, (uid, text)
+    for url in ("http://127.0.0.1:1", "localhost:8080", "http://[bad"):
+        code, text = await asyncio.to_thread(run, "p", url)
+        assert code == 1 and "cannot read" in text, (url, text)
+
+
+async def _scheduler(bus_factory: BusFactory, store: Any) -> tuple[SchedulerService, TestServer, str, Any]:
+    clock = VirtualClock(1000.0)
+    bus = await bus_factory("scheduler", clock, autostart=False)
+    ctx = service_context(bus, store, clock)
+    svc = SchedulerService(SchedulerSettings(seed=1))
+    await svc.start(ctx)
+    await bus.start_consumers()
+    app = web.Application()
+    for method, path, handler in ctx.routes:
+        app.router.add_route(method, path, handler)
+    server, base = await _serve(app)
+    return svc, server, base, bus
+
+
+@pytest.mark.integration
+async def test_odd_uids_reach_the_scheduler_and_live_is_a_flag(bus_factory: BusFactory, store: Any) -> None:
+    svc, server, base, bus = await _scheduler(bus_factory, store)
+    try:
+        tester = await bus_factory("tester")
+        spec = node("big", cpu=64_000, memory=128 * GI)
+        await store.put_node(spec)
+        await tester.publish(subjects.NODE_REGISTERED, spec, node="big")
+        for uid in ODD_UIDS:
+            await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, 100, GI), at=1000.0))
+        await bus.settle()
+        for uid in ODD_UIDS:  # queued: dry runs
+            d = await fetch_decision(base, uid)
+            assert d["uid"] == uid and d["source"] == "dry-run" and d["node"] == "big"
+        await svc.tick(1000.0)
+        for uid in ODD_UIDS:
+            d = await fetch_decision(base, uid)
+            assert d["uid"] == uid and d["source"] == "recorded" and d["status"] == "Success"
+        async with aiohttp.ClientSession() as session:
+            for flag in ("0", "false", "no", ""):
+                async with session.get(f"{base}/debug/pods/a%20b/decision?live={flag}") as resp:
+                    assert resp.status == 200, flag
+                    assert (await resp.json())["source"] == "recorded", flag
+        with pytest.raises(ExplainError) as err:  # a bound pod has no dry run, but it has a record
+            await fetch_decision(base, "a b", live=True)
+        assert "placed on big" in str(err.value) and "recorded decision" in str(err.value)
+        with pytest.raises(ExplainError, match="unknown to this scheduler"):
+            await fetch_decision(base, "never/seen")
+    finally:
+        await server.close()
+        await svc.stop()
+
+
+def test_render_of_a_record_without_scores_or_rejections() -> None:
+    console = Console(record=True, width=200)
+    render({"uid": "p", "attempt": 1, "at": 1.0, "status": "Unschedulable", "node": None, "runner_up": None,
+            "nodes": 0, "feasible": 0, "message": "0/0 nodes are available.", "detail": "summary",
+            "decision_ms": 0.01, "filters": {}, "rejected_nodes": {}, "scores": {}, "source": "recorded"}, console)
+    assert "0/0 nodes are available" in console.export_text()
