@@ -161,19 +161,30 @@ def _convert_one(v: Any, tp: Any, dotted: str, where: str, errors: list[str]) ->
 
 def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, str],
            errors: list[str]) -> S | None:
+    built, failed = _build_checked(cls, data, path, sources, errors)
+    return None if failed else built
+
+
+def _build_checked(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, str],
+                   errors: list[str]) -> tuple[S | None, bool]:
+    """``cls`` from ``data`` and whether any field failed. When some fields fail to convert, the
+    struct is still built from the fields that did (defaults for the others) so that its
+    ``__post_init__`` checks report their problems in the same listing; it is returned only for
+    the parent's own checks and never used as the result."""
     fields = _fields(cls)
     for k in data:
         if k not in fields:
             errors.append(f"{path + k}: unknown setting (known: {', '.join(sorted(fields))})")
     values: dict[str, Any] = {}
     failed = False
+    missing = False
     for name, f in fields.items():
         dotted = path + name
         where = f" ({sources[dotted]})" if dotted in sources else ""
         if name not in data:
             if f.required:
                 errors.append(f"{dotted}: required setting missing")
-                failed = True
+                failed = missing = True
             continue
         v = data[name]
         sub_cls = _struct_type(f.type)
@@ -182,11 +193,12 @@ def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, 
                 f.default_factory() if f.default_factory is not msgspec.NODEFAULT else None)
             if isinstance(default, msgspec.Struct):  # unset nested fields keep the parent's default
                 v = _merge(msgspec.to_builtins(default), v)
-            built = _build(sub_cls, v, dotted + ".", sources, errors)
-            if built is None:
-                failed = True
-            else:
+            built, sub_failed = _build_checked(sub_cls, v, dotted + ".", sources, errors)
+            failed = failed or sub_failed
+            if built is not None:
                 values[name] = built
+            elif f.required:
+                missing = True
             continue
         item_cls = _list_item_struct(f.type)
         if item_cls is not None and isinstance(v, list):
@@ -194,6 +206,7 @@ def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, 
                      else _convert_one(x, item_cls, f"{dotted}[{i}]", where, errors) for i, x in enumerate(v)]
             if any(x is None for x in items):
                 failed = True
+                missing = missing or f.required
             else:
                 values[name] = items
             continue
@@ -202,13 +215,19 @@ def _build(cls: type[S], data: Mapping[str, Any], path: str, sources: dict[str, 
         except msgspec.ValidationError as exc:
             errors.append(f"{dotted}{where}: {exc} (got {v!r})")
             failed = True
-    if failed:
-        return None
+            missing = missing or f.required
+    if missing:
+        return None, True
     try:
-        return cls(**values)
+        return cls(**values), failed
     except (ValueError, TypeError, msgspec.ValidationError) as exc:
-        errors.append(f"{path.rstrip('.') or cls.__name__}: {exc}")
-        return None
+        where = path.rstrip(".") or cls.__name__
+        listed = getattr(exc, "errors", None)  # a SettingsError raised by __post_init__: one line each
+        if isinstance(listed, list) and listed:
+            errors.extend(f"{where}: {e}" for e in listed)
+        else:
+            errors.append(f"{where}: {exc}")
+        return None, True
 
 
 def _read_yaml(path: str, errors: list[str]) -> dict[str, Any]:

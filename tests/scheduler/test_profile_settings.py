@@ -84,4 +84,4 @@ def test_service_exits_2_listing_profile_problems(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "colo_scheduler"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert "invalid configuration" in proc.stderr and "NoSuchFilter" in proc.stderr and "Sideways" in proc.stderr
+    assert "invalid" in proc.stderr and "NoSuchFilter" in proc.stderr and "Sideways" in proc.stderr

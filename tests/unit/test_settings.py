@@ -164,3 +164,16 @@ def test_runtime_defaults_match_contract() -> None:
     s = RuntimeSettings()
     assert (s.nats_url, s.redis_url, s.http_host, s.http_port, s.sim, s.store_prefix, s.log_level) == (
         "nats://127.0.0.1:4222", "redis://127.0.0.1:6379/0", "127.0.0.1", 0, False, "colo", "INFO")
+
+
+def test_post_init_problems_are_listed_with_type_errors() -> None:
+    """A type error in one field no longer hides the ``__post_init__`` checks of the others: the struct
+    is checked with the fields that converted (defaults for the rest)."""
+    env = {"COLO_DEMO_INTERVAL_S": "soon", "COLO_DEMO_BACKEND": "cloud",
+           "COLO_DEMO_LOAD_AWARE__CPU_THRESHOLD": "x"}
+    with pytest.raises(SettingsError) as info:
+        load_settings(Demo, P, env=env)
+    text = str(info.value)
+    assert len(info.value.errors) == 3, info.value.errors
+    for fragment in ("COLO_DEMO_INTERVAL_S", "load_aware.cpu_threshold", "backend must be sim or host"):
+        assert fragment in text, fragment

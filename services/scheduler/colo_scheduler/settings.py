@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from colo.settings import SettingsError
+
 
 class ProfileSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The scheduling profile (Kubernetes KubeSchedulerProfile): plugins per extension point, score
@@ -35,7 +37,9 @@ class ProfileSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     permit: list[str] | None = None
     pre_bind: list[str] | None = None
     bind: str | None = None
-    plugin_args: dict[str, dict[str, Any]] = {}
+    plugin_args: dict[str, Any] = {}
+    """Plugin name → its arguments (a mapping; anything else is reported by the plugin's check, with
+    the other plugins' problems)."""
     percentage_of_nodes_to_score: int = 100
     """Kubernetes percentageOfNodesToScore (1..100); 100 = consider every node."""
     min_feasible_nodes_to_find: int = 100
@@ -45,8 +49,8 @@ class ProfileSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Typed settings of the scheduler service.
 
-    Construction raises ValueError listing every constraint violation of :meth:`problems`
-    (msgspec reports it as a validation error when decoding settings).
+    Construction raises :class:`colo.settings.SettingsError` (a ValueError) listing every
+    constraint violation of :meth:`problems`, profile problems included.
     """
 
     tick_interval_s: float = 1.0
@@ -192,7 +196,7 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
-            raise ValueError("; ".join(problems))
+            raise SettingsError(problems, "scheduler settings")
 
     def problems(self) -> list[str]:
         """Every constraint violation (empty when valid)."""
@@ -231,4 +235,19 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         for name in ("heap_freeze_interval_s", "heap_full_collect_interval_s"):
             if getattr(self, name) < 0:
                 errors.append(f"{name} must be >= 0")
-        return errors
+        return errors + self.profile_problems()
+
+    def profile_problems(self) -> list[str]:
+        """Every problem of ``profile`` with these settings: the plugins are built from the in-tree
+        registry as the scheduler will (:func:`colo_scheduler.framework.registry.build_profile`), so
+        unknown plugins, missing extension points, bad weights and bad plugin arguments are reported
+        with the other settings problems, in one listing at start."""
+        # imported here: the registry and the plugins import this module
+        from colo_scheduler.framework.registry import ProfileError, build_profile
+        from colo_scheduler.plugins import new_in_tree_registry, profile_config
+
+        try:
+            build_profile(profile_config(self), new_in_tree_registry(), self)
+        except ProfileError as exc:
+            return [f"profile: {e}" for e in exc.errors]
+        return []

@@ -24,6 +24,21 @@ from colo_scheduler.framework.interface import (
 )
 from colo_scheduler.settings import SchedulerSettings
 
+MAX_NODE_SCORE = 100
+"""Highest score a Score plugin gives a node (Kubernetes framework.MaxNodeScore)."""
+
+MAX_TOTAL_SCORE = 2**63 - 1
+"""Highest weighted total over all Score plugins: the totals are int64 (Kubernetes framework.MaxTotalScore,
+math.MaxInt64; its framework refuses a profile whose weights could overflow it)."""
+
+class ProfileError(ValueError):
+    """An invalid profile; ``errors`` lists every problem, the message joins them."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("invalid scheduler profile: " + "; ".join(self.errors))
+
+
 PluginFactory = Callable[[Any, SchedulerSettings], Plugin]
 """Builds a plugin from its typed arguments (an instance of the registered args type, or None
 when the plugin takes none) and the scheduler settings."""
@@ -149,18 +164,23 @@ def build_profile(config: ProfileConfig, registry: Registry, settings: Scheduler
     """Instantiate every plugin named in ``config`` once, with its validated arguments, and check it
     implements its extension points.
 
-    Raises ValueError listing every problem (unknown plugin, bad arguments, arguments for a
-    plugin not enabled, missing extension point, negative weight, percentage out of range).
+    Raises :class:`ProfileError` (a ValueError) listing every problem (unknown plugin, bad arguments, arguments for a
+    plugin not enabled, missing extension point, negative weight, weights whose Σ × 100 overflows
+    int64, percentage out of range).
     """
     errors: list[str] = []
     plugins: dict[str, Plugin] = {}
+    broken: set[str] = set()  # named at some point but not buildable: reported once
 
     def get(name: str, proto: type, point: str) -> Any:
+        if name in broken:
+            return None
         if name not in plugins:
             try:
                 plugins[name] = registry.build(name, settings, config.plugin_args.get(name))
             except (KeyError, ValueError) as exc:
                 errors.append(str(exc).strip('"'))
+                broken.add(name)
                 return None
         p = plugins[name]
         if not isinstance(p, proto):
@@ -179,11 +199,16 @@ def build_profile(config: ProfileConfig, registry: Registry, settings: Scheduler
             errors.append(f"score weight of {n!r} must be >= 0, got {w}")
         if (p := get(n, ScorePlugin, "Score")) is not None:
             scr.append((p, w))
+    if sum(max(w, 0) for w in config.score.values()) * MAX_NODE_SCORE > MAX_TOTAL_SCORE:
+        errors.append(f"score weights sum to {sum(config.score.values())}: the total score of Score plugins could "
+                      f"overflow int64 (Σ weight × {MAX_NODE_SCORE} must be <= {MAX_TOTAL_SCORE})")
     res = [p for n in config.reserve if (p := get(n, ReservePlugin, "Reserve"))]
     permit = [p for n in config.permit if (p := get(n, PermitPlugin, "Permit"))]
     pre_bind = [p for n in config.pre_bind if (p := get(n, PreBindPlugin, "PreBind"))]
     bind = get(config.bind, BindPlugin, "Bind") if config.bind else None
     for name in config.plugin_args:
+        if name in broken:
+            continue
         if name not in plugins and name in registry.names():
             errors.append(f"arguments given for plugin {name!r}, which no extension point enables")
         elif name not in registry.names():
@@ -193,6 +218,6 @@ def build_profile(config: ProfileConfig, registry: Registry, settings: Scheduler
     if config.min_feasible_nodes_to_find < 1:
         errors.append("min_feasible_nodes_to_find must be >= 1")
     if errors or qs is None:
-        raise ValueError("invalid scheduler profile: " + "; ".join(errors))
+        raise ProfileError(errors)
     return Profile(qs, pre, flt, scr, res, plugins, post, pre_score, permit, pre_bind, bind,
                    config.percentage_of_nodes_to_score, config.min_feasible_nodes_to_find)
