@@ -1,8 +1,11 @@
-"""The filesystem seam under the cgroup layer: the host's cgroupfs or an in-memory tree.
+"""The filesystem seam under the cgroup layer: the host's cgroupfs (or resctrl, procfs) or an in-memory tree.
 
 Paths are relative to the root (``cpu/kubepods/cpu.shares`` on v1, ``kubepods/cpu.max`` on v2). Both
-implementations behave like cgroupfs where it matters to the executor: writing a file that does not exist
-raises ``ENOENT`` (cgroup files are never created by writing), errors are :class:`OSError` with an errno.
+implementations behave like the kernel's pseudo-filesystems where it matters to the executor: writing a file
+that does not exist raises ``ENOENT`` (control files are never created by writing), errors are :class:`OSError`
+with an errno. :class:`MemoryFS` also keeps the kernel's per-key file semantics (a blkio rule per device, an
+``io.max`` line per device, a schemata line per resource, tasks appended) and, with ``kernel_rules``, refuses
+what the kernel refuses (v1 cpuset hierarchy, CFS burst above the quota) so that tests see real errors.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from pathlib import Path
 from typing import Protocol
 
 from colo_node_agent.cgroups.resources import (
+    CGROUP_SUBSYSTEMS,
     DEFAULT_PERIOD_US,
     RESOURCES,
     CgroupVersion,
     cpuset_format,
+    cpuset_parse,
     file_path,
 )
 
@@ -42,7 +47,8 @@ def _oserror(code: int, path: str) -> OSError:
 
 
 class HostFS:
-    """A cgroup tree on disk rooted at ``root`` (``/sys/fs/cgroup`` in production, a temp dir in tests)."""
+    """A tree on disk rooted at ``root`` (``/sys/fs/cgroup``, ``/sys/fs/resctrl`` or ``/proc/sys`` in
+    production, a temp dir in tests)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -63,17 +69,77 @@ class HostFS:
         """Whether ``root/path`` exists."""
         return (self.root / path).exists()
 
+    def mkdir(self, path: str) -> bool:
+        """Create directory ``root/path`` (parents must exist, as with cgroupfs); False when it already existed.
+        Raises OSError."""
+        try:
+            os.mkdir(self.root / path)
+        except FileExistsError:
+            return False
+        return True
+
+    def rmdir(self, path: str) -> None:
+        """Remove directory ``root/path`` (a cgroup or resctrl group). Raises OSError (EBUSY while in use)."""
+        os.rmdir(self.root / path)
+
+    def listdir(self, path: str = "") -> list[str]:
+        """Names in directory ``root/path``, sorted. Raises OSError."""
+        return sorted(os.listdir(self.root / path))
+
+
+def _merge_keyed(path: str, old: str, text: str) -> str:
+    """What a kernel keyed file holds after ``text`` is written: one line per device/prefix, tasks appended."""
+    name = path.rsplit("/", 1)[-1]
+    if name == "tasks":
+        return old + text.strip() + "\n"
+    lines = [ln for ln in old.splitlines() if ln.strip()]
+    if name == "schemata":
+        for new in (ln.strip() for ln in text.splitlines() if ln.strip()):
+            prefix = new.split(":", 1)[0]
+            lines = [ln for ln in lines if ln.strip().split(":", 1)[0] != prefix] + [new]
+        return "\n".join(lines) + "\n"
+    parts = text.split()
+    dev = parts[0]
+    rest = [ln for ln in lines if ln.split()[0] != dev]
+    if name == "io.max":
+        cur = next((ln.split()[1:] for ln in lines if ln.split()[0] == dev), [])
+        kv = {k: v for k, _, v in (p.partition("=") for p in ["rbps=max", "wbps=max", "riops=max", "wiops=max"])}
+        kv.update({k: v for k, _, v in (p.partition("=") for p in cur)})
+        kv.update({k: v for k, _, v in (p.partition("=") for p in parts[1:])})
+        if any(v != "max" for v in kv.values()):
+            rest.append(f"{dev} " + " ".join(f"{k}={v}" for k, v in kv.items()))
+    elif int(parts[1]) > 0:  # v1 blkio throttle: "dev 0" removes the rule
+        rest.append(f"{dev} {parts[1]}")
+    return "".join(ln + "\n" for ln in rest)
+
+
+KEYED_FILES = frozenset({"tasks", "schemata", "io.max", "blkio.throttle.read_bps_device",
+                         "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device",
+                         "blkio.throttle.write_iops_device"})
+"""Files whose writes add or replace one entry instead of the whole content (the kernel's semantics)."""
+
 
 class MemoryFS:
-    """An in-memory cgroup tree (the ``sim`` backend's cgroupfs): a dict of file path → content.
+    """An in-memory tree (the ``sim`` backend's cgroupfs, and the fake trees of tests): file path → content.
 
-    ``faults`` maps a path to an errno raised on write, for tests of error reporting.
+    ``faults`` maps a path to an errno raised on write, for tests of error reporting. ``kernel_rules`` (the
+    hierarchy version) makes writes fail as the kernel's do: on v1 a child cpuset outside its parent's (EACCES)
+    and a parent cpuset dropping CPUs a child uses (EBUSY); on both a CFS burst above a finite quota, or a quota
+    below the burst (EINVAL) — checked on this machine's kernel (6.18, v1).
     """
 
-    def __init__(self, faults: dict[str, int] | None = None) -> None:
+    def __init__(self, faults: dict[str, int] | None = None, kernel_rules: CgroupVersion | None = None,
+                 dir_template: dict[str, str] | None = None) -> None:
         self.files: dict[str, str] = {}
+        self.dirs: set[str] = set()
+        self.dir_template: dict[str, str] = dict(dir_template or {})
+        """Files (name → content) :meth:`mkdir` creates in a new directory, as the kernel does (resctrl groups get
+        ``schemata`` and ``tasks``)."""
         self.faults: dict[str, int] = dict(faults or {})
+        self.kernel_rules = kernel_rules
         self.writes = 0
+        self.log: list[tuple[str, str]] = []
+        """Every successful write (path, text), in order, when ``kernel_rules`` is set (for ordering tests)."""
 
     def seed(self, path: str, text: str) -> None:
         """Create or replace file ``path`` (what the kernel does when a cgroup directory is made)."""
@@ -81,9 +147,10 @@ class MemoryFS:
 
     def remove_prefix(self, prefix: str) -> None:
         """Delete every file under directory ``prefix`` (rmdir of a cgroup)."""
-        doomed = [p for p in self.files if p.startswith(prefix.rstrip("/") + "/")]
-        for p in doomed:
+        head = prefix.rstrip("/") + "/"
+        for p in [p for p in self.files if p.startswith(head)]:
             del self.files[p]
+        self.dirs = {d for d in self.dirs if d != prefix.rstrip("/") and not d.startswith(head)}
 
     def read(self, path: str) -> str:
         """Content of ``path``. Raises OSError(ENOENT)."""
@@ -93,26 +160,83 @@ class MemoryFS:
             raise _oserror(errno.ENOENT, path) from None
 
     def write(self, path: str, text: str) -> None:
-        """Replace the content of existing file ``path``. Raises OSError(ENOENT or an injected fault)."""
+        """Write ``text`` to existing file ``path``. Raises OSError(ENOENT, an injected fault or a kernel rule)."""
         if path in self.faults:
             raise _oserror(self.faults[path], path)
         if path not in self.files:
             raise _oserror(errno.ENOENT, path)
-        self.files[path] = text
+        if self.kernel_rules is not None:
+            code = self._kernel_refuses(path, text)
+            if code:
+                raise _oserror(code, path)
+            self.log.append((path, text))
+        name = path.rsplit("/", 1)[-1]
+        self.files[path] = _merge_keyed(path, self.files[path], text) if name in KEYED_FILES else text
         self.writes += 1
 
     def exists(self, path: str) -> bool:
-        """Whether a file ``path`` or a directory containing files exists."""
-        return path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
+        """Whether a file ``path`` or a directory (made, or containing files) exists."""
+        p = path.rstrip("/")
+        return p in self.files or p in self.dirs or any(f.startswith(p + "/") for f in self.files)
+
+    def mkdir(self, path: str) -> bool:
+        """Make directory ``path``; False when it already existed."""
+        if self.exists(path):
+            return False
+        d = path.rstrip("/")
+        self.dirs.add(d)
+        for name, text in self.dir_template.items():
+            self.files[f"{d}/{name}"] = text
+        return True
+
+    def listdir(self, path: str = "") -> list[str]:
+        """Names directly under ``path``."""
+        head = path.rstrip("/") + "/" if path else ""
+        names = {p[len(head):].split("/", 1)[0] for p in list(self.files) + list(self.dirs) if p.startswith(head)}
+        return sorted(n for n in names if n)
+
+    # ------------------------------------------------------------------ kernel rules
+
+    def _kernel_refuses(self, path: str, text: str) -> int:
+        d, _, name = path.rpartition("/")
+        if name == "cpuset.cpus" and self.kernel_rules == "v1":
+            return self._cpuset_refuses(d, set(cpuset_parse(text)))
+        v1 = self.kernel_rules == "v1"
+        quota_file, burst_file = ("cpu.cfs_quota_us", "cpu.cfs_burst_us") if v1 else ("cpu.max", "cpu.max.burst")
+        if name not in (quota_file, burst_file) or f"{d}/{quota_file}" not in self.files:
+            return 0
+        quota_text = text if name == quota_file else self.files[f"{d}/{quota_file}"]
+        burst_text = text if name == burst_file else self.files.get(f"{d}/{burst_file}", "0")
+        q = quota_text.split()[0] if quota_text.split() else "max"
+        quota = -1 if q == "max" else int(q)
+        return errno.EINVAL if 0 <= quota < int(burst_text.strip() or 0) else 0
+
+    def _cpuset_refuses(self, d: str, cpus: set[int]) -> int:
+        parent = d.rpartition("/")[0]
+        ptext = self.files.get(f"{parent}/cpuset.cpus")
+        if ptext is not None and not cpus <= set(cpuset_parse(ptext)):
+            return errno.EACCES
+        head = d + "/"
+        for p, t in self.files.items():
+            if p.startswith(head) and p.endswith("/cpuset.cpus") and p[len(head):].count("/") == 1:
+                if not set(cpuset_parse(t)) <= cpus:
+                    return errno.EBUSY
+        return 0
 
 
 def detect_version(fs: CgroupFS) -> CgroupVersion:
-    """``v2`` when the root holds ``cgroup.controllers`` (unified hierarchy), else ``v1``."""
+    """``v2`` when the root holds ``cgroup.controllers`` (unified hierarchy), else ``v1``.
+
+    A hybrid host (v1 controllers with an empty ``unified`` mount, like this machine) is ``v1``.
+    """
     return "v2" if fs.exists("cgroup.controllers") else "v1"
 
 
-def default_files(version: CgroupVersion, cgroup: str, cpus: int) -> dict[str, str]:
-    """The files a freshly made cgroup has (path → content): shares 1024, no quota, all ``cpus``, no limit.
+def default_files(version: CgroupVersion, cgroup: str, cpus: int, *, stats: bool = False,
+                  mems: str = "0") -> dict[str, str]:
+    """The files a freshly made cgroup has (path → content): shares 1024, no quota, all ``cpus``, memory node
+    ``mems``, no limits, no I/O throttles; with ``stats`` also zeroed statistics files (usage, cpu.stat,
+    memory.stat, PSI).
 
     Used to seed :class:`MemoryFS` trees and temp-dir trees in tests, mirroring what the kernel creates.
     """
@@ -121,20 +245,41 @@ def default_files(version: CgroupVersion, cgroup: str, cpus: int) -> dict[str, s
     if version == "v1":
         v1 = {
             "cpu.shares": "1024", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": str(DEFAULT_PERIOD_US),
-            "cpu.cfs_burst_us": "0", "cpu.idle": "0", "cpuset.cpus": all_cpus,
+            "cpu.cfs_burst_us": "0", "cpu.idle": "0", "cpuset.cpus": all_cpus, "cpuset.mems": mems,
             "memory.limit_in_bytes": "9223372036854771712", "memory.min": "0", "memory.low": "0",
-            "memory.high": "9223372036854771712",
+            "memory.high": "9223372036854771712", "blkio.throttle.read_bps_device": "",
+            "blkio.throttle.write_bps_device": "", "blkio.throttle.read_iops_device": "",
+            "blkio.throttle.write_iops_device": "",
         }
         for name, text in v1.items():
             out[file_path(RESOURCES[name], cgroup, "v1")] = text
+        if stats:
+            cg = cgroup.strip("/")
+            out.update({
+                f"cpuacct/{cg}/cpuacct.usage": "0\n",
+                f"cpu/{cg}/cpu.stat": "nr_periods 0\nnr_throttled 0\nthrottled_time 0\nnr_bursts 0\nburst_time 0\n",
+                f"memory/{cg}/memory.usage_in_bytes": "0\n",
+                f"memory/{cg}/memory.stat": "total_active_anon 0\ntotal_inactive_anon 0\ntotal_unevictable 0\n",
+            })
         return out
     v2 = {
         "cpu.shares": "100", "cpu.cfs_quota_us": f"max {DEFAULT_PERIOD_US}", "cpu.cfs_burst_us": "0",
-        "cpu.idle": "0", "cpuset.cpus": all_cpus, "memory.limit_in_bytes": "max", "memory.min": "0",
-        "memory.low": "0", "memory.high": "max",
+        "cpu.idle": "0", "cpuset.cpus": all_cpus, "cpuset.mems": mems, "memory.limit_in_bytes": "max",
+        "memory.min": "0", "memory.low": "0", "memory.high": "max", "blkio.throttle.read_bps_device": "",
     }
     for name, text in v2.items():
         out[file_path(RESOURCES[name], cgroup, "v2")] = text
+    if stats:
+        cg = cgroup.strip("/")
+        psi = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        out.update({
+            f"{cg}/cpu.stat": "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\n"
+                              "throttled_usec 0\nnr_bursts 0\nburst_usec 0\n",
+            f"{cg}/memory.current": "0\n", f"{cg}/memory.stat": "anon 0\nactive_anon 0\ninactive_anon 0\n"
+                                                                "unevictable 0\n",
+            f"{cg}/cpu.pressure": psi, f"{cg}/memory.pressure": psi, f"{cg}/io.pressure": psi,
+            f"{cg}/cpuset.cpus.effective": all_cpus,
+        })
     return out
 
 
@@ -143,4 +288,4 @@ def cgroup_prefixes(version: CgroupVersion, cgroup: str) -> list[str]:
     cg = cgroup.strip("/")
     if version == "v2":
         return [cg]
-    return [f"{sub}/{cg}" for sub in sorted({r.subsystem for r in RESOURCES.values()})]
+    return [f"{sub}/{cg}" for sub in (*CGROUP_SUBSYSTEMS, "cpuacct")]
