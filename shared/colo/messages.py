@@ -410,25 +410,106 @@ class CPUEvictStrategy(Message, frozen=True):
 
 
 class CPUBurstStrategy(Message, frozen=True):
-    """CPU burst for LS pods (REFERENCE.md §5)."""
+    """CPU burst for LS pods (REFERENCE.md §5; Koordinator ``CPUBurstStrategy``).
+
+    ``policy``: ``none``; ``cpuBurstOnly`` sets ``cpu.cfs_burst_us`` = limit × ``burst_percent``/100 × period;
+    ``cfsQuotaBurstOnly`` scales the CFS quota ×1.2 up when throttled / ×0.8 down within [base, base ×
+    ``quota_scale_max_percent``/100] by the share-pool state (Overload ≥ ``share_pool_threshold_percent``,
+    Cooling ≥ 90 % of it); ``auto`` both. ``quota_burst_period_s`` caps how long a pod may run above its base
+    quota (token bucket; −1 = no cap, ``cfsQuotaBurstPeriodSeconds``).
+    """
 
     policy: Literal["none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"] = "none"
     burst_percent: int = 1000
     quota_scale_max_percent: int = 300
     share_pool_threshold_percent: int = 50
+    quota_burst_period_s: int = -1
 
 
-class MemoryQoSStrategy(Message, frozen=True):
-    """Memory QoS (REFERENCE.md §5): memory.min/low/high from requests."""
+class MemoryQoSClass(Message, frozen=True):
+    """Memory QoS percents of one QoS class (Koordinator ``MemoryQOS`` of ``LSRClass``/``LSClass``/``BEClass``)."""
 
-    enabled: bool = False
     min_percent: int = 0
     low_percent: int = 0
     throttling_percent: int = 0
 
 
+class MemoryQoSStrategy(Message, frozen=True):
+    """Memory QoS (REFERENCE.md §5): memory.min/low/high from requests.
+
+    memory.min = request × ``min_percent``/100, memory.low = request × ``low_percent``/100, memory.high =
+    request + (limit − request) × ``throttling_percent``/100 rounded down to a page (0 → max). ``lsr`` (also
+    LSE), ``ls`` and ``be`` override the node-wide percents for their class when set.
+    """
+
+    enabled: bool = False
+    min_percent: int = 0
+    low_percent: int = 0
+    throttling_percent: int = 0
+    lsr: MemoryQoSClass | None = None
+    ls: MemoryQoSClass | None = None
+    be: MemoryQoSClass | None = None
+
+
+class CPUSetStrategy(Message, frozen=True):
+    """Exclusive (LSE) and reserved (LSR) cpusets (REFERENCE.md §5 "CPU priority"): LSE/LSR pods get whole cores
+    of their own, LS pods the share pool (never LSE/LSR/reserved CPUs), BE pods never LSE CPUs."""
+
+    enabled: bool = True
+
+
+class ResctrlClass(Message, frozen=True):
+    """LLC ways (``l3_start_percent``..``l3_end_percent`` of the cache mask) and memory bandwidth
+    (``mba_percent``) of one resctrl group (Koordinator ``ResctrlQOS``)."""
+
+    l3_start_percent: int = 0
+    l3_end_percent: int = 100
+    mba_percent: int = 100
+
+
+class ResctrlStrategy(Message, frozen=True):
+    """LLC / memory bandwidth isolation through resctrl where ``/sys/fs/resctrl`` exists (REFERENCE.md §5):
+    groups LSR (LSE and LSR pods), LS and BE; BE gets L3 ways 0–30 % by default."""
+
+    enabled: bool = False
+    lsr: ResctrlClass = ResctrlClass()
+    ls: ResctrlClass = ResctrlClass()
+    be: ResctrlClass = ResctrlClass(l3_end_percent=30)
+
+
+class BlkIOLimit(Message, frozen=True):
+    """Throttles of one block device ``"MAJ:MIN"``: bytes/s and IO/s for reads and writes (0 = no limit)."""
+
+    device: str
+    read_bps: int = 0
+    write_bps: int = 0
+    read_iops: int = 0
+    write_iops: int = 0
+
+
+class BlkIOStrategy(Message, frozen=True):
+    """Block I/O throttling of the BE QoS group (blkio.throttle.* on v1, io.max on v2; Koordinator ``BlkIOQOS``)."""
+
+    enabled: bool = False
+    be: list[BlkIOLimit] = []
+
+
+class SystemStrategy(Message, frozen=True):
+    """Node kernel settings (REFERENCE.md §5 "System"; Koordinator ``SystemStrategy``): ``vm.min_free_kbytes`` =
+    ``min_free_kbytes_factor`` × total memory (KiB) / 10000 and ``vm.watermark_scale_factor``."""
+
+    enabled: bool = False
+    min_free_kbytes_factor: int = 100
+    watermark_scale_factor: int = 150
+
+
 class NodeSLO(Message, frozen=True):
-    """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``)."""
+    """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``).
+
+    One switch per node agent strategy (docs/node-agent.md): ``cpu_suppress``, ``memory_evict``, ``cpu_evict``,
+    ``cpu_burst``, ``memory_qos``, ``be_cpu_idle`` (SCHED_IDLE for BE), ``cpuset`` (LSE/LSR cpusets),
+    ``resctrl`` (LLC/MBA), ``blkio`` (BE I/O throttles) and ``system`` (min_free_kbytes).
+    """
 
     node: str
     at: float = 0.0
@@ -439,6 +520,10 @@ class NodeSLO(Message, frozen=True):
     memory_qos: MemoryQoSStrategy = MemoryQoSStrategy()
     be_cpu_idle: bool = True
     pool: str = ""
+    cpuset: CPUSetStrategy = CPUSetStrategy()
+    resctrl: ResctrlStrategy = ResctrlStrategy()
+    blkio: BlkIOStrategy = BlkIOStrategy()
+    system: SystemStrategy = SystemStrategy()
 
 
 # --------------------------------------------------------------------------- events
