@@ -313,3 +313,87 @@ def test_records_keep_the_masks_of_their_decision_time(scalar: bool) -> None:
     assert set(last["rejected_nodes"]) == {"tiny", "a"}  # type: ignore[arg-type]
     assert core.framework.cache.stats["incremental"] >= 2
     assert last["rejected_nodes"]["a"]["plugin"] == "NodeResourcesFit"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_caches_across_cycles_follow_metric_expiry_and_node_changes(seed: int) -> None:
+    """Cycles 70 s apart: metrics expire (180 s) between cycles, fresh ones arrive, a node is relabelled,
+    another gets a threshold annotation; the caches kept across cycles decide as full recomputation."""
+    from colo.messages import NodeSpec
+
+    outcomes = []
+    for use_cache in (True, False):
+        rng = random.Random(seed)
+        settings = SchedulerSettings(seed=seed, max_pods_per_cycle=25)
+        core = Scheduler(settings, use_class_cache=use_cache)
+        _cluster(core, rng, 30, 1000.0)
+        pods = _pods(rng, 150)
+        trace = []
+        for cycle in range(6):
+            now = 1000.0 + 70.0 * cycle
+            for p in pods[cycle * 25:(cycle + 1) * 25]:
+                core.add_pod(p, now)
+            out = core.schedule_cycle(now)
+            trace.append([(p.pod.uid, p.node) for p in out.placements] + [(f.pod.uid, None) for f in out.failures])
+            k = rng.randrange(30)
+            core.on_metric(metric(f"n{k}", now, cpu=rng.randrange(0, 4_000), memory=GI), now)
+            if cycle == 2:
+                spec = core.table.specs[core.table.index["n5"]]
+                core.on_node(NodeSpec(name=spec.name, capacity=spec.capacity, allocatable=spec.allocatable,
+                                      labels={**spec.labels, "zone": "a"}, taints=spec.taints), now)
+            if cycle == 3:
+                spec = core.table.specs[core.table.index["n7"]]
+                core.on_node(NodeSpec(name=spec.name, capacity=spec.capacity, allocatable=spec.allocatable,
+                                      labels=spec.labels, taints=spec.taints, annotations={
+                                          "scheduling.koordinator.sh/custom-usage-thresholds":
+                                              '{"usageThresholds": {"cpu": 20, "memory": 90}}'}), now)
+        outcomes.append(trace)
+    assert outcomes[0] == outcomes[1]
+
+
+def test_load_aware_incremental_cycle_equals_full_cycle() -> None:
+    """After metric expiry, new metrics, placements and releases between cycles, the LoadAware arrays
+    carried from cycle to cycle equal those of a LoadAware instance that recomputes everything."""
+    rng = random.Random(3)
+    core = Scheduler(SchedulerSettings(seed=3))
+    _cluster(core, rng, 40, 1000.0)
+    for p in _pods(rng, 80):
+        core.add_pod(p, 1000.0)
+    la = core.framework.profile.plugins["LoadAware"]
+    for cycle in range(5):
+        now = 1000.0 + 60.0 * cycle
+        out = core.schedule_cycle(now)
+        for p in out.placements[::3]:
+            core.release(p.pod.uid, now)
+        for k in rng.sample(range(40), 5):
+            core.on_metric(metric(f"n{k}", now, cpu=rng.randrange(0, 6_000), memory=rng.randrange(1, 12) * GI), now)
+        state = core.framework.begin_cycle(now + 30.0)
+        carried = state.data["LoadAware"]
+        fresh_plugin = type(la)(core.settings, la.args)
+        from colo_scheduler.framework.interface import CycleState
+
+        ref_state = CycleState(now=now + 30.0, table=core.table)
+        fresh_plugin.begin_cycle(ref_state)
+        ref = ref_state.data["LoadAware"]
+        for name in ("fresh", "expired", "unchecked", "alloc", "cap_all", "slack_all", "room_all", "slack_prod",
+                     "room_prod"):
+            assert np.array_equal(getattr(carried, name), getattr(ref, name)), (cycle, name)
+
+
+def test_metric_expiry_between_cycles_reaches_a_kept_class_cache() -> None:
+    """Big node n1 is over the load threshold while its metric is fresh; its metric expires between two
+    cycles (expired metrics pass unchecked here) without any other change to n1. The class cache kept
+    from the first cycle must see n1 feasible again (LoadAware touches rows whose freshness flipped)."""
+    core = Scheduler(SchedulerSettings(filter_expired_metrics=False, load_aware_weight=0))
+    core.on_node(node("n1", cpu=64_000, memory=128 * GI), 1000.0)
+    core.on_metric(metric("n1", 1000.0, cpu=50_000, memory=GI), 1000.0)  # 79 % > 65 %: rejected
+    for i in (0, 2, 3, 4, 5, 6, 7, 8, 9):
+        core.on_node(node(f"n{i}", cpu=4_000, memory=64 * GI), 1000.0)
+        core.on_metric(metric(f"n{i}", 1100.0, cpu=1_000, memory=GI), 1100.0)
+    core.add_pod(pod("p1", cpu=1_000, memory=GI), 1100.0)
+    first = core.schedule_cycle(1100.0).placements
+    assert len(first) == 1 and first[0].node != "n1"
+    core.add_pod(pod("p2", cpu=1_000, memory=GI), 1190.0)
+    out = core.schedule_cycle(1190.0)  # n1's metric is 190 s old: expired (180 s), passes unchecked
+    assert [p.node for p in out.placements] == ["n1"]  # the most free room wins
+    assert core.framework.cache.stats["incremental"] >= 1  # the class entry was kept and re-synced

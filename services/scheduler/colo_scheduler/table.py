@@ -155,6 +155,11 @@ class NodeTable:
             return None
         return self._changes[k:]
 
+    @property
+    def change_log_length(self) -> int:
+        """Entries in the change log since it was last trimmed."""
+        return len(self._changes)
+
     def trim_changes(self) -> None:
         """Forget the log (readers holding older positions then see None: all changed)."""
         self._changes_base += len(self._changes)
@@ -197,7 +202,7 @@ class NodeTable:
             self.specs[i] = spec
             if old == spec:
                 return False
-            if old.labels != spec.labels or old.taints != spec.taints:
+            if old.labels != spec.labels or old.taints != spec.taints or old.annotations != spec.annotations:
                 self.version += 1
         a = spec.allocatable
         pods = a.pods if a.pods > 0 else UNLIMITED

@@ -76,14 +76,22 @@ class Framework:
                             if w and isinstance(p, NormalizeScorePlugin)]
         self._reason_codes = {p.name: isinstance(p, ReasonCodesPlugin) for p in profile.filter}
         self._cycle_plugins = [p for p in profile.plugins.values() if isinstance(p, CyclePlugin)]
+        self._keep_classes = all(getattr(p, "tracks_cycle_rows", False) for p in self._cycle_plugins)
         self._next_start = 0
         self._score_meta = tuple((p.name, w) for p, w in profile.score)
 
     def begin_cycle(self, now: float) -> CycleState:
-        """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays."""
-        self.table.trim_changes()
-        self.cache.clear()
-        state = CycleState(now=now, table=self.table)
+        """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays.
+
+        Pod-class caches survive into the new cycle when every per-cycle plugin declares
+        ``tracks_cycle_rows`` (its ``begin_cycle`` touches the rows whose per-cycle values changed);
+        otherwise, or when the change log has grown past a few times the node count, they are
+        dropped."""
+        table = self.table
+        if not self._keep_classes or table.change_log_length > 4 * table.n + 1024:
+            table.trim_changes()
+            self.cache.clear()
+        state = CycleState(now=now, table=table)
         for p in self._cycle_plugins:
             p.begin_cycle(state)
         return state

@@ -399,6 +399,8 @@ class LoadAware:
         """Node name → why its threshold annotation was ignored."""
         self._prod_active = False
         self._cycle: _Cycle | None = None
+        self._cycle_seq = -1
+        self._cycle_version = -1
 
     # ------------------------------------------------------------------ estimates
 
@@ -431,16 +433,85 @@ class LoadAware:
             self._parsed[text] = got
         return got
 
+    tracks_cycle_rows = True
+    """:meth:`begin_cycle` touches every row whose per-cycle values changed (metric freshness), so the
+    framework may keep pod-class caches across cycles (framework/classcache.py)."""
+
     def begin_cycle(self, state: CycleState) -> None:
-        """Freshness masks at ``state.now``, per-node thresholds, slack and room of every node."""
+        """Freshness masks at ``state.now``, per-node thresholds, slack and room of every node.
+
+        After the first cycle only the rows that changed are recomputed: rows the table logged since
+        the previous cycle and rows whose metric became expired (or fresh); the latter are touched
+        in the table's change log. A new table version (labels, taints, annotations, a new node)
+        recomputes everything."""
         t = state.table
-        n = t.n
+        prev = self._cycle
+        changes = t.changes_since(self._cycle_seq) if prev is not None else None
+        if (prev is None or changes is None or len(prev.fresh) != t.n or self._cycle_version != t.version
+                or len(changes) > t.n // 4):
+            self._full_cycle(state)
+        else:
+            self._rows_cycle(state, prev, changes)
+        self._cycle_seq = t.change_seq
+        self._cycle_version = t.version
+
+    def _freshness(self, t: NodeTable, now: float) -> tuple[BoolArray, BoolArray, BoolArray]:
         at = t.metric_at
         has = ~np.isnan(at)
         with np.errstate(invalid="ignore"):
-            expired = has & (state.now - at >= self.expiry_s)
+            expired = has & (now - at >= self.expiry_s)
         fresh = has & ~expired
         unchecked = ~has | (expired & (not self.filter_expired))
+        return fresh, expired, unchecked
+
+    def _rows_cycle(self, state: CycleState, c: _Cycle, changes: list[int]) -> None:
+        t = state.table
+        fresh, expired, unchecked = self._freshness(t, state.now)
+        flipped = np.flatnonzero((fresh != c.fresh) | (expired != c.expired))
+        c.fresh, c.expired, c.unchecked = fresh, expired, unchecked
+        rows = set(changes)
+        rows.update(flipped.tolist())
+        if rows:
+            idx = np.fromiter(sorted(rows), np.intp, len(rows))
+            self._derive_rows(t, c, idx)
+            self._refresh(t, idx)
+            for i in flipped.tolist():
+                t.touch(i)  # class caches re-check these rows
+        state.data[self.name] = c
+
+    def _derive_rows(self, t: NodeTable, c: _Cycle, idx: npt.NDArray[np.intp]) -> None:
+        # the per-node values the full cycle computes, for a few rows (Python per row)
+        alloc = t.alloc[idx, :2]
+        c.alloc[idx] = alloc
+        c.divisor[idx] = np.maximum(alloc, 1)
+        for k, i in enumerate(idx.tolist()):
+            p = self.node_thresholds(t, i)
+            a = alloc[k:k + 1]
+            c.agg_rows[i] = p.aggregated is not None
+            if p.aggregated is not None:
+                c.cap_all[i] = _cap2(np.array([p.aggregated[0]], np.int64), a)[0]
+            else:
+                c.cap_all[i] = _cap2(np.array([p.usage], np.int64), a)[0]
+            c.prod_rows[i] = p.prod is not None
+            c.cap_prod[i] = _cap2(np.array([p.prod or (0, 0)], np.int64), a)[0]
+            c.has_basis[i] = True
+            c.agg_base[i] = (0, 0)
+            if p.aggregated is not None and c.fresh[i]:
+                got = aggregated_usage(t.metrics[i], p.aggregated[1], p.aggregated[2])
+                if got is None:
+                    c.has_basis[i] = False
+                else:
+                    c.agg_base[i] = got
+            if c.score_base is not None:
+                got = aggregated_usage(t.metrics[i], self.score_stat, self.score_duration_s) if c.fresh[i] else None
+                c.score_base[i] = got if got is not None else t.metric_usage[i]
+            if self._prod_active:
+                c.prod_est[i] = prod_usage(t, i, self.report_interval_s) if c.fresh[i] else (0, 0)
+
+    def _full_cycle(self, state: CycleState) -> None:
+        t = state.table
+        n = t.n
+        fresh, expired, unchecked = self._freshness(t, state.now)
         alloc = t.alloc[:, :2].copy()
         texts = [s.annotations.get(CUSTOM_THRESHOLDS_ANNOTATION) for s in t.specs]
         if any(x is not None for x in texts):
@@ -484,7 +555,7 @@ class LoadAware:
         self._refresh(t, slice(None))
         state.data[self.name] = c
 
-    def _refresh(self, table: NodeTable, rows: slice) -> None:
+    def _refresh(self, table: NodeTable, rows: slice | npt.NDArray[np.intp]) -> None:
         c = self._cycle
         if c is None:
             return

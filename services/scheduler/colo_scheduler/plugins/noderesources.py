@@ -255,6 +255,9 @@ class _ResourceScore:
         self.shape = tuple((p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
                            for p in shape)
 
+    tracks_cycle_rows = True
+    """The per-cycle divisors derive from allocatable only, whose changes the table logs."""
+
     def begin_cycle(self, state: CycleState) -> None:
         """LeastAllocated: per cycle, allocatable floored at 1 (divisor) and per resource kind the
         per-node Σ weight of the scored columns with allocatable > 0 (allocatable only changes
