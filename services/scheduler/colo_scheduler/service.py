@@ -21,6 +21,7 @@ import math
 import os
 import socket
 import time
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -76,15 +77,47 @@ def _negative(r: Resources) -> list[str]:
 
 
 def _pod_problem(spec: PodSpec) -> str:
-    """Why an admitted pod cannot be scheduled ('' when it can): empty uid, quantities out of
+    """Why an admitted pod cannot be scheduled ('' when it can): empty uid or one with a control
+    character (it goes into the JetStream message id of its events, a header), quantities out of
     0..:data:`MAX_QUANTITY`, priority outside int32."""
     bad = _negative(spec.requests) + _negative(spec.limits)
     if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
         bad.append("priority")
+    if any(unicodedata.category(c) == "Cc" for c in spec.uid):
+        return f"invalid pod {spec.uid!r}: the uid holds a control character"
     if spec.uid and not bad:
         return ""
     return (f"invalid pod {spec.uid!r}: empty uid or negative or out of range {bad}"
             f" (resources 0..{MAX_QUANTITY}, priority int32)")
+
+
+def _node_problem(name: str, allocatable: Resources | None = None, capacity: Resources | None = None) -> str:
+    """Why a node cannot be scheduled on ('' when it can): a name that is not one NATS subject token
+    (letters, digits, ``-``, ``_``; its pods' PodBound events go to ``pod.bound.<node>``), or
+    quantities out of 0..:data:`MAX_QUANTITY`."""
+    try:
+        subjects.POD_BOUND.format(node=name)
+    except ValueError:
+        return (f"invalid node {name!r}: the name must be one subject token (letters, digits, '-', '_'), "
+                f"it names the subject pod.bound.<node>")
+    bad = (_negative(allocatable) if allocatable is not None else []) + (
+        _negative(capacity) if capacity is not None else [])
+    if bad:
+        return f"invalid node {name!r}: allocatable/capacity out of range 0..{MAX_QUANTITY} {bad}"
+    return ""
+
+
+def _publishable(event: tuple[Any, Any, str | None, dict[str, str]]) -> bool:
+    """Whether ``event`` (subject, message, msg id, keys) can be published; logs why not."""
+    subject, msg, _, keys = event
+    try:
+        if not isinstance(msg, subject.type):
+            raise TypeError(f"{subject.pattern} carries {subject.type.__name__}, got {type(msg).__name__}")
+        subject.format(**keys)
+    except (TypeError, ValueError) as exc:
+        log.error("dropping an event that cannot be published: %s", exc)
+        return False
+    return True
 
 
 class SchedulerService:
@@ -201,6 +234,10 @@ class SchedulerService:
     async def _load(self, now: float) -> None:
         store = self._store()
         for spec in await store.list_nodes():
+            problem = _node_problem(spec.name, spec.allocatable, spec.capacity)
+            if problem:  # written by something that skipped the checks: never schedule on it
+                log.error("skipping stored node: %s", problem)
+                continue
             self.core.on_node(spec, now)
         for nr in (await store.list_node_resources()).values():
             self.core.on_node_resource(nr, now)
@@ -209,6 +246,10 @@ class SchedulerService:
                 if rec.node and rec.phase in ("Pending", "Running"):
                     self.core.adopt(rec.spec, rec.node, rec.bound_at)
                 elif rec.phase == "Pending" and not rec.node and self.replica.owns(rec.spec.uid):
+                    problem = _pod_problem(rec.spec)
+                    if problem:
+                        log.error("skipping stored pod: %s", problem)
+                        continue
                     self.core.add_pod(rec.spec, now)
             except (OverflowError, ValueError) as exc:  # a corrupt record must not stop the start
                 log.error("skipping stored pod %s: %r", rec.spec.uid, exc)
@@ -262,10 +303,9 @@ class SchedulerService:
         self._wake.set()
 
     async def _on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
-        bad = _negative(spec.allocatable) + _negative(spec.capacity)
-        if not spec.name or bad:
-            await self._dead_letter(spec, info, f"invalid node {spec.name!r}: empty name or negative or"
-                                    f" allocatable/capacity out of range 0..{MAX_QUANTITY} {bad}")
+        problem = _node_problem(spec.name, spec.allocatable, spec.capacity)
+        if problem:
+            await self._dead_letter(spec, info, problem)
             return
         now = self._now()
         self.core.on_node(spec, now)
@@ -277,6 +317,9 @@ class SchedulerService:
     async def _on_node_resource(self, nr: NodeResource, info: MessageInfo) -> None:
         if not all(0 <= v <= MAX_QUANTITY for v in (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)):
             await self._dead_letter(nr, info, f"invalid NodeResource: allocatable out of range 0..{MAX_QUANTITY}")
+            return
+        if nr.node not in self.core.table.index and (problem := _node_problem(nr.node)):
+            await self._dead_letter(nr, info, f"NodeResource of an {problem}")  # it would never register
             return
         if nr.node not in self.core.table.index:
             self._early_resources[nr.node] = nr  # applied when the node registers
@@ -493,6 +536,15 @@ class SchedulerService:
         assert self.ctx is not None
         try:
             await self.ctx.bus.publish_many(events)
+        except (TypeError, ValueError):
+            # an event that cannot be formatted fails the whole batch before anything is sent: drop
+            # it (retrying it would hold back every later event for good) and publish the others
+            usable = [ev for ev in events if _publishable(ev)]
+            if len(usable) < len(events):
+                await self._publish(usable)
+                return
+            log.exception("publishing %d scheduler events failed; retrying next tick", len(events))
+            self._unpublished.extend(events)
         except Exception:
             # Bindings are already in the store; msg ids make the retry idempotent.
             log.exception("publishing %d scheduler events failed; retrying next tick", len(events))

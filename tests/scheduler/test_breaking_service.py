@@ -1,0 +1,130 @@
+"""The scheduler service against real NATS and Redis fed messages that decode but cannot be used.
+
+Found broken: a node whose name is not a NATS subject token (``n1.example.com``, registered by a
+publisher that names the subject after something else, or written to the store) was accepted; the
+first pod bound to it made ``pod.bound.<node>`` unformattable, the cycle's whole event batch failed
+and was retried every cycle after, so from then on no PodBound and no PodUnschedulable event left
+the scheduler at all. A pod uid with a control character did the same through its JetStream
+message id (a header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from sched_helpers import GI, node, pod
+
+from colo import subjects
+from colo.bus import Bus
+from colo.clock import VirtualClock
+from colo.messages import DeadLetter, PodAdmitted, PodBound, PodUnschedulable
+from colo.store import Store
+from colo.testing.fixtures import BusFactory, service_context
+from colo_scheduler.service import SchedulerService
+from colo_scheduler.settings import SchedulerSettings
+
+pytestmark = pytest.mark.integration
+
+
+async def _until(bus: Bus, done: Callable[[], bool]) -> None:
+    """Settle ``bus`` until ``done()`` (a fresh consumer may not have pulled yet), at most 10 s."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        await bus.settle()
+        if done() or asyncio.get_running_loop().time() > deadline:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _start(bus_factory: BusFactory, store: Store, clock: VirtualClock) -> SchedulerService:
+    bus = await bus_factory("scheduler", clock, autostart=False)
+    svc = SchedulerService(SchedulerSettings(seed=1))
+    await svc.start(service_context(bus, store, clock))
+    await bus.start_consumers()
+    return svc
+
+
+async def test_unusable_node_names_and_uids_are_dead_lettered_and_events_keep_flowing(
+        bus_factory: BusFactory, store: Store) -> None:
+    clock = VirtualClock(1000.0)
+    stored_bad = node("stored.bad", cpu=512_000, memory=1024 * GI)
+    await store.put_node(stored_bad)  # loaded at start: must be skipped, not scheduled on
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    bound: list[PodBound] = []
+    unsched: list[PodUnschedulable] = []
+    dead: list[DeadLetter] = []
+
+    async def on_bound(m: PodBound) -> None:
+        bound.append(m)
+
+    async def on_unsched(m: PodUnschedulable) -> None:
+        unsched.append(m)
+
+    async def on_dead(m: DeadLetter) -> None:
+        dead.append(m)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    await tester.subscribe(subjects.POD_UNSCHEDULABLE, on_unsched, durable="unsched")
+    await tester.subscribe(subjects.DEAD_LETTER, on_dead, durable="dead")
+    try:
+        assert "stored.bad" not in svc.core.table.index
+        good = node("good", cpu=4_000, memory=8 * GI)
+        await store.put_node(good)
+        await tester.publish(subjects.NODE_REGISTERED, good, node="good")
+        for name in ("n1.example.com", "has space", "wild*", "gt>", ""):
+            bad = node(name, cpu=512_000, memory=1024 * GI)  # the roomiest node: every pod would go there
+            await store.put_node(bad)
+            await tester.publish(subjects.NODE_REGISTERED, bad, node="sneaky")
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("big", 64_000, GI), at=1000.0))
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("small", 1_000, GI), at=1000.0))
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("ünï/ок", 1_000, GI), at=1000.0))
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("ctl\r\nX-Evil: 1", 1_000, GI),
+                                                                at=1000.0))
+        await svc.ctx.bus.settle()  # type: ignore[union-attr]
+        assert svc.core.table.names == ["good"]
+        await svc.tick(1000.0)
+        await svc.tick(1001.0)
+        await _until(tester, lambda: len(bound) >= 2 and len(unsched) >= 1 and len(dead) >= 6)
+        assert sorted(m.spec.uid for m in bound) == ["small", "ünï/ок"]  # any printable uid is fine
+        assert await store.bound_node("small") == "good"
+        assert [m.uid for m in unsched] == ["big"]
+        assert unsched[0].message.startswith("0/1 nodes are available")
+        reasons = [d.reason for d in dead]
+        assert sum("subject token" in r for r in reasons) == 5, reasons
+        assert any("ctl" in r and "control character" in r for r in reasons), reasons
+        assert svc.totals["dead_letters"] == 6
+        # and the service goes on: a later pod is bound and announced
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("later", 1_000, GI), at=1002.0))
+        await svc.ctx.bus.settle()  # type: ignore[union-attr]
+        await svc.tick(1002.0)
+        await _until(tester, lambda: len(bound) >= 3)
+        assert sorted(m.spec.uid for m in bound) == ["later", "small", "ünï/ок"]
+    finally:
+        await svc.stop()
+
+
+async def test_one_unpublishable_event_does_not_hold_back_the_others(bus_factory: BusFactory,
+                                                                     store: Store) -> None:
+    """Defence in depth: should an event still fail to format, it is dropped with a log line and the rest
+    of its batch is published (it is not retried forever in front of every later event)."""
+    clock = VirtualClock(1000.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    bound: list[PodBound] = []
+
+    async def on_bound(m: PodBound) -> None:
+        bound.append(m)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    try:
+        ok = PodBound(spec=pod("ok"), node="good", at=1.0)
+        await svc._publish([(subjects.POD_BOUND, PodBound(spec=pod("x"), node="bad.name", at=1.0), "x", {"node": "bad.name"}),
+                            (subjects.POD_BOUND, ok, "ok", {"node": "good"})])
+        await _until(tester, lambda: bool(bound))
+        assert [m.spec.uid for m in bound] == ["ok"]
+        assert not svc._unpublished
+    finally:
+        await svc.stop()
