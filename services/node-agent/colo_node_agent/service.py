@@ -1,6 +1,8 @@
 """The node agent service: hosts nodes on a backend, runs pods bound to them, reports (docs/node-agent.md).
 
-start(): register every node (store + ``node.registered``), adopt pods already bound to them (restart), consume
+Backends: ``sim`` (many virtual nodes, :mod:`.backends.sim`) or ``host`` (this Linux machine, real processes in
+real cgroups, :mod:`.backends.host`). start(): register every node (store + ``node.registered``), adopt pods
+already bound to them (restart), consume
 ``pod.bound.<node>``, ``pod.evict.<node>`` and ``node.slo.<node>`` for its nodes. tick(now): advance the backend
 to ``now`` (strategies run every sub-step), publish pod status changes, QoS events and — every report
 interval — one NodeMetric per node. Bad input is dead-lettered with a reason; the service keeps running.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import socket
 from typing import Any
 
 import msgspec
@@ -20,6 +23,8 @@ from colo.bus import MessageInfo
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import EvictionCommand, NodeSLO, NodeSpec, PodBound, PodSpec, PodStatus, QoSEvent
 from colo.runtime import ServiceContext
+from colo_node_agent.backends.base import NodeBackend
+from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 
@@ -67,11 +72,22 @@ def load_nodes(path: str) -> list[NodeSpec]:
     return nodes
 
 
-def pod_problems(spec: PodSpec) -> list[str]:
-    """Why a bound pod cannot be run (empty when it can)."""
+def host_config(settings: NodeAgentSettings) -> HostConfig:
+    """The host backend's configuration from the settings (node name: ``node_name`` or the hostname)."""
+    s = settings
+    return HostConfig(node_name=s.node_name or socket.gethostname().lower(), cgroup_root=s.cgroup_root,
+                      cgroup_parent=s.cgroup_parent, state_dir=s.state_dir, loop_s=s.loop_s, window_s=s.window_s,
+                      node_scope=s.node_scope, termination_grace_s=s.termination_grace_s,
+                      cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes)
+
+
+def pod_problems(spec: PodSpec, backend: str = "sim") -> list[str]:
+    """Why a bound pod cannot be run on ``backend`` (empty when it can)."""
     out: list[str] = []
     if not spec.uid:
         out.append("pod has no uid")
+    if backend == "host" and not spec.command:
+        out.append("pod has no command: the host backend runs PodSpec.command")
     w = spec.sim
     if w is not None:
         if w.kind == "series" and w.step_s <= 0:
@@ -84,19 +100,25 @@ def pod_problems(spec: PodSpec) -> list[str]:
 
 
 class NodeAgentService:
-    """The node agent for a set of nodes on the ``sim`` backend.
+    """The node agent for a set of nodes on the ``sim`` backend, or for this machine on the ``host`` backend.
 
-    ``nodes`` overrides ``settings.nodes_file`` (tests, embedding).
+    ``nodes`` overrides ``settings.nodes_file`` (sim; tests, embedding). With ``backend=host`` the machine is
+    checked here (cgroup controllers mounted, parent and state directory writable): ValueError listing every
+    problem, so that ``python -m colo_node_agent`` exits 2 before connecting.
     """
 
     name = "node-agent"
 
     def __init__(self, settings: NodeAgentSettings, nodes: list[NodeSpec] | None = None) -> None:
         self.settings = settings
-        self.tick_interval_s = settings.sub_step_s
+        self.tick_interval_s = settings.loop_s if settings.backend == "host" else settings.sub_step_s
         self._nodes = nodes
+        if settings.backend == "host":
+            problems = host_problems(host_config(settings))
+            if problems:
+                raise HostConfigError(problems)
         self.ctx: ServiceContext | None = None
-        self.backend: SimBackend | None = None
+        self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
@@ -110,13 +132,19 @@ class NodeAgentService:
         """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError."""
         self.ctx = ctx
         s = self.settings
-        nodes = self._nodes if self._nodes is not None else load_nodes(s.nodes_file)
         now = ctx.clock.now()
-        self.backend = SimBackend(
-            nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
-                             system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
-                             window_s=s.window_s, max_gap_s=s.max_gap_s),
-            s.default_slo, start=now)
+        if s.backend == "host":
+            if ctx.settings.sim:
+                raise NodeConfigError("the host backend runs real processes on the wall clock: unset COLO_SIM")
+            host = HostBackend(host_config(s), s.default_slo, start=now, clock=ctx.clock.now)
+            self.backend, nodes = host, [host.spec]
+        else:
+            nodes = self._nodes if self._nodes is not None else load_nodes(s.nodes_file)
+            self.backend = SimBackend(
+                nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
+                                 system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
+                                 window_s=s.window_s, max_gap_s=s.max_gap_s),
+                s.default_slo, start=now)
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         for spec in nodes:
             reg = msgspec.structs.replace(spec, registered_at=now)
@@ -131,25 +159,48 @@ class NodeAgentService:
         ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable=f"evict-{agent}", keys={"node": names})
         ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable=f"slo-{agent}", keys={"node": names})
         self._started = True
-        ctx.log.info("node-agent: %d nodes on the sim backend", len(nodes))
+        ctx.log.info("node-agent: %d nodes on the %s backend", len(nodes), s.backend)
 
     async def _adopt(self, nodes: list[NodeSpec], now: float) -> None:
-        """Run the pods the store says are bound to our nodes (after a restart); none is started twice."""
+        """Run the pods the store says are bound to our nodes (after a restart); none is started twice.
+
+        sim: every bound pod is re-created (counted ``adopted``). host: pods still running since the last
+        agent were adopted by the backend (``adopted``, same processes); bound pods it does not know are
+        launched (``started``); pods it runs that are no longer bound here are evicted.
+        """
         assert self.ctx is not None and self.backend is not None
+        host = self.backend if isinstance(self.backend, HostBackend) else None
         statuses = []
+        bound: set[str] = set()
         for spec in nodes:
             for rec in await self.ctx.store.pods_on(spec.name):
-                if rec.phase in ("Succeeded", "Failed") or pod_problems(rec.spec):
+                uid = rec.spec.uid
+                bound.add(uid)
+                if rec.phase in ("Succeeded", "Failed") or pod_problems(rec.spec, self.settings.backend):
+                    continue
+                if host is not None and host.has_pod(uid):
+                    if host.is_running(uid):
+                        self.bound_at[uid] = rec.bound_at
+                        self.counters["adopted"] += 1
+                        statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
                     continue
                 if self.backend.start_pod(rec.spec, spec.name):
-                    self.bound_at[rec.spec.uid] = rec.bound_at
-                    self.counters["adopted"] += 1
+                    self.bound_at[uid] = rec.bound_at
+                    self.counters["adopted" if host is None else "started"] += 1
                     statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
+        if host is not None:
+            for uid in [u for u in host.pods_on(host.names[0]) if u not in bound]:
+                end = host.evict_pod(uid, "Evicted", "no longer bound to this node", now)
+                if end is not None:
+                    statuses.append(self._end_item(end))
         if statuses:
             await self.ctx.bus.publish_many(statuses)
 
     async def stop(self) -> None:
-        """Nothing to release: the backend lives in memory."""
+        """Release the backend: the host backend saves its state and leaves the pods running (the next agent
+        adopts them); the sim backend lives in memory."""
+        if isinstance(self.backend, HostBackend):
+            self.backend.close()
         self._started = False
 
     def ready(self) -> bool:
@@ -175,7 +226,7 @@ class NodeAgentService:
 
     async def _start_bound(self, msg: PodBound, info: MessageInfo) -> None:
         assert self.ctx is not None and self.backend is not None
-        problems = pod_problems(msg.spec)
+        problems = pod_problems(msg.spec, self.settings.backend)
         if msg.node not in self.backend.index:
             problems.append(f"node {msg.node!r} is not hosted by this agent")
         if problems:

@@ -8,10 +8,18 @@ Examples::
     COLO_NODE_AGENT_MEMORY_EVICT__THRESHOLD_PERCENT=70
 
 Policy defaults are Koordinator v1.8's (REFERENCE.md §5) except BE memory eviction, which is on.
+
+The ``host`` backend (this Linux machine, docs/node-agent.md "host backend")::
+
+    COLO_NODE_AGENT_BACKEND=host
+    COLO_NODE_AGENT_CGROUP_PARENT=colo                  # groups under /sys/fs/cgroup/<controller>/colo
+    COLO_NODE_AGENT_STATE_DIR=/var/lib/colo/node-agent  # pods.json, pod logs and exit files
+    COLO_NODE_AGENT_LOOP_S=1
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import msgspec
@@ -20,6 +28,42 @@ from colo.messages import CPUEvictStrategy, CPUSuppressStrategy, MemoryEvictStra
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
+
+
+CGROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+"""One component of a cgroup parent path (no ``.``/``..``, no separators or spaces)."""
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+"""A Kubernetes node name (DNS-1123 subdomain, lowercase)."""
+
+
+def host_setting_problems(s: NodeAgentSettings) -> list[str]:
+    """Every problem of the ``host`` backend's settings that needs no machine access (empty when valid)."""
+    out: list[str] = []
+    parent = s.cgroup_parent
+    parts = parent.split("/")
+    if not parent or parent.startswith("/") or parent.endswith("/"):
+        out.append(f"cgroup_parent must be a relative path such as 'colo', got {parent!r}")
+    elif any(not CGROUP_NAME.match(p) for p in parts):
+        out.append(f"cgroup_parent {parent!r}: each component must match {CGROUP_NAME.pattern} "
+                   "(no '.', '..', empty components or spaces)")
+    elif parts[0] in ("kubepods", "kubepods.slice", "system.slice", "user.slice", "init.scope"):
+        out.append(f"cgroup_parent {parent!r} would share the host's own {parts[0]!r} group: "
+                   "choose another name")
+    if not s.cgroup_root.startswith("/"):
+        out.append(f"cgroup_root must be an absolute path, got {s.cgroup_root!r}")
+    if not s.state_dir.startswith("/"):
+        out.append(f"state_dir must be an absolute path, got {s.state_dir!r}")
+    if s.node_name and not NODE_NAME.match(s.node_name):
+        out.append(f"node_name {s.node_name!r} is not a valid node name (lowercase DNS-1123 subdomain)")
+    if s.loop_s <= 0:
+        out.append(f"loop_s must be > 0, got {s.loop_s}")
+    elif s.report_interval_s < s.loop_s or s.window_s < s.loop_s:
+        out.append(f"report_interval_s and window_s must be >= loop_s ({s.loop_s})")
+    if s.termination_grace_s < 0:
+        out.append(f"termination_grace_s must be >= 0, got {s.termination_grace_s}")
+    if s.cpu_capacity_milli < 0 or s.memory_capacity_bytes < 0:
+        out.append("cpu_capacity_milli and memory_capacity_bytes must be >= 0 (0 = measured)")
+    return out
 
 
 def validate_slo_values(slo: NodeSLO | NodeAgentSettings) -> list[str]:
@@ -46,7 +90,7 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """Settings of the node agent service."""
 
     backend: Literal["sim", "host"] = "sim"
-    """``sim``: many virtual nodes in this process; ``host``: this Linux machine (not available yet)."""
+    """``sim``: many virtual nodes in this process; ``host``: this Linux machine, pods as real processes."""
     nodes_file: str = ""
     """Path of a JSON list of NodeSpec: the virtual nodes the sim backend hosts (required for ``sim``)."""
     report_interval_s: float = 60.0
@@ -62,7 +106,27 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     system_memory_fraction: float = 0.04
     """System (non-pod) memory usage of a virtual node, fraction of its capacity."""
     cgroup_version: Literal["v1", "v2"] = "v1"
-    """Hierarchy of the sim backend's in-memory cgroup trees."""
+    """Hierarchy of the sim backend's in-memory cgroup trees (the host backend detects the machine's)."""
+    cgroup_root: str = "/sys/fs/cgroup"
+    """host: where the cgroup hierarchies are mounted (v1: a directory per controller; v2: the unified tree)."""
+    cgroup_parent: str = "colo"
+    """host: the group, relative to each hierarchy's root, holding the agent's QoS-class and pod groups."""
+    state_dir: str = "/var/lib/colo/node-agent"
+    """host: the state file (pods.json) and each pod's log and exit file; must survive agent restarts."""
+    node_name: str = ""
+    """host: the node's name (default: the machine's hostname, lowercased)."""
+    loop_s: float = 1.0
+    """host: seconds between usage samples, exit checks and strategy rounds (REFERENCE.md §2: 1 s)."""
+    node_scope: Literal["machine", "parent"] = "machine"
+    """host: ``machine`` = the node is this machine (/proc/stat, /proc/meminfo); ``parent`` = the node is the
+    parent group (its quota/limit as capacity, its own usage), for a slice of a shared machine."""
+    termination_grace_s: float = 30.0
+    """host: SIGTERM → SIGKILL delay for eviction orders (Kubernetes terminationGracePeriodSeconds: 30 s);
+    QoS evictions (memory, CPU satisfaction) kill at once."""
+    cpu_capacity_milli: int = 0
+    """host: node CPU capacity in milli-cores (0 = measured, see node_scope)."""
+    memory_capacity_bytes: int = 0
+    """host: node memory capacity in bytes (0 = measured, see node_scope)."""
     cpu_suppress: CPUSuppressStrategy = CPUSuppressStrategy()
     """CPU suppress policy used until a NodeSLO arrives."""
     memory_evict: MemoryEvictStrategy = MemoryEvictStrategy()
@@ -75,7 +139,7 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
         if self.backend == "host":
-            problems.append("backend 'host' is not available yet: use 'sim'")
+            problems += host_setting_problems(self)
         if self.sub_step_s <= 0:
             problems.append(f"sub_step_s must be > 0, got {self.sub_step_s}")
         if self.report_interval_s < self.sub_step_s:

@@ -1,0 +1,623 @@
+"""The ``host`` backend: this Linux machine as one node, pods as real processes in real cgroups.
+
+Layout (cgroupfs, kubelet style, :mod:`colo_node_agent.cgroups.layout`) under the parent ``cgroup_parent``
+(``colo``) in every hierarchy: ``kubepods`` (LSE/LSR pods, Kubernetes Guaranteed), ``kubepods/burstable``
+(LS), ``kubepods/besteffort`` (BE), one ``pod<uid>`` group per pod. A pod's group gets the kubelet's pod-level
+settings (shares from the CPU request, CFS quota from the CPU limit, memory limit; batch-* for BE) before its
+process starts inside it (:mod:`.host_pods`). The BE group gets the BE QoS-level settings and the CPU suppress
+plan; on cgroup v1 a BE cpuset change is written to the BE pod groups too (a v1 child keeps its own cpuset).
+
+Each :meth:`HostBackend.advance` (every ``loop_s``, REFERENCE.md §2: 1 s): exits are detected (exit code →
+Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node and pod usage sampled
+(:mod:`.host_metrics`, :mod:`.host_cgroups`), then CPU suppress, BE memory eviction and BE CPU eviction run on
+that sample (REFERENCE.md §5). Pods survive an agent restart: the state file and the pod groups let the next
+agent adopt them (none orphaned, none started twice). Times are wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import msgspec
+import numpy as np
+
+from colo.classes import priority_class_of, qos_class_of
+from colo.messages import (
+    NodeMetric,
+    NodeSLO,
+    NodeSpec,
+    PodMetric,
+    PodPhase,
+    PodSpec,
+    QoSEvent,
+    Resources,
+    Usage,
+)
+from colo_node_agent.backends.host_cgroups import V1_REQUIRED, V2_REQUIRED, CgroupTree, v1_mounted
+from colo_node_agent.backends.host_metrics import NodeSampler, NodeScope, capacity
+from colo_node_agent.backends.host_pods import (
+    SIGKILL,
+    SIGTERM,
+    HostPod,
+    PodState,
+    StateFile,
+    alive,
+    create_time,
+    exit_status,
+    launch,
+    log_tail,
+    pod_paths,
+    reap,
+    signal_pod,
+)
+from colo_node_agent.backends.sim import AdvanceResult, PodEnd
+from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
+from colo_node_agent.cgroups.fs import HostFS, detect_version
+from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
+from colo_node_agent.cgroups.resources import cpuset_parse
+from colo_node_agent.metrics import Ring, aggregated
+from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
+from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
+from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
+from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.types import EvictPlan, PodView
+
+log = logging.getLogger("colo.node-agent.host")
+
+MAX_PODS = 110
+"""Pods capacity of the node (the kubelet's default ``maxPods``)."""
+PURGE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Where and how the host backend runs (from NodeAgentSettings; docs/node-agent.md "host backend").
+
+    ``loop_s`` seconds between samples and strategy rounds; ``window_s`` NodeMetric averaging window;
+    ``termination_grace_s`` SIGTERM → SIGKILL delay for eviction orders (QoS evictions kill at once);
+    ``*_capacity_*`` overrides (0 = measured).
+    """
+
+    node_name: str
+    cgroup_root: str = "/sys/fs/cgroup"
+    cgroup_parent: str = "colo"
+    state_dir: str = "/var/lib/colo/node-agent"
+    loop_s: float = 1.0
+    window_s: float = 300.0
+    node_scope: NodeScope = "machine"
+    termination_grace_s: float = 30.0
+    cpu_capacity_milli: int = 0
+    memory_capacity_bytes: int = 0
+
+
+class HostConfigError(ValueError):
+    """The machine cannot host the backend as configured; ``problems`` lists every reason."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def host_problems(config: HostConfig) -> list[str]:
+    """Every reason this machine cannot run the backend with ``config`` (empty when it can): cgroup root
+    missing, required controllers not mounted/enabled, parent or state directory not writable."""
+    out: list[str] = []
+    root = Path(config.cgroup_root)
+    if not root.is_dir():
+        return [f"cgroup_root {root} is not a directory"]
+    version = detect_version(HostFS(root))
+    if version == "v1":
+        mounted = v1_mounted(root)
+        missing = [c for c in V1_REQUIRED if not (root / c / "cgroup.procs").exists()]
+        if missing:
+            out.append(f"cgroup v1 controllers not mounted under {root}: {', '.join(missing)}")
+        bases = [root / c for c in mounted]
+    else:
+        offered = (root / "cgroup.controllers").read_text().split()
+        missing = [c for c in V2_REQUIRED if c not in offered]
+        if missing:
+            out.append(f"cgroup v2 controllers not available at {root}: {', '.join(missing)}")
+        bases = [root]
+    for base in bases:
+        target = _nearest_existing(base / config.cgroup_parent)
+        if not os.access(target, os.W_OK):
+            out.append(f"cgroup parent {base / config.cgroup_parent} is not writable ({target})")
+    state = _nearest_existing(Path(config.state_dir))
+    if not state.is_dir() or not os.access(state, os.W_OK):
+        out.append(f"state_dir {config.state_dir} cannot be created or written ({state})")
+    return out
+
+
+class HostBackend:
+    """This machine as node ``config.node_name``; ``default_slo(node)`` until a NodeSLO arrives.
+
+    ``tree`` overrides the cgroup tree (fake trees in tests). Raises HostConfigError listing every problem,
+    OSError when the QoS-class groups cannot be made.
+    """
+
+    def __init__(self, config: HostConfig, default_slo: Callable[[str], NodeSLO], start: float,
+                 tree: CgroupTree | None = None, clock: Callable[[], float] = time.time) -> None:
+        if tree is None:
+            problems = host_problems(config)
+            if problems:
+                raise HostConfigError(problems)
+            root = Path(config.cgroup_root)
+            tree = CgroupTree(root, config.cgroup_parent, detect_version(HostFS(root)))
+        self.config = config
+        self.tree = tree
+        self.version = tree.version
+        self.clock = clock
+        self.state_dir = Path(config.state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_file = StateFile(self.state_dir)
+        for cg in QOS_DIRS:
+            tree.ensure(cg)
+        self.cap = capacity(tree, config.node_scope, config.cpu_capacity_milli, config.memory_capacity_bytes)
+        res = Resources(cpu=self.cap.cpu_milli, memory=self.cap.memory_bytes, pods=MAX_PODS)
+        self.spec = NodeSpec(name=config.node_name, capacity=res, allocatable=res, cpus=len(self.cap.cpus),
+                             labels={"colo.io/backend": "host"})
+        self.names = [config.node_name]
+        self.index = {config.node_name: 0}
+        self.slo = default_slo(config.node_name)
+        self.ex = Executor(tree.fs, self.version)
+        self.sampler = NodeSampler(tree, config.node_scope)
+        self.now = start
+        self.pods: dict[str, HostPod] = {}
+        self.terminating: dict[str, HostPod] = {}
+        self.cgroup_failures: deque[tuple[str, WriteRecord]] = deque(maxlen=64)
+        self.window_n = max(int(round(config.window_s / config.loop_s)), 1)
+        agg_n = max(int(math.ceil(1800 / config.loop_s)), 1)
+        self.node_cpu, self.node_mem = Ring(1, agg_n), Ring(1, agg_n)
+        self.ls_cpu = Ring(1, self.window_n)
+        self.be_allowed = -1
+        self.last_mem_evict: float | None = None
+        self.last_cpu_evict: float | None = None
+        self.be_samples: deque[BECPUSample] = deque(maxlen=self.window_n)
+        self.pressure: dict[str, float] = {}
+        self.counts = dict.fromkeys(("batch_completed", "be_evictions", "oom_kills", "suppress_events"), 0.0)
+        self.adopted: list[str] = []
+        self._ended: list[PodEnd] = []
+        self._events: list[QoSEvent] = []
+        self._last_sample = {"cpu": 0.0, "mem": 0.0, "ls": 0.0, "be": 0.0}
+        self._adopt(start)
+        self._apply_be_settings(start)
+
+    # ------------------------------------------------------------------ adoption and state
+
+    def _adopt(self, now: float) -> None:
+        """Adopt the pods of the state file still running; pods that ended while no agent ran are reported
+        at the next :meth:`advance`; groups without a usable record are orphans: killed and removed."""
+        recorded = self.state_file.load()
+        if self.state_file.error:
+            log.error("state file unreadable, moved aside: %s", self.state_file.error)
+        for uid, st in recorded.items():
+            pod = HostPod(st)
+            if st.pid <= 0:
+                self._purge_group(st.cgroup)
+            elif st.terminating:
+                pod.kill_at = now
+                self.terminating[uid] = pod
+            elif alive(pod):
+                self.pods[uid] = pod
+                self.adopted.append(uid)
+            else:
+                self._ended.append(self._finish(pod, now))
+        for uid, cg in self.tree.pod_groups().items():
+            if uid not in recorded or recorded[uid].pid <= 0:
+                log.warning("pod group %s has no record: killing its processes and removing it", cg)
+                self._purge_group(cg)
+        self._save()
+
+    def _save(self) -> None:
+        states = [p.state for p in self.pods.values()] + [p.state for p in self.terminating.values()]
+        self.state_file.save(states)
+
+    def _members(self, cgroup: str) -> list[int]:
+        """Pids the kernel confirms are in ``cgroup`` (never a stranger, see CgroupTree.member)."""
+        return [pid for pid in self.tree.procs(cgroup) if self.tree.member(pid, cgroup)]
+
+    def _purge_group(self, cgroup: str) -> bool:
+        """SIGKILL every member of ``cgroup`` until it is empty, then remove it (≤ PURGE_TIMEOUT_S)."""
+        deadline = time.monotonic() + PURGE_TIMEOUT_S
+        while True:
+            members = self._members(cgroup)
+            for pid in members:
+                try:
+                    os.kill(pid, SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if not members and self.tree.remove(cgroup):
+                self.ex.forget(cgroup)
+                return True
+            if time.monotonic() > deadline:
+                log.error("cgroup %s still busy after %.0f s", cgroup, PURGE_TIMEOUT_S)
+                return False
+            time.sleep(0.02)
+
+    def purge(self) -> None:
+        """Kill every process in the agent's groups and remove all of them, the parent included, and the
+        state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
+        for pod in list(self.pods.values()) + list(self.terminating.values()):
+            signal_pod(pod, self._members(pod.state.cgroup), SIGKILL)
+            reap(pod)
+        for cg in self.tree.all_groups():
+            self._purge_group(cg)
+        for pod in list(self.pods.values()) + list(self.terminating.values()):
+            if pod.popen is not None:
+                pod.popen.wait(timeout=PURGE_TIMEOUT_S)
+        self.pods.clear()
+        self.terminating.clear()
+        self.state_file.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Persist the state; pods keep running (the next agent adopts them)."""
+        self._save()
+
+    # ------------------------------------------------------------------ pods and policy
+
+    def has_pod(self, uid: str) -> bool:
+        """Whether pod ``uid`` runs here or is still terminating."""
+        return uid in self.pods or uid in self.terminating
+
+    def is_running(self, uid: str) -> bool:
+        """Whether pod ``uid`` runs here (not terminating)."""
+        return uid in self.pods
+
+    def pods_on(self, node: str) -> list[str]:
+        """Uids of the pods running on ``node``."""
+        return list(self.pods) if node in self.index else []
+
+    def pid_of(self, uid: str) -> int:
+        """The pod's main (wrapper) pid, 0 when unknown."""
+        pod = self.pods.get(uid) or self.terminating.get(uid)
+        return pod.state.pid if pod is not None else 0
+
+    def set_slo(self, slo: NodeSLO) -> bool:
+        """Adopt ``slo`` (BE settings such as ``cpu.idle`` are written now); False for another node."""
+        if slo.node not in self.index:
+            return False
+        self.slo = slo
+        self._apply_be_settings(self.clock())
+        return True
+
+    def start_pod(self, spec: PodSpec, node: str, bound_at: float = 0.0) -> bool:
+        """Make the pod's group with its limits and start its command inside it.
+
+        False when the node is not ours, the pod is known already or has no command. A pod whose group or
+        process cannot be made is accepted and reported Failed (StartError) by the next :meth:`advance`.
+        """
+        if node not in self.index or self.has_pod(spec.uid) or not spec.command:
+            return False
+        at = self.clock()
+        qos = qos_class_of(spec)
+        cg = pod_dir(qos, spec.uid)
+        pod = HostPod(PodState(spec=spec, node=node, qos=qos, cgroup=cg, started_at=at, bound_at=bound_at))
+        self.pods[spec.uid] = pod
+        try:
+            self.tree.ensure(cg)
+        except OSError as exc:
+            self._start_failed(pod, f"cannot create cgroup {cg}: {exc}", at)
+            return True
+        self.ex.forget(cg)
+        self._record(self.ex.apply(pod_settings(spec, qos), at=at))
+        if qos == "BE":
+            self._apply_be_settings(at)
+        self._save()
+        try:
+            popen = launch(spec, self.tree.procs_files(cg), self.state_dir)
+        except OSError as exc:
+            self._start_failed(pod, f"cannot start {spec.command[0]!r}: {exc}", at)
+            return True
+        pod.popen = popen
+        started = create_time(popen.pid) or at
+        pod.state = msgspec.structs.replace(pod.state, pid=popen.pid, create_time=started)
+        self._save()
+        return True
+
+    def _start_failed(self, pod: HostPod, message: str, at: float) -> None:
+        self.pods.pop(pod.uid, None)
+        self._purge_group(pod.state.cgroup)
+        self._ended.append(self._end(pod, "Failed", "StartError", message, at))
+        self._save()
+
+    def evict_pod(self, uid: str, reason: str, message: str, at: float,
+                  grace_s: float | None = None) -> PodEnd | None:
+        """Stop pod ``uid`` as Failed with ``reason``: SIGTERM to its process group and cgroup members, SIGKILL
+        after ``grace_s`` (default ``termination_grace_s``; 0 = SIGKILL now); its group is removed once empty.
+        None when it does not run here."""
+        pod = self.pods.pop(uid, None)
+        if pod is None:
+            return None
+        grace = self.config.termination_grace_s if grace_s is None else grace_s
+        pod.state = msgspec.structs.replace(pod.state, terminating=True)
+        pod.kill_at = at + grace
+        signal_pod(pod, self._members(pod.state.cgroup), SIGKILL if grace <= 0 else SIGTERM)
+        self.terminating[uid] = pod
+        self._save()
+        return self._end(pod, "Failed", reason, message, at)
+
+    def _end(self, pod: HostPod, phase: PodPhase, reason: str, message: str, at: float) -> PodEnd:
+        return PodEnd(pod.uid, pod.state.node, phase, reason, message, at, pod.state.spec)
+
+    def _finish(self, pod: HostPod, at: float) -> PodEnd:
+        """A pod whose main process exited: classify how (exit code, OOM), queue its group for cleanup."""
+        cg = pod.state.cgroup
+        status = exit_status(pod, self.state_dir)
+        oom = self.tree.oom_kills(cg) or 0
+        peak, limit = self.tree.memory_peak(cg), self.tree.memory_limit(cg)
+        at_limit = peak is not None and limit is not None and limit > 0 and peak >= limit - (1 << 20)
+        code = status.code
+        phase: PodPhase = "Failed"
+        if status.start_error:
+            reason, message = "StartError", status.start_error
+        elif code == 0:
+            phase, reason, message = "Succeeded", "Completed", ""
+        elif oom > 0 or (code == 137 and at_limit):
+            reason = "OOMKilled"
+            message = (f"exit code {code}: {oom} OOM kill(s) in the pod's cgroup, "
+                       f"peak {peak} of limit {limit} bytes")
+            self.counts["oom_kills"] += 1
+            self._events.append(QoSEvent(node=pod.state.node, kind="oom", at=at, reason=message,
+                                         pods=[pod.uid]))
+        elif code is None:
+            reason, message = "Error", "exit status unknown: the pod ended while no agent watched it"
+        else:
+            tail = log_tail(self.state_dir, pod.uid)
+            reason, message = "Error", f"exit code {code}" + (f": {tail}" if tail else "")
+        if phase == "Succeeded" and pod.state.qos == "BE":
+            self.counts["batch_completed"] += 1
+        pod.state = msgspec.structs.replace(pod.state, terminating=True)
+        pod.kill_at = at
+        self.pods.pop(pod.uid, None)
+        self.terminating[pod.uid] = pod
+        return self._end(pod, phase, reason, message, at)
+
+    def _apply_be_settings(self, at: float) -> None:
+        """BE QoS-level settings for the current BE pods and NodeSLO (shares, memory limit, cpu.idle)."""
+        be = [p.state.spec for p in self.pods.values() if p.state.qos == "BE"]
+        writes = be_qos_settings(be, self.slo.be_cpu_idle)
+        # The kernel refuses cpu.shares on an idle group (EINVAL; an idle group's weight is fixed at the
+        # minimum): shares go before idle is switched on, after it is switched off, and not at all while idle.
+        shares = [w for w in writes if w.resource == "cpu.shares"]
+        rest = [w for w in writes if w.resource != "cpu.shares"]
+        if not self.slo.be_cpu_idle:
+            self._record(self.ex.apply(rest, at=at) + self.ex.apply(shares, at=at))
+        elif self.ex.read(BESTEFFORT, "cpu.idle") == 1:
+            self._record(self.ex.apply(rest, at=at))
+        else:
+            self._record(self.ex.apply(shares, at=at) + self.ex.apply(rest, at=at))
+
+    def _record(self, records: list[WriteRecord]) -> list[WriteRecord]:
+        name = self.names[0]
+        self.cgroup_failures.extend((name, r) for r in records if not r.ok and not r.skipped)
+        return records
+
+    # ------------------------------------------------------------------ loop
+
+    def advance(self, now: float) -> AdvanceResult:
+        """One loop at clock ``now``: exits, cleanup, sample, strategies (see the module doc).
+
+        ``stats`` as the sim's (:meth:`SimBackend.advance`) from this loop's sample: cpu/mem capacity and
+        used, ``ls_cpu_demand_milli`` = ``ls_cpu_served_milli`` = LS used (a real node has no demand signal),
+        ``be_cpu_used_milli``; counts since the previous call; ``pods_running``.
+        """
+        res = AdvanceResult(ended=self._ended, events=self._events)
+        self._ended, self._events = [], []
+        for pod in list(self.pods.values()):
+            if not alive(pod):
+                res.ended.append(self._finish(pod, now))
+        res.events.extend(self._events)
+        self._events = []
+        self._cleanup(now)
+        node_cpu, node_mem = self._sample(now)
+        self._strategies(now, node_cpu, node_mem, res)
+        self.now = now
+        s = self._last_sample
+        res.stats = {"cpu_capacity_milli": float(self.cap.cpu_milli), "cpu_used_milli": s["cpu"],
+                     "mem_capacity_bytes": float(self.cap.memory_bytes), "mem_used_bytes": s["mem"],
+                     "ls_cpu_demand_milli": s["ls"], "ls_cpu_served_milli": s["ls"],
+                     "be_cpu_used_milli": s["be"],
+                     **self.counts, "pods_running": float(len(self.pods))}
+        self.counts = dict.fromkeys(self.counts, 0.0)
+        return res
+
+    def _cleanup(self, now: float) -> None:
+        """Remove the groups of terminated pods once empty; SIGKILL those past their grace period."""
+        changed = be_changed = False
+        for uid, pod in list(self.terminating.items()):
+            reap(pod)
+            members = self._members(pod.state.cgroup)
+            if not members and not alive(pod):
+                if self.tree.remove(pod.state.cgroup):
+                    self.ex.forget(pod.state.cgroup)
+                    shutil.rmtree(pod_paths(self.state_dir, uid)[0], ignore_errors=True)
+                    del self.terminating[uid]
+                    changed = True
+                    be_changed |= pod.state.qos == "BE"
+            elif now >= pod.kill_at:
+                signal_pod(pod, members, SIGKILL)
+        if be_changed:
+            self._apply_be_settings(now)
+        if changed:
+            self._save()
+
+    def _sample(self, now: float) -> tuple[float | None, float | None]:
+        """Node and pod usage now; pushes the report windows. Returns (node CPU milli, node memory bytes)."""
+        tree = self.tree
+        ls = be = 0.0
+        pods_mem = 0.0
+        for pod in self.pods.values():
+            cg = pod.state.cgroup
+            ns = tree.cpu_usage_ns(cg)
+            if ns is not None and pod.last_cpu_ns is not None and now > pod.last_at:
+                pod.cpu_milli = max(ns - pod.last_cpu_ns, 0) / 1e6 / (now - pod.last_at)
+            if ns is not None:
+                pod.last_cpu_ns, pod.last_at = ns, now
+            pod.memory_bytes = tree.memory_used(cg) or 0
+            thr = tree.throttling(cg)
+            if thr is not None:
+                periods = thr.nr_periods - pod.last_periods
+                throttled = thr.nr_throttled - pod.last_throttled
+                pod.throttled_ratio = throttled / periods if periods > 0 else 0.0
+                pod.last_periods, pod.last_throttled = thr.nr_periods, thr.nr_throttled
+            pod.samples.append((pod.cpu_milli, float(pod.memory_bytes)))
+            if len(pod.samples) > self.window_n:
+                del pod.samples[0]
+            if pod.state.qos == "BE":
+                be += pod.cpu_milli
+            else:
+                ls += pod.cpu_milli
+            pods_mem += pod.memory_bytes
+        node_cpu = self.sampler.cpu_milli(now)
+        node_mem = self.sampler.memory_bytes()
+        self.pressure = self.sampler.pressure()
+        cpu = node_cpu if node_cpu is not None else ls + be
+        mem = float(node_mem) if node_mem is not None else pods_mem
+        self.node_cpu.push(np.array([cpu]))
+        self.node_mem.push(np.array([mem]))
+        self.ls_cpu.push(np.array([ls]))
+        self._last_sample = {"cpu": cpu, "mem": mem, "ls": ls, "be": be}
+        return node_cpu, (float(node_mem) if node_mem is not None else None)
+
+    # ------------------------------------------------------------------ strategies
+
+    def _views(self) -> list[PodView]:
+        """BE pods as the eviction strategies see them, terminating ones included (pending release)."""
+        out: list[PodView] = []
+        for pod in list(self.pods.values()) + list(self.terminating.values()):
+            if pod.state.qos != "BE":
+                continue
+            spec = pod.state.spec
+            req, lim = effective_resources(spec, "BE")
+            out.append(PodView(pod.uid, "BE", spec.priority or 0, int(pod.cpu_milli), pod.memory_bytes,
+                               req.cpu, req.memory, lim.cpu, lim.memory))
+        return out
+
+    def _strategies(self, now: float, node_cpu: float | None, node_mem: float | None,
+                    res: AdvanceResult) -> None:
+        s = self._last_sample
+        if node_cpu is not None:
+            inp = SuppressInput(self.cap.cpu_milli, int(node_cpu), int(s["ls"]), int(s["be"]))
+            self._suppress(now, inp, res)
+        me = self.slo.memory_evict
+        cap_mem = self.cap.memory_bytes
+        if me.enabled and node_mem is not None and node_mem * 100 >= me.threshold_percent * cap_mem:
+            pending = frozenset(u for u, p in self.terminating.items() if p.state.qos == "BE")
+            plan = memory_evict(self.cap.memory_bytes, int(node_mem), self._views(), me, pending=pending,
+                                last_evict_at=self.last_mem_evict, now=now)
+            self._apply_evictions(now, "memory", plan, res)
+        ce = self.slo.cpu_evict
+        if ce.enabled:
+            views = [v for v in self._views() if v.uid in self.pods]
+            sample = BECPUSample(self._be_limit_milli(), int(s["be"]), sum(v.cpu_request for v in views))
+            self.be_samples.append(sample)
+            window = window_average(list(self.be_samples), self.config.loop_s, ce)
+            plan = cpu_evict(window, sample, views, ce, self.last_cpu_evict, now)
+            self._apply_evictions(now, "cpu", plan, res)
+
+    def _be_limit_milli(self) -> int:
+        """CPU the BE group may use now: min(capacity, its quota, its cpuset size × 1000), milli-cores."""
+        limit = self.cap.cpu_milli
+        quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+        period = self.ex.read(BESTEFFORT, "cpu.cfs_period_us")
+        if isinstance(quota, int) and quota > 0 and isinstance(period, int) and period > 0:
+            limit = min(limit, quota * 1000 // period)
+        cpus = self.ex.read(BESTEFFORT, "cpuset.cpus")
+        if isinstance(cpus, str) and cpus:
+            limit = min(limit, len(cpuset_parse(cpus)) * 1000)
+        return limit
+
+    def _suppress(self, now: float, inp: SuppressInput, res: AdvanceResult) -> None:
+        """Plan and apply CPU suppress on the BE group (and, on v1, its pods' cpusets); event on a change."""
+        policy = self.slo.cpu_suppress
+        cpus, quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+        current = cpuset_parse(cpus) if isinstance(cpus, str) else self.cap.cpus
+        state = SuppressState(len(self.cap.cpus), self.cap.cpus, current,
+                              quota if isinstance(quota, int) else -1)
+        plan = suppress(inp, policy, state)
+        writes = list(plan.writes)
+        if self.version == "v1":
+            for w in plan.writes:
+                if w.resource == "cpuset.cpus":
+                    writes += [CgroupWrite(p.state.cgroup, "cpuset.cpus", w.value, "BE cpuset")
+                               for p in self.pods.values() if p.state.qos == "BE"]
+        records = self._record(self.ex.apply(writes, at=now))
+        changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
+        if plan.be_cpu_allowed != self.be_allowed and any(
+                r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
+            be_quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+            res.events.append(QoSEvent(node=self.names[0], kind="suppress", at=now, reason=policy.policy,
+                                       detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
+                                               "be_cpus": plan.be_cpus,
+                                               "be_quota_us": be_quota if isinstance(be_quota, int) else -1}))
+            self.counts["suppress_events"] += 1
+        self.be_allowed = plan.be_cpu_allowed
+
+    def _apply_evictions(self, now: float, kind: str, plan: EvictPlan, res: AdvanceResult) -> None:
+        """Kill the victims of ``plan`` at once (hard eviction, no grace), start the cool-down, one event."""
+        victims = []
+        for ev in plan.evictions:
+            end = self.evict_pod(ev.uid, ev.reason, ev.message, now, grace_s=0.0)
+            if end is not None:
+                res.ended.append(end)
+                victims.append(ev.uid)
+        if victims:
+            self.counts["be_evictions"] += len(victims)
+            if kind == "memory":
+                self.last_mem_evict = now
+            else:
+                self.last_cpu_evict = now
+            res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
+                                       pods=victims, detail={"release": plan.release}))
+
+    # ------------------------------------------------------------------ reports
+
+    def node_metrics(self, at: float) -> list[NodeMetric]:
+        """The node's NodeMetric: usage averaged over the last ``window_s`` (REFERENCE.md §2)."""
+        n = self.window_n
+        cpu, mem = float(self.node_cpu.mean(n)[0]), float(self.node_mem.mean(n)[0])
+        pods: list[PodMetric] = []
+        pods_cpu = pods_mem = 0.0
+        for pod in self.pods.values():
+            k = len(pod.samples) or 1
+            c = sum(x[0] for x in pod.samples) / k
+            m = sum(x[1] for x in pod.samples) / k
+            pods.append(PodMetric(uid=pod.uid, cpu=int(c), memory=int(m), qos_class=pod.state.qos,
+                                  priority_class=priority_class_of(pod.state.spec),
+                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4)))
+            pods_cpu += c
+            pods_mem += m
+        ls = int(self.ls_cpu.mean(n)[0])
+        return [NodeMetric(
+            node=self.names[0], at=at, window_s=float(min(self.node_cpu.count, n) * self.config.loop_s),
+            node_usage=Usage(cpu=int(cpu), memory=int(mem)),
+            system_usage=Usage(cpu=int(max(cpu - pods_cpu, 0)), memory=int(max(mem - pods_mem, 0))),
+            pods=pods, aggregated=aggregated(self.node_cpu, self.node_mem, self.config.loop_s)[0],
+            be_cpu_allowed=self.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls)]
+
+    def debug(self) -> dict[str, object]:
+        """A summary for /debug/state."""
+        quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+        cpus = self.ex.read(BESTEFFORT, "cpuset.cpus")
+        idle = self.ex.read(BESTEFFORT, "cpu.idle")
+        return {self.names[0]: {
+            "backend": "host", "cgroup_version": self.version, "cgroup_parent": self.tree.parent,
+            "node_scope": self.config.node_scope, "cpu_capacity_milli": self.cap.cpu_milli,
+            "memory_capacity_bytes": self.cap.memory_bytes, "pods": len(self.pods),
+            "terminating": len(self.terminating), "pids": {u: p.state.pid for u, p in self.pods.items()},
+            "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
+            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure}}
