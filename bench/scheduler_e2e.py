@@ -78,13 +78,15 @@ def make_nodes(n: int, rng: random.Random) -> tuple[list[NodeSpec], list[NodeRes
 
 
 def make_pods(prefix: str, n: int, rng: random.Random) -> list[PodSpec]:
-    """70 % prod LS pods (cpu 250–2000 m, memory 256 Mi–2 Gi; cpu limit 1.5× request), 30 % batch BE
-    pods (batch-cpu/batch-memory)."""
+    """70 % prod LS pods of 50 workloads (each workload one size: cpu 250–2000 m, memory 256 Mi–2 Gi;
+    cpu limit 1.5× request, as the replicas of a Deployment), 30 % batch BE pods
+    (batch-cpu/batch-memory)."""
+    sizes = [(rng.choice((250, 500, 1000, 2000)), rng.choice((256, 512, 1024, 2048)) * MI) for _ in range(50)]
     pods = []
     for j in range(n):
         uid = f"{prefix}-{j:06d}"
         if rng.random() < 0.7:
-            cpu, mem = rng.choice((250, 500, 1000, 2000)), rng.choice((256, 512, 1024, 2048)) * MI
+            cpu, mem = sizes[j % 50]
             pods.append(PodSpec(uid=uid, name=uid, priority_class="prod", priority=9000,
                                 requests=Resources(cpu=cpu, memory=mem), limits=Resources(cpu=cpu * 3 // 2, memory=mem),
                                 app=f"app-{j % 50}"))  # Burstable: LS

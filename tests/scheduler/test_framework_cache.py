@@ -397,3 +397,45 @@ def test_metric_expiry_between_cycles_reaches_a_kept_class_cache() -> None:
     out = core.schedule_cycle(1190.0)  # n1's metric is 190 s old: expired (180 s), passes unchecked
     assert [p.node for p in out.placements] == ["n1"]  # the most free room wins
     assert core.framework.cache.stats["incremental"] >= 1  # the class entry was kept and re-synced
+
+
+class _BadScore:
+    """Scores 50 everywhere, 150 on row ``bad_row`` once ``armed`` (after the class cache has its arrays)."""
+
+    name = "BadScore"
+    events: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.bad_row = 0
+
+    def _value(self, i: int) -> int:
+        return 150 if self.armed and i == self.bad_row else 50
+
+    def score(self, state: CycleState, pod: PodInfo) -> np.ndarray:
+        return np.array([self._value(i) for i in range(state.table.n)], np.int64)
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: np.ndarray) -> np.ndarray:
+        return np.array([self._value(int(i)) for i in rows], np.int64)
+
+
+@pytest.mark.parametrize("when", ["full", "re-sync"])
+def test_out_of_range_score_is_refused_naming_the_plugin(when: str) -> None:
+    bad = _BadScore()
+    core = _core_with(bad, score={"BadScore": 1})
+    for i in range(3):
+        core.on_node(node(f"n{i}", cpu=8_000), 0.0)
+    if when == "full":
+        bad.armed = True
+        core.add_pod(pod("p0", cpu=100), 0.0)
+        with pytest.raises(ValueError, match="BadScore"):
+            core.schedule_cycle(0.0)
+        return
+    core.add_pod(pod("p0", cpu=100, created_at=0.0), 0.0)
+    core.add_pod(pod("p1", cpu=100, created_at=1.0), 0.0)
+    out = core.schedule_cycle(0.0)  # p0 builds the class arrays, p1 re-syncs p0's row
+    assert len(out.placements) == 2
+    bad.armed, bad.bad_row = True, core.table.index[out.placements[1].node]
+    core.add_pod(pod("p2", cpu=100, created_at=2.0), 1.0)
+    with pytest.raises(ValueError, match="BadScore"):
+        core.schedule_cycle(1.0)  # the re-synced row now scores 150 and wins

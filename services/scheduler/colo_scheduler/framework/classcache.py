@@ -34,7 +34,7 @@ from colo_scheduler.framework.interface import (
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray
 
-SCALAR_ROWS = 2
+SCALAR_ROWS = 6
 """Up to this many changed rows are re-synced with the plugins' one-row scalar methods
 (``filter_node`` / ``score_node``) when every dynamic plugin has them: a NumPy call costs about a
 microsecond whatever its size, a scalar check a fraction of that."""
@@ -157,8 +157,12 @@ class ClassCache:
         if not changed:
             self.stats["hits"] += 1
             return entry
+        limit = table.n // FULL_RECOMPUTE_FRACTION + 1
+        if len(changed) > 8 * limit:  # surely too many rows: do not even count them
+            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
+            return fresh
         distinct = set(changed)  # a placement logs its row several times
-        if len(distinct) > table.n // FULL_RECOMPUTE_FRACTION + 1:
+        if len(distinct) > limit:
             fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
             return fresh
         self.stats["incremental"] += 1
@@ -264,8 +268,7 @@ class ClassCache:
         total_rows: IntArray | None = None
         for j, p, w, score_rows in self._row_scores:
             s = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]
-            check_range(p.name, s)
-            entry.raw[j][rows] = s
+            entry.raw[j][rows] = s  # range: checked over all rows in _full, on the chosen row per decision
             s = s * w if w != 1 else s
             total_rows = s if total_rows is None else total_rows + s
         for j, p, score_rows in self._normalized_rows:

@@ -76,6 +76,8 @@ class Framework:
                             if w and isinstance(p, NormalizeScorePlugin)]
         self._reason_codes = {p.name: isinstance(p, ReasonCodesPlugin) for p in profile.filter}
         self._cycle_plugins = [p for p in profile.plugins.values() if isinstance(p, CyclePlugin)]
+        self._range_checked = [j for j, (p, w) in enumerate(profile.score)
+                               if w and not isinstance(p, NormalizeScorePlugin)]
         self._keep_classes = all(getattr(p, "tracks_cycle_rows", False) for p in self._cycle_plugins)
         self._next_start = 0
         self._score_meta = tuple((p.name, w) for p, w in profile.score)
@@ -142,6 +144,10 @@ class Framework:
         if np.count_nonzero(ties) > 1:
             best = np.flatnonzero(ties)
             pick = int(best[self.rng.integers(len(best))])
+        for j in self._range_checked:  # rows re-synced since _full are checked where they decide
+            v = entry.raw[j][pick]
+            if not 0 <= v <= 100:
+                raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
         result = ScheduleResult(pick, feasible=-1)
         if record is not None:
             runner_up = -1
