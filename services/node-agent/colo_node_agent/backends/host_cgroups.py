@@ -11,8 +11,8 @@ backend samples (REFERENCE.md §5 "cgroup files per dimension"):
 what                v1                                          v2
 ==================  ==========================================  ===========================================
 CPU time (ns)       ``cpuacct/…/cpuacct.usage``                 ``cpu.stat`` ``usage_usec`` × 1000
-memory used (B)     ``memory.stat`` total_active_anon +         ``memory.stat`` anon + unevictable
-                    total_inactive_anon + total_unevictable
+memory used (B)     ``memory.stat`` total_active_anon +         ``memory.stat`` active_anon +
+                    total_inactive_anon + total_unevictable     inactive_anon + unevictable
 throttling          ``cpu/…/cpu.stat`` nr_periods,              ``cpu.stat`` nr_periods, nr_throttled,
                     nr_throttled, throttled_time (ns)           throttled_usec × 1000
 OOM kills           ``memory.oom_control`` oom_kill             ``memory.events`` oom_kill
@@ -175,12 +175,19 @@ class CgroupTree:
             enabled = (path / "cgroup.subtree_control").read_text().split()
         except OSError:
             enabled = []
-        for c in V2_CONTROLLERS:
-            if c in offered and c not in enabled:
-                try:
-                    HostFS(path).write("cgroup.subtree_control", f"+{c}")
-                except OSError:
-                    continue
+        wanted = [c for c in V2_CONTROLLERS if c in offered and c not in enabled]
+        if not wanted:
+            return
+        try:  # the kernel applies a list all-or-nothing; one at a time when one is refused
+            HostFS(path).write("cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+            return
+        except OSError:
+            pass
+        for c in wanted:
+            try:
+                HostFS(path).write("cgroup.subtree_control", f"+{c}")
+            except OSError:
+                continue
 
     def remove(self, cgroup: str) -> bool:
         """rmdir ``cgroup`` in every hierarchy (missing ones are fine); False when one still holds processes
