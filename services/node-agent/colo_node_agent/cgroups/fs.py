@@ -93,10 +93,14 @@ def _merge_keyed(path: str, old: str, text: str) -> str:
     if name == "tasks":
         return old + text.strip() + "\n"
     lines = [ln for ln in old.splitlines() if ln.strip()]
-    if name == "schemata":
+    if name == "schemata":  # each resource keeps its line and place
         for new in (ln.strip() for ln in text.splitlines() if ln.strip()):
             prefix = new.split(":", 1)[0]
-            lines = [ln for ln in lines if ln.strip().split(":", 1)[0] != prefix] + [new]
+            at = [i for i, ln in enumerate(lines) if ln.strip().split(":", 1)[0] == prefix]
+            if at:
+                lines[at[0]] = new
+            else:
+                lines.append(new)
         return "\n".join(lines) + "\n"
     parts = text.split()
     dev = parts[0]

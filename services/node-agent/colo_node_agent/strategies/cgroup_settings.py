@@ -4,14 +4,16 @@ Pod level is what the kubelet writes for every pod (shares from the CPU request,
 memory limit); for BE pods the requests/limits are their ``batch-cpu``/``batch-memory`` (falling back to native
 ``cpu``/``memory`` for BE pods that were not translated by a colocation profile). The BE QoS directory gets
 cpu.shares = max(2, Σ batch-cpu requests × 1024/1000) (cap 262144), the memory limit Σ batch-memory limits
-(unlimited if any BE pod is unlimited) and ``cpu.idle`` = 1 when the NodeSLO asks for it.
+(unlimited if any BE pod is unlimited) and ``cpu.idle`` = 1 when the NodeSLO asks for it (SCHED_IDLE for the
+whole BE group: BE tasks never delay an LS wake-up; written only where the kernel has ``cpu.idle``, 5.15+ on
+cgroup v2, or a v1 kernel that carries it).
 """
 
 from __future__ import annotations
 
 from colo.messages import PodSpec, QoSClass, Resources
 from colo_node_agent.cgroups.executor import CgroupWrite
-from colo_node_agent.cgroups.layout import BESTEFFORT, pod_dir
+from colo_node_agent.cgroups.layout import CGROUPFS, Layout
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, SHARES_MAX, SHARES_MIN
 
 
@@ -38,10 +40,11 @@ def effective_resources(spec: PodSpec, qos: QoSClass) -> tuple[Resources, Resour
     )
 
 
-def pod_settings(spec: PodSpec, qos: QoSClass, period_us: int = DEFAULT_PERIOD_US) -> list[CgroupWrite]:
+def pod_settings(spec: PodSpec, qos: QoSClass, period_us: int = DEFAULT_PERIOD_US,
+                 layout: Layout = CGROUPFS) -> list[CgroupWrite]:
     """The pod-level writes for a pod of class ``qos`` (shares, quota, memory limit)."""
     req, lim = effective_resources(spec, qos)
-    cg = pod_dir(qos, spec.uid)
+    cg = layout.pod_dir(qos, spec.uid)
     return [
         CgroupWrite(cg, "cpu.shares", shares_of(req.cpu), "pod cpu request"),
         CgroupWrite(cg, "cpu.cfs_quota_us", quota_of(lim.cpu, period_us), "pod cpu limit"),
@@ -49,8 +52,10 @@ def pod_settings(spec: PodSpec, qos: QoSClass, period_us: int = DEFAULT_PERIOD_U
     ]
 
 
-def be_qos_settings(be_pods: list[PodSpec], be_cpu_idle: bool) -> list[CgroupWrite]:
-    """The BE QoS-level writes for the BE pods on a node (shares, memory limit, cpu.idle)."""
+def be_qos_settings(be_pods: list[PodSpec], be_cpu_idle: bool, *, idle_supported: bool = True,
+                    layout: Layout = CGROUPFS) -> list[CgroupWrite]:
+    """The BE QoS-level writes for the BE pods on a node (shares, memory limit, and cpu.idle when
+    ``idle_supported``)."""
     total_req = 0
     total_mem_limit = 0
     unlimited = False
@@ -62,8 +67,11 @@ def be_qos_settings(be_pods: list[PodSpec], be_cpu_idle: bool) -> list[CgroupWri
         else:
             unlimited = True
     mem = -1 if unlimited or not be_pods else total_mem_limit
-    return [
-        CgroupWrite(BESTEFFORT, "cpu.shares", shares_of(total_req), "sum of BE batch-cpu requests"),
-        CgroupWrite(BESTEFFORT, "memory.limit_in_bytes", mem, "sum of BE batch-memory limits"),
-        CgroupWrite(BESTEFFORT, "cpu.idle", 1 if be_cpu_idle else 0, "NodeSLO be_cpu_idle"),
+    be = layout.besteffort
+    writes = [
+        CgroupWrite(be, "cpu.shares", shares_of(total_req), "sum of BE batch-cpu requests"),
+        CgroupWrite(be, "memory.limit_in_bytes", mem, "sum of BE batch-memory limits"),
     ]
+    if idle_supported:
+        writes.append(CgroupWrite(be, "cpu.idle", 1 if be_cpu_idle else 0, "NodeSLO be_cpu_idle"))
+    return writes

@@ -4,10 +4,17 @@ BEAllowed = capacity × threshold/100 − Σ non-BE pod used − non-BE host app
 SystemUsed' = max(node used − Σ pod used − host apps used, 0) raised to the node reservation; floored at
 capacity × min_percent/100 and at 0. Pods with metrics but unknown meta are counted as non-BE by the caller.
 
-Policies: ``cpuset`` gives the BE group n = max(ceil(BEAllowed/1000), 2) CPUs (never reserved or LSE CPUs),
-growing by at most ceil(10 % of logical CPUs) per round; ``cfsQuota`` sets quota = max(BEAllowed × period/1000,
-2000 µs), skipping changes under 1 % of capacity × period and growing by at most 10 % per round. The unused
-dimension is reset (quota −1, or cpuset = every candidate CPU) so that switching policy leaves no stale limit.
+Policies: ``cpuset`` gives the BE group n = max(ceil(BEAllowed/1000), 2) CPUs, growing by at most ceil(10 % of
+logical CPUs) per round. The candidates never include reserved or LSE CPUs (the caller leaves them out); they
+may include LSR CPUs (BE shares LSR cores when idle), which get their proportional share of n, as Koordinator
+splits ``lsrCpuNums = n × |LSR| / (|LSR| + |LS|)``. Within each pool CPUs come in
+:func:`~colo_node_agent.topology.spread_order` (whole hyper-thread sibling pairs, round-robin over NUMA
+nodes/sockets), and n CPUs are the first n of that fixed order, so the set only grows or shrinks at its end.
+``cfsQuota`` sets quota = max(BEAllowed × period/1000, 2000 µs), skipping changes under 1 % of capacity × period
+(except a move to the 2000 µs floor) and growing by at most 10 % per round. The unused dimension is reset (quota
+−1, or cpuset = every candidate CPU) so that switching policy leaves no stale limit. The cpuset goes to the BE
+QoS group and to every BE pod group (on v1 a parent cannot shrink under its children; the executor orders the
+writes).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from colo.messages import CPUSuppressStrategy
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import BESTEFFORT
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_format
+from colo_node_agent.topology import CPUTopology, spread_order
 
 I64 = npt.NDArray[np.int64]
 
@@ -49,13 +57,23 @@ class SuppressInput:
 
 @dataclass(frozen=True)
 class SuppressState:
-    """What the BE group has now and may get: current cpuset and quota, candidate CPUs, logical CPU count."""
+    """What the BE group has now and may get.
+
+    ``logical_cpus`` the node's CPU count; ``candidate_cpus`` the CPUs BE may use (no reserved or LSE CPUs);
+    ``current_cpus``/``current_quota_us`` the BE group's cpuset and quota now; ``topology`` the CPU topology
+    (None: every CPU its own core on one node); ``lsr_cpus`` candidates held by LSR pods; ``be_dir`` the BE QoS
+    group and ``be_pods`` the BE pod groups (the cpuset goes to all of them).
+    """
 
     logical_cpus: int
     candidate_cpus: tuple[int, ...]
     current_cpus: tuple[int, ...]
     current_quota_us: int = -1
     period_us: int = DEFAULT_PERIOD_US
+    topology: CPUTopology | None = None
+    lsr_cpus: tuple[int, ...] = ()
+    be_dir: str = BESTEFFORT
+    be_pods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,19 +127,24 @@ def cpuset_size(allowed: int, current: int, logical_cpus: int) -> int:
 
 
 def cpuset_target(allowed: int, state: SuppressState) -> tuple[int, ...]:
-    """The BE cpuset for budget ``allowed``: n = max(ceil(allowed/1000), 2) CPUs with the growth limit.
+    """The BE cpuset for budget ``allowed``: n = max(ceil(allowed/1000), 2) CPUs with the growth limit, split
+    between the LSR and LS pools in proportion to their sizes, each pool's CPUs taken in spread order.
 
-    Keeps CPUs the group already has (less churn) and never returns more than the candidates; empty only when
-    there are no candidates (the executor then refuses the write).
+    Never more than the candidates; empty only when there are no candidates (the executor then refuses the
+    write). Returned ascending.
     """
     candidates = set(state.candidate_cpus)
     cur = [c for c in state.current_cpus if c in candidates]
-    n = cpuset_size(allowed, len(cur), state.logical_cpus)
-    if n == len(cur):
-        return tuple(cur)
-    have = set(cur)
-    ordered = cur + [c for c in state.candidate_cpus if c not in have]
-    return tuple(sorted(ordered[: min(n, len(ordered))]))
+    n = min(cpuset_size(allowed, len(cur), state.logical_cpus), len(candidates))
+    topo = state.topology or CPUTopology.flat(max(candidates, default=-1) + 1)
+    lsr = set(state.lsr_cpus) & candidates
+    lsr_order = spread_order(sorted(lsr), topo)
+    ls_order = spread_order(sorted(candidates - lsr), topo)
+    lsr_n = n * len(lsr_order) // len(candidates) if candidates else 0
+    ls_n = n - lsr_n
+    if ls_n > len(ls_order):
+        lsr_n, ls_n = n - len(ls_order), len(ls_order)
+    return tuple(sorted(lsr_order[:lsr_n] + ls_order[:ls_n]))
 
 
 def quota_target(allowed: int, capacity: int, state: SuppressState) -> int | None:
@@ -133,9 +156,13 @@ def quota_target(allowed: int, capacity: int, state: SuppressState) -> int | Non
         return target
     if target > cur:
         target = min(target, cur + total * GROWTH_PERCENT // 100)
-    if abs(target - cur) < total * SKIP_PERCENT // 100:
+    if abs(target - cur) < total * SKIP_PERCENT // 100 and target != MIN_QUOTA_US:
         return None
     return target
+
+
+def _cpuset_writes(state: SuppressState, cpus: str, reason: str) -> list[CgroupWrite]:
+    return [CgroupWrite(cg, "cpuset.cpus", cpus, reason) for cg in (state.be_dir, *state.be_pods)]
 
 
 def suppress(inp: SuppressInput, policy: CPUSuppressStrategy, state: SuppressState) -> SuppressPlan:
@@ -143,20 +170,20 @@ def suppress(inp: SuppressInput, policy: CPUSuppressStrategy, state: SuppressSta
     all_cpus = cpuset_format(state.candidate_cpus)
     if not policy.enabled:
         return SuppressPlan(-1, [
-            CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", -1, "suppress disabled"),
-            CgroupWrite(BESTEFFORT, "cpuset.cpus", all_cpus, "suppress disabled"),
+            CgroupWrite(state.be_dir, "cpu.cfs_quota_us", -1, "suppress disabled"),
+            *_cpuset_writes(state, all_cpus, "suppress disabled"),
         ], be_cpus=len(state.candidate_cpus))
     allowed = be_cpu_allowed(inp, policy)
     reason = f"BEAllowed {allowed}m"
     if policy.policy == "cpuset":
         cpus = cpuset_target(allowed, state)
         return SuppressPlan(allowed, [
-            CgroupWrite(BESTEFFORT, "cpuset.cpus", cpuset_format(cpus), reason),
-            CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", -1, "policy cpuset"),
+            *_cpuset_writes(state, cpuset_format(cpus), reason),
+            CgroupWrite(state.be_dir, "cpu.cfs_quota_us", -1, "policy cpuset"),
         ], be_cpus=len(cpus))
-    writes = [CgroupWrite(BESTEFFORT, "cpuset.cpus", all_cpus, "policy cfsQuota")]
+    writes = _cpuset_writes(state, all_cpus, "policy cfsQuota")
     quota = quota_target(allowed, inp.capacity, state)
     if quota is not None:
-        writes.append(CgroupWrite(BESTEFFORT, "cpu.cfs_quota_us", quota, reason))
+        writes.append(CgroupWrite(state.be_dir, "cpu.cfs_quota_us", quota, reason))
     return SuppressPlan(allowed, writes, be_cpus=len(state.candidate_cpus),
                         quota_us=quota if quota is not None else state.current_quota_us)

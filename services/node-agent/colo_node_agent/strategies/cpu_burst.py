@@ -1,0 +1,159 @@
+"""CPU burst for LS pods (REFERENCE.md §5 "CPU burst"; Koordinator ``qosmanager/plugins/cpuburst``).
+
+Only LS pods with a CPU limit take part (not LSE/LSR/BE). Two mechanisms, chosen by the NodeSLO policy:
+
+* **burst** (``cpuBurstOnly``, ``auto``): ``cpu.cfs_burst_us`` = limit (cores) × burst_percent/100 × period
+  (default 1000 % → ten periods of full quota saved up); the executor clamps it to the quota (the kernel's
+  rule). Other policies write 0.
+* **quota scaling** (``cfsQuotaBurstOnly``, ``auto``): per round a pod that was throttled gets its quota ×1.2,
+  the share-pool state may turn that into "remain" (Cooling, Unknown) or ×0.8 (Overload, which also scales down
+  pods that would remain), and the result stays within [base, base × quota_scale_max_percent/100], base = limit
+  × period/1000. Other policies reset the quota to base.
+
+Share-pool state: pool = logical CPUs − Σ LSE/LSR requests (cores), pool use = node used − Σ LSE/LSR/BE pod use;
+Overload when use/pool ≥ threshold (50 %), Cooling when ≥ 90 % of it, Idle below, Unknown without a node metric.
+
+``quota_burst_period_s`` ≥ 0 adds a token bucket per pod (Koordinator's ``burstLimiter``): capacity = period ×
+(max% − 100); tokens drain by (use% of limit − 100) per second at use ≥ 100 % and refill by (100 − use%) per
+second below 60 %; a pod without tokens scales down. A new bucket starts a quarter full (the reference starts
+at a random 0–50 %, to de-synchronize pods; a fixed start keeps the plan a pure function).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from colo.messages import CPUBurstStrategy, QoSClass
+from colo_node_agent.cgroups.executor import CgroupWrite
+from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US
+
+NodeState = Literal["overload", "cooling", "idle", "unknown"]
+Operation = Literal["up", "down", "remain", "reset"]
+
+SCALE_UP, SCALE_DOWN = 1.2, 0.8
+COOLING_RATIO = 0.9
+LIMITER_CONSUME_PERCENT, LIMITER_SAVE_PERCENT = 100, 60
+
+
+@dataclass(frozen=True)
+class BurstPod:
+    """One pod for burst planning: ``cpu_limit`` milli-cores (0 = none), ``quota_us`` its current CFS quota,
+    ``throttled`` whether it was throttled since the last round (None = unknown), ``cpu_used`` milli-cores."""
+
+    uid: str
+    cgroup: str
+    qos: QoSClass
+    cpu_limit: int
+    quota_us: int
+    throttled: bool | None = None
+    cpu_used: int = 0
+
+
+@dataclass(frozen=True)
+class Limiter:
+    """A pod's token bucket: ``capacity`` and ``tokens`` in percent-seconds over the limit, ``at`` last update."""
+
+    capacity: int
+    tokens: float
+    at: float
+
+
+@dataclass(frozen=True)
+class SharePoolPod:
+    """What the share-pool state needs of a pod: class, CPU request and use (milli-cores)."""
+
+    qos: QoSClass
+    cpu_request: int
+    cpu_used: int
+
+
+@dataclass(frozen=True)
+class BurstPlan:
+    """Writes (pod burst and quota), the operation per pod, the node state and the limiters to keep."""
+
+    writes: list[CgroupWrite] = field(default_factory=list)
+    operations: dict[str, Operation] = field(default_factory=dict)
+    state: NodeState = "unknown"
+    limiters: dict[str, Limiter] = field(default_factory=dict)
+
+
+def share_pool_state(logical_cpus: int, node_used: int | None, pods: list[SharePoolPod],
+                     threshold_percent: int) -> NodeState:
+    """Overload / Cooling / Idle of the share pool (module doc); ``node_used`` milli-cores, None = no metric."""
+    if node_used is None:
+        return "unknown"
+    total = logical_cpus * 1000 - sum(p.cpu_request for p in pods if p.qos in ("LSE", "LSR"))
+    used = node_used - sum(p.cpu_used for p in pods if p.qos in ("LSE", "LSR", "BE"))
+    ratio = used / total if total > 0 else 1.0
+    threshold = threshold_percent / 100
+    if ratio >= threshold:
+        return "overload"
+    if ratio >= threshold * COOLING_RATIO:
+        return "cooling"
+    return "idle"
+
+
+def base_quota(cpu_limit: int, period_us: int = DEFAULT_PERIOD_US) -> int:
+    """The kubelet's quota for a CPU limit: limit × period / 1000 µs."""
+    return cpu_limit * period_us // 1000
+
+
+def burst_us(cpu_limit: int, policy: CPUBurstStrategy, period_us: int = DEFAULT_PERIOD_US) -> int:
+    """cfs_burst_us = limit × burst_percent/100 × period/1000 when the policy bursts, else 0."""
+    if policy.policy not in ("cpuBurstOnly", "auto") or cpu_limit <= 0:
+        return 0
+    return cpu_limit * policy.burst_percent * period_us // (1000 * 100)
+
+
+def limiter_allows(lim: Limiter | None, policy: CPUBurstStrategy, use_percent: float, now: float) -> tuple[
+        bool, Limiter | None]:
+    """Whether the token bucket lets the pod stay above base, and the updated bucket (None when unlimited)."""
+    if policy.quota_burst_period_s < 0:
+        return True, None
+    capacity = policy.quota_burst_period_s * (policy.quota_scale_max_percent - 100)
+    if lim is None or lim.capacity != capacity:
+        lim = Limiter(capacity, capacity / 4, now)
+    dt = max(now - lim.at, 0.0)
+    tokens = lim.tokens
+    if use_percent >= LIMITER_CONSUME_PERCENT:
+        tokens -= (use_percent - 100) * dt
+    elif use_percent < LIMITER_SAVE_PERCENT:
+        tokens += (100 - use_percent) * dt
+    tokens = min(max(tokens, -capacity), capacity)
+    return tokens > 0, Limiter(capacity, tokens, now)
+
+
+def _operation(pod: BurstPod, policy: CPUBurstStrategy, allowed: bool, state: NodeState) -> Operation:
+    if policy.policy not in ("cfsQuotaBurstOnly", "auto"):
+        return "reset"
+    op: Operation = "down" if not allowed else ("up" if pod.throttled else "remain")
+    if state == "overload" and op in ("up", "remain"):
+        return "down"
+    if state in ("cooling", "unknown") and op == "up":
+        return "remain"
+    return op
+
+
+def cpu_burst(pods: list[BurstPod], state: NodeState, policy: CPUBurstStrategy, limiters: dict[str, Limiter],
+              now: float, period_us: int = DEFAULT_PERIOD_US) -> BurstPlan:
+    """The burst plan for the LS pods among ``pods`` (others ignored). ``limiters`` as returned last round."""
+    plan = BurstPlan(state=state)
+    for p in pods:
+        if p.qos != "LS" or p.cpu_limit <= 0:
+            continue
+        base = base_quota(p.cpu_limit, period_us)
+        ceil = base * max(policy.quota_scale_max_percent, 100) // 100
+        use = p.cpu_used * 100 / p.cpu_limit
+        allowed, lim = limiter_allows(limiters.get(p.uid), policy, use, now)
+        if lim is not None:
+            plan.limiters[p.uid] = lim
+        op = _operation(p, policy, allowed, state)
+        cur = p.quota_us if p.quota_us > 0 else base
+        target = {"up": int(cur * SCALE_UP), "down": int(cur * SCALE_DOWN), "remain": cur, "reset": base}[op]
+        target = min(max(target, base), ceil)
+        plan.operations[p.uid] = op
+        plan.writes.append(CgroupWrite(p.cgroup, "cpu.cfs_quota_us", target, f"cpu burst {op} ({state})"))
+        plan.writes.append(CgroupWrite(p.cgroup, "cpu.cfs_burst_us", burst_us(p.cpu_limit, policy, period_us),
+                                       f"cpu burst policy {policy.policy}"))
+    return plan

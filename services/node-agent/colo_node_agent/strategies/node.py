@@ -1,0 +1,234 @@
+"""Every strategy for one node in one round: a node snapshot and its NodeSLO in, one plan out (DESIGN.md §6).
+
+:func:`plan_node` runs, in this order, each switchable by the NodeSLO (docs/node-agent.md has the table):
+pod-level kubelet settings; BE group settings and SCHED_IDLE; LSE/LSR/LS cpusets; CPU suppress (BE cpuset or
+quota); CPU burst; memory QoS; BE block I/O throttles; resctrl LLC/MBA; system sysctls; then BE memory eviction
+and BE CPU eviction by satisfaction. Later writes of the same file replace earlier ones in the executor (burst
+scaling overrides the kubelet quota, suppress the BE cpusets), so the plan is applied as one batch.
+
+State that lives between rounds (eviction cool-downs, the BE CPU window, burst token buckets) is passed in as
+:class:`StrategyMemory` and never mutated here: the plan carries the new values, :meth:`StrategyMemory.absorb`
+keeps them once the caller has applied the plan.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from colo.messages import NodeSLO, PodSpec, QoSClass
+from colo_node_agent.cgroups.executor import CgroupWrite
+from colo_node_agent.cgroups.layout import CGROUPFS, Layout
+from colo_node_agent.cgroups.resctrl import ResctrlInfo
+from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_parse
+from colo_node_agent.strategies.blkio import blkio_writes
+from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
+from colo_node_agent.strategies.cpu_burst import (
+    BurstPod,
+    Limiter,
+    NodeState,
+    SharePoolPod,
+    cpu_burst,
+    share_pool_state,
+)
+from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
+from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
+from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
+from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
+from colo_node_agent.strategies.resctrl_qos import resctrl_plan
+from colo_node_agent.strategies.system import system_writes
+from colo_node_agent.strategies.types import Eviction, PodView
+from colo_node_agent.topology import CPUTopology
+
+
+@dataclass(frozen=True)
+class NodeFeatures:
+    """What the node's kernel offers: ``cpu.idle``, CFS burst, memory.min/low/high, blkio throttles, resctrl
+    (its :class:`ResctrlInfo`, None = none) and writable sysctls."""
+
+    cpu_idle: bool = True
+    cpu_burst: bool = True
+    memory_qos: bool = True
+    blkio: bool = True
+    resctrl: ResctrlInfo | None = None
+    sysctl: bool = False
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One running pod: its spec and class, use (milli-cores, bytes), current CFS quota (µs, −1 none), whether
+    it was throttled since the last round (None unknown), its CPUs now, its task ids, and whether an eviction
+    is already under way."""
+
+    spec: PodSpec
+    qos: QoSClass
+    cpu_used: int = 0
+    memory_used: int = 0
+    quota_us: int = -1
+    throttled: bool | None = None
+    cpus: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    evicting: bool = False
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """A node at one instant. CPU in milli-cores, memory in bytes.
+
+    ``node_cpu_used`` None when no usage sample exists yet (suppress and burst then hold still);
+    ``node_reserved_cpu`` REFERENCE.md §3 NodeReserved; ``host_apps_used`` non-BE host applications;
+    ``be_cpus``/``be_quota_us`` the BE group's cpuset and quota now; ``blkio_devices`` devices with BE rules now.
+    """
+
+    name: str
+    cpu_capacity: int
+    memory_capacity: int
+    node_cpu_used: int | None
+    node_memory_used: int
+    pods: tuple[PodState, ...]
+    topology: CPUTopology
+    memory_allocatable: int = 0
+    reserved_cpus: tuple[int, ...] = ()
+    node_reserved_cpu: int = 0
+    host_apps_used: int = 0
+    be_cpus: tuple[int, ...] = ()
+    be_quota_us: int = -1
+    blkio_devices: tuple[str, ...] = ()
+    features: NodeFeatures = NodeFeatures()
+    period_us: int = DEFAULT_PERIOD_US
+
+
+@dataclass
+class StrategyMemory:
+    """What strategies remember between rounds of one node."""
+
+    last_memory_evict: float | None = None
+    last_cpu_evict: float | None = None
+    be_samples: deque[BECPUSample] = field(default_factory=lambda: deque(maxlen=600))
+    limiters: dict[str, Limiter] = field(default_factory=dict)
+
+    def absorb(self, plan: NodePlan, now: float, evicted: dict[str, int] | None = None) -> None:
+        """Keep ``plan``'s new state; ``evicted`` pods really evicted per kind ("memory"/"cpu") start a
+        cool-down at ``now``."""
+        if plan.be_sample is not None:
+            self.be_samples.append(plan.be_sample)
+        self.limiters = dict(plan.limiters)
+        done = evicted if evicted is not None else {}
+        if done.get("memory"):
+            self.last_memory_evict = now
+        if done.get("cpu"):
+            self.last_cpu_evict = now
+
+
+@dataclass(frozen=True)
+class PlannedEviction:
+    """A victim and the strategy that chose it (``memory`` or ``cpu``)."""
+
+    kind: str
+    eviction: Eviction
+    release: int
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One round's result: writes, evictions, the BE CPU budget (−1 = suppress off), burst node state, the
+    new limiters and BE sample to remember, and problems worth an event."""
+
+    writes: list[CgroupWrite]
+    evictions: list[PlannedEviction]
+    be_cpu_allowed: int
+    burst_state: NodeState
+    limiters: dict[str, Limiter]
+    be_sample: BECPUSample | None
+    problems: list[str]
+    be_cpus: tuple[int, ...] = ()
+
+
+def _views(snap: NodeSnapshot) -> list[PodView]:
+    out = []
+    for p in snap.pods:
+        req, lim = effective_resources(p.spec, p.qos)
+        out.append(PodView(p.spec.uid, p.qos, p.spec.priority or 0, p.cpu_used, p.memory_used, req.cpu,
+                           req.memory, lim.cpu, lim.memory))
+    return out
+
+
+def _be_limit(snap: NodeSnapshot, be_cpus: int, quota_us: int) -> int:
+    """CPU the BE group may use now (milli-cores): its cpuset size, its quota, the node."""
+    limit = min(be_cpus * 1000 if be_cpus else snap.cpu_capacity, snap.cpu_capacity)
+    if quota_us > 0:
+        limit = min(limit, quota_us * 1000 // snap.period_us)
+    return limit
+
+
+def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: float, layout: Layout = CGROUPFS,
+              sample_interval_s: float = 1.0) -> NodePlan:
+    """The plan for one node this round (module doc). Pure: ``memory`` is read, not changed."""
+    feats = snap.features
+    views = _views(snap)
+    be_specs = [p.spec for p in snap.pods if p.qos == "BE"]
+    writes: list[CgroupWrite] = []
+    problems: list[str] = []
+    for p in snap.pods:
+        writes += pod_settings(p.spec, p.qos, snap.period_us, layout)
+    writes += be_qos_settings(be_specs, slo.be_cpu_idle, idle_supported=feats.cpu_idle, layout=layout)
+
+    cs = plan_cpusets([CpusetPod(p.spec.uid, p.qos, v.cpu_request, p.cpus) for p, v in zip(snap.pods, views)],
+                      snap.topology, snap.reserved_cpus, slo.cpuset, layout)
+    writes += cs.writes
+    problems += cs.problems
+
+    be_used = sum(v.cpu_used for v in views if v.qos == "BE")
+    non_be_used = sum(v.cpu_used for v in views if v.qos != "BE")
+    state = SuppressState(len(snap.topology.cpus), cs.be_candidates, snap.be_cpus or cs.be_candidates,
+                          snap.be_quota_us, snap.period_us, snap.topology, cs.lsr_cpus, layout.besteffort,
+                          tuple(layout.pod_dir("BE", s.uid) for s in be_specs))
+    be_allowed = -1
+    be_cpus, be_quota = snap.be_cpus or cs.be_candidates, snap.be_quota_us
+    if snap.node_cpu_used is not None:
+        sp = suppress(SuppressInput(snap.cpu_capacity, snap.node_cpu_used, non_be_used, be_used,
+                                    snap.host_apps_used, snap.node_reserved_cpu), slo.cpu_suppress, state)
+        writes += sp.writes
+        be_allowed, be_quota = sp.be_cpu_allowed, sp.quota_us
+        be_cpus = next((cpuset_parse(str(w.value)) for w in sp.writes
+                        if w.cgroup == layout.besteffort and w.resource == "cpuset.cpus"), be_cpus)
+
+    burst_state = share_pool_state(len(snap.topology.cpus), snap.node_cpu_used,
+                                   [SharePoolPod(v.qos, v.cpu_request, v.cpu_used) for v in views],
+                                   slo.cpu_burst.share_pool_threshold_percent)
+    bp = cpu_burst([BurstPod(p.spec.uid, layout.pod_dir(p.qos, p.spec.uid), p.qos, v.cpu_limit, p.quota_us,
+                             p.throttled, p.cpu_used) for p, v in zip(snap.pods, views)],
+                   burst_state, slo.cpu_burst, memory.limiters, now, snap.period_us)
+    # quota scaling works on every kernel; cfs_burst_us only where the kernel has it (5.14+)
+    writes += [w for w in bp.writes if feats.cpu_burst or w.resource != "cpu.cfs_burst_us"]
+
+    mq = memory_qos([MemoryPod(v.uid, v.qos, v.memory_request, v.memory_limit) for v in views], slo.memory_qos,
+                    snap.memory_allocatable or snap.memory_capacity, feats.memory_qos, layout)
+    writes += mq.writes
+    if feats.blkio:
+        writes += blkio_writes(slo.blkio, snap.blkio_devices, layout.besteffort)
+    tasks: dict[QoSClass, list[int]] = {}
+    for p in snap.pods:
+        tasks.setdefault(p.qos, []).extend(p.pids)
+    rc = resctrl_plan(slo.resctrl, feats.resctrl, tasks)
+    writes += rc.writes
+    problems += rc.problems
+    if feats.sysctl:
+        writes += system_writes(slo.system, snap.memory_capacity)
+
+    evictions: list[PlannedEviction] = []
+    pending = frozenset(p.spec.uid for p in snap.pods if p.evicting)
+    me = memory_evict(snap.memory_capacity, snap.node_memory_used, views, slo.memory_evict, pending,
+                      memory.last_memory_evict, now)
+    evictions += [PlannedEviction("memory", e, me.release) for e in me.evictions]
+    sample = None
+    if slo.cpu_evict.enabled:
+        be_req = sum(v.cpu_request for v in views if v.qos == "BE")
+        sample = BECPUSample(_be_limit(snap, len(be_cpus), be_quota), be_used, be_req)
+        window = window_average([*memory.be_samples, sample], sample_interval_s, slo.cpu_evict)
+        gone = {e.eviction.uid for e in evictions}
+        ce = cpu_evict(window, sample, [v for v in views if v.uid not in gone], slo.cpu_evict,
+                       memory.last_cpu_evict, now)
+        evictions += [PlannedEviction("cpu", e, ce.release) for e in ce.evictions]
+    return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus))
