@@ -11,14 +11,26 @@ on the same nodes with the same diagnosis, and every decision record must read t
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from random_cluster import GI, NOW, node_st, pod_st
 
-from colo.messages import NodeMetric, NodeResource, NodeSpec, PodMetric, Resources, Usage
+from colo.messages import (
+    NodeMetric,
+    NodeResource,
+    NodeSpec,
+    PodMetric,
+    PodSpec,
+    Resources,
+    Taint,
+    Toleration,
+    Usage,
+)
 from colo_scheduler.core import Scheduler
 from colo_scheduler.framework.interface import UNSCHEDULABLE, WAIT, CycleState, Status
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
@@ -97,7 +109,7 @@ def _op(draw: st.DrawFn, k: int) -> tuple[str, Any]:
         return kind, draw(st.integers(0, 10_000))
     if kind == "explain":
         return kind, draw(st.integers(0, 10_000))
-    return kind, draw(st.sampled_from((0.0, 1.0, 4.0)))
+    return kind, draw(st.sampled_from((0.0, 1.0, 4.0, 175.0, 200.0)))  # metrics expire after 180 s
 
 
 def _apply(core: Scheduler, op: tuple[str, Any], now: float, k: int) -> object:
@@ -193,3 +205,108 @@ def test_cache_equals_full_recomputation_over_random_event_sequences(
     cached = cores[0].framework.cache.stats
     event(f"incremental syncs: {min(cached['incremental'], 20) // 5 * 5}+")
     event(f"placed: {min(len(cores[0].framework.placed), 40) // 10 * 10}+")
+
+
+def _expiry_run(use_cache: bool) -> list[list[tuple[str, str | None]]]:
+    core = Scheduler(SchedulerSettings(seed=0), use_class_cache=use_cache)
+    for i in range(16):
+        labels = {"pool": "y"} if i < 2 else {}
+        core.on_node(NodeSpec(name=f"n{i}", capacity=Resources(cpu=64_000, memory=256 * GI),
+                              allocatable=Resources(cpu=64_000, memory=256 * GI), labels=labels), 0.0)
+        core.on_metric(NodeMetric(node=f"n{i}", at=0.0, node_usage=Usage(cpu=1_000, memory=GI)), 0.0)
+    x = PodSpec(uid="x1", name="x1", requests=Resources(cpu=100, memory=GI), created_at=0.0)
+    core.add_pod(x, 10.0)
+    for k in range(10):  # many placements on two rows: a long change log, few distinct rows
+        core.add_pod(PodSpec(uid=f"y{k}", name=f"y{k}", requests=Resources(cpu=100, memory=GI),
+                             node_selector={"pool": "y"}, created_at=1.0 + k), 10.0)
+    trace = []
+    out = core.schedule_cycle(10.0)
+    trace.append(sorted([(p.pod.uid, p.node) for p in out.placements] + [(f.pod.uid, None) for f in out.failures]))
+    core.add_pod(msgspec.structs.replace(x, uid="x2", name="x2"), 200.0)
+    out = core.schedule_cycle(200.0)  # every metric is 200 s old now: expired (180 s)
+    trace.append(sorted([(p.pod.uid, p.node) for p in out.placements] + [(f.pod.uid, None) for f in out.failures]))
+    return trace
+
+
+def test_metrics_expiring_between_cycles_after_a_busy_cycle_reach_kept_class_entries() -> None:
+    """A class entry kept from the previous cycle must see the rows whose metric expired meanwhile, also
+    when the previous cycle logged many changes (LoadAware then recomputed its per-cycle arrays in full,
+    which did not mark the rows whose freshness flipped: the entry kept them feasible)."""
+    cached, full = _expiry_run(True), _expiry_run(False)
+    assert full[1] == [("x2", None)]  # every node's metric expired
+    assert cached == full
+
+
+@pytest.mark.parametrize("seed", [1, 4, 9, 16])
+def test_cache_equals_full_recomputation_on_busy_cycles_with_time_jumps(seed: int) -> None:
+    """Hundreds of nodes and pods of a few classes (Permit rejections and waits among them), up to 200
+    admitted per cycle, metrics, relabels and releases between cycles and clock jumps of up to 179 s (metrics
+    expire): kept class entries must give the decisions and records of full recomputation."""
+    rng = random.Random(seed)
+    scalar = rng.random() < 0.5
+    detail = rng.choice(["summary", "nodes"])
+    cores = [_core(True, seed, scalar, detail), _core(False, seed, scalar, detail)]
+    n = rng.choice([50, 200, 400])
+    now = 1000.0
+    for i in range(n):
+        cpu, mem = rng.choice([0, 4_000, 8_000, 16_000]), rng.choice([0, 8, 16]) * GI
+        taints = [Taint(key="gpu", value="1", effect="NoSchedule")] if rng.random() < 0.1 else []
+        spec = NodeSpec(name=f"n{i}", capacity=Resources(cpu=cpu, memory=mem, pods=rng.choice([0, 3, 8])),
+                        allocatable=Resources(cpu=cpu, memory=mem, pods=rng.choice([0, 3, 8])),
+                        labels={"zone": rng.choice("abc")}, taints=taints)
+        events: list[Any] = [("node", spec)]
+        if rng.random() < 0.5:
+            events.append(("resource", NodeResource(node=spec.name, batch_cpu=rng.randrange(0, 8_000),
+                                                    batch_memory=rng.randrange(0, 8) * GI)))
+        if rng.random() < 0.7:
+            events.append(("metric", NodeMetric(node=spec.name, at=now - rng.choice([1, 400]),
+                                                node_usage=Usage(cpu=rng.randrange(0, 6_000),
+                                                                 memory=rng.randrange(0, 8) * GI))))
+        for core in cores:
+            for kind, ev in events:
+                {"node": core.on_node, "resource": core.on_node_resource, "metric": core.on_metric}[kind](ev, now)
+    classes = []
+    for _ in range(rng.randint(2, 8)):
+        cpu, mem, app = rng.choice([100, 500, 1_000, 2_000]), rng.choice([1, 2, 4]) * GI // 4, rng.choice(["", "web"])
+        suffix = rng.choice(["", "", "", "-no", "-wait"])
+        if rng.random() < 0.3:
+            spec = PodSpec(uid="c", name="c", requests=Resources(batch_cpu=cpu, batch_memory=mem),
+                           limits=Resources(batch_cpu=cpu, batch_memory=mem), priority_class="batch",
+                           qos_class="BE", app=app)
+        else:
+            spec = PodSpec(uid="c", name="c", requests=Resources(cpu=cpu, memory=mem),
+                           limits=Resources(cpu=2 * cpu), app=app,
+                           max_instance_per_node=rng.choice([-1, 1, 2]) if app else -1,
+                           node_selector={"zone": rng.choice("abcz")} if rng.random() < 0.3 else {},
+                           tolerations=[Toleration(key="gpu", operator="Exists")] if rng.random() < 0.3 else [],
+                           daemonset=rng.random() < 0.1)
+        classes.append((spec, suffix))
+    uid = 0
+    for cycle in range(8):
+        for _ in range(rng.randint(0, 200)):
+            spec, suffix = rng.choice(classes)
+            pod_spec = msgspec.structs.replace(spec, uid=f"p{uid}{suffix}", name=f"p{uid}")
+            uid += 1
+            for core in cores:
+                core.add_pod(pod_spec, now)
+        for _ in range(rng.randint(0, 10)):
+            i, r = rng.randrange(n), rng.random()
+            if r < 0.3:
+                m = NodeMetric(node=f"n{i}", at=now, node_usage=Usage(cpu=rng.randrange(0, 6_000),
+                                                                      memory=rng.randrange(0, 8) * GI))
+                for core in cores:
+                    core.on_metric(m, now)
+            elif r < 0.5:
+                relabelled = msgspec.structs.replace(cores[0].table.specs[i], labels={"zone": rng.choice("abc")})
+                for core in cores:
+                    core.on_node(relabelled, now)
+            elif cores[0].framework.placed:
+                victim = sorted(cores[0].framework.placed)[rng.randrange(len(cores[0].framework.placed))]
+                for core in cores:
+                    core.release(victim, now)
+        outs = [core.schedule_cycle(now) for core in cores]
+        assert _outcome(cores[0], outs[0]) == _outcome(cores[1], outs[1]), cycle
+        for u, _, _ in _outcome(cores[0], outs[0]):
+            assert _record(cores[0], u) == _record(cores[1], u), (cycle, u)
+        now += rng.choice([0.5, 1, 5, 100, 179])
+    assert cores[0].framework.cache.stats["incremental"] > 0

@@ -442,14 +442,20 @@ class LoadAware:
 
         After the first cycle only the rows that changed are recomputed: rows the table logged since
         the previous cycle and rows whose metric became expired (or fresh); the latter are touched
-        in the table's change log. A new table version (labels, taints, annotations, a new node)
-        recomputes everything."""
+        in the table's change log, also when everything is recomputed (a new table version — labels,
+        taints, annotations, a new node — or a long change log)."""
         t = state.table
         prev = self._cycle
         changes = t.changes_since(self._cycle_seq) if prev is not None else None
         if (prev is None or changes is None or len(prev.fresh) != t.n or self._cycle_version != t.version
                 or len(changes) > t.n // 4):
             self._full_cycle(state)
+            c = self._cycle
+            if prev is not None and c is not None and len(prev.fresh) == t.n:
+                # class entries kept across cycles re-check logged rows only: log the rows whose
+                # metric expired (or became fresh) here too, as the incremental path does
+                for i in np.flatnonzero((c.fresh != prev.fresh) | (c.expired != prev.expired)).tolist():
+                    t.touch(i)
         else:
             self._rows_cycle(state, prev, changes)
         self._cycle_seq = t.change_seq
