@@ -19,11 +19,20 @@ from sched_helpers import GI, node, pod
 from colo import subjects
 from colo.bus import Bus
 from colo.clock import VirtualClock
-from colo.messages import DeadLetter, PodAdmitted, PodBound, PodUnschedulable
+from colo.messages import (
+    AggregatedUsage,
+    DeadLetter,
+    NodeMetric,
+    PodAdmitted,
+    PodBound,
+    PodMetric,
+    PodUnschedulable,
+    Usage,
+)
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
 from colo_scheduler.service import SchedulerService
-from colo_scheduler.settings import SchedulerSettings
+from colo_scheduler.settings import ProfileSettings, SchedulerSettings
 
 pytestmark = pytest.mark.integration
 
@@ -126,5 +135,50 @@ async def test_one_unpublishable_event_does_not_hold_back_the_others(bus_factory
         await _until(tester, lambda: bool(bound))
         assert [m.spec.uid for m in bound] == ["ok"]
         assert not svc._unpublished
+    finally:
+        await svc.stop()
+
+
+async def test_metrics_with_absurd_values_or_from_the_future_are_dead_lettered(bus_factory: BusFactory,
+                                                                               store: Store) -> None:
+    """Only ``node_usage`` was range-checked. An aggregated p95 of 2^62 milli-cores overflowed the
+    int64 slack of the aggregated threshold check and the node passed it; a metric dated a year ahead
+    (a skewed clock, milliseconds for seconds) was applied, and every later, correct metric of the node
+    was then dropped as older: the node kept its stale usage for good."""
+    clock = VirtualClock(1000.0)
+    bus = await bus_factory("scheduler", clock, autostart=False)
+    settings = SchedulerSettings(seed=1, profile=ProfileSettings(plugin_args={"LoadAware": {"aggregated": {
+        "usage_thresholds": {"cpu": 60}, "usage_aggregation_type": "p95"}}}))
+    svc = SchedulerService(settings)
+    await svc.start(service_context(bus, store, clock))
+    await bus.start_consumers()
+    tester = await bus_factory("tester")
+    try:
+        for name in ("a", "b"):
+            spec = node(name, cpu=8_000, memory=16 * GI)
+            await store.put_node(spec)
+            await tester.publish(subjects.NODE_REGISTERED, spec, node=name)
+
+        def metric(name: str, at: float, cpu: int, p95: int = 1_000, pod_cpu: int = 100) -> NodeMetric:
+            return NodeMetric(node=name, at=at, node_usage=Usage(cpu=cpu, memory=GI),
+                              pods=[PodMetric(uid="x", cpu=pod_cpu, memory=GI)],
+                              aggregated=[AggregatedUsage(window_s=300, stat="p95", cpu=p95, memory=GI)])
+
+        bad = [metric("a", 1000.0, 100, p95=2**62), metric("a", 1000.0, 100, pod_cpu=-5),
+               metric("b", 1000.0 + 365 * 86400, 100), metric("b", 1000.0 + 3600, 100)]
+        for m in bad:
+            await tester.publish(subjects.NODE_METRIC, m, node=m.node)
+        await tester.publish(subjects.NODE_METRIC, metric("a", 999.0, 7_900, p95=7_900), node="a")
+        await tester.publish(subjects.NODE_METRIC, metric("b", 999.0 + 120, 7_900, p95=7_900), node="b")
+        await bus.settle()
+        assert svc.totals["dead_letters"] == 4
+        table = svc.core.table
+        assert table.metric_usage[table.index["a"]][0] == 7_900  # the real metrics applied
+        assert table.metric_usage[table.index["b"]][0] == 7_900  # (b's is 119 s ahead: within the expiry)
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p", 1_000, GI), at=1000.0))
+        await bus.settle()
+        await svc.tick(1000.0)
+        assert await store.bound_node("p") is None  # both nodes are at 99 % CPU
+        assert "p" in svc.core.queue.unschedulable
     finally:
         await svc.stop()

@@ -107,6 +107,29 @@ def _node_problem(name: str, allocatable: Resources | None = None, capacity: Res
     return ""
 
 
+def _metric_problem(metric: NodeMetric, now: float, max_ahead_s: float) -> str:
+    """Why a NodeMetric cannot be used ('' when it can): a usage (node, system, host apps, a pod's,
+    an aggregated statistic's) out of 0..:data:`MAX_QUANTITY` (larger values overflow the int64
+    estimates: the load filter compares 200 × usage), a negative window, a non-finite time, or a
+    time more than ``max_ahead_s`` (the metric expiry) ahead of the scheduler's clock: such a metric
+    would stay fresh past its life, and every correct metric of the node, being older, would be
+    dropped until the clock caught up."""
+    bad = [name for name, u in (("node_usage", metric.node_usage), ("system_usage", metric.system_usage),
+                                ("host_apps_usage", metric.host_apps_usage))
+           if not (0 <= u.cpu <= MAX_QUANTITY and 0 <= u.memory <= MAX_QUANTITY)]
+    bad += [f"pods[{p.uid!r}]" for p in metric.pods if not (0 <= p.cpu <= MAX_QUANTITY and 0 <= p.memory <= MAX_QUANTITY)]
+    bad += [f"aggregated[{a.stat} {a.window_s} s]" for a in metric.aggregated
+            if not (0 <= a.cpu <= MAX_QUANTITY and 0 <= a.memory <= MAX_QUANTITY and a.window_s >= 0)]
+    if bad:
+        return f"invalid NodeMetric of {metric.node!r}: usage out of range 0..{MAX_QUANTITY} in {', '.join(bad)}"
+    if not math.isfinite(metric.at):
+        return f"invalid NodeMetric of {metric.node!r}: non-finite time"
+    if metric.at > now + max_ahead_s:
+        return (f"invalid NodeMetric of {metric.node!r}: dated {metric.at - now:.0f} s ahead of the scheduler's "
+                f"clock (more than metric_expiry_s = {max_ahead_s:g} s; a skewed clock or a wrong unit?)")
+    return ""
+
+
 def _publishable(event: tuple[Any, Any, str | None, dict[str, str]]) -> bool:
     """Whether ``event`` (subject, message, msg id, keys) can be published; logs why not."""
     subject, msg, _, keys = event
@@ -327,12 +350,12 @@ class SchedulerService:
         self.core.on_node_resource(nr, self._now())
 
     async def _on_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
-        u = metric.node_usage
-        if not (0 <= u.cpu <= MAX_QUANTITY and 0 <= u.memory <= MAX_QUANTITY) or not math.isfinite(metric.at):
-            await self._dead_letter(metric, info, f"invalid NodeMetric: usage out of range 0..{MAX_QUANTITY}"
-                                    " or non-finite time")
+        now = self._now()
+        problem = _metric_problem(metric, now, self.settings.metric_expiry_s)
+        if problem:
+            await self._dead_letter(metric, info, problem)
             return
-        self.core.on_metric(metric, self._now())
+        self.core.on_metric(metric, now)
 
     async def _on_status(self, st: PodStatus, info: MessageInfo) -> None:
         if st.phase not in ("Succeeded", "Failed"):
