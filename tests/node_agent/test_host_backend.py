@@ -171,11 +171,11 @@ def test_eviction_kills_the_process_group_after_the_grace_period(host: Callable[
 def test_restart_adopts_running_pods_and_reports_those_that_ended(host: Callable[..., Host]) -> None:
     h = host()
     for spec in (sleeper("ls-1"), sleeper("be-1", "BE"), sleeper("lsr-1", "LSR"),
-                 pod("short", ["sh", "-c", "sleep 0.5; exit 4"])):
+                 pod("short", ["sh", "-c", "sleep 1.5; exit 4"])):
         assert h.b.start_pod(spec, NODE)
-    h.step()
-    pids = {u: sorted(h.b.tree.procs(h.b.pods[u].state.cgroup)) for u in ("ls-1", "be-1", "lsr-1")}
-    assert all(len(p) == 2 for p in pids.values())
+    groups = {u: h.b.pods[u].state.cgroup for u in ("ls-1", "be-1", "lsr-1")}
+    h.until(lambda: all(len(h.b.tree.procs(cg)) == 2 for cg in groups.values()), what="pods in their groups")
+    pids = {u: sorted(h.b.tree.procs(cg)) for u, cg in groups.items()}
     h.b.close()
     # a group nobody recorded (an agent that died between mkdir and the state write) is an orphan
     orphan_cg = "kubepods/burstable/podorphan"
@@ -185,7 +185,7 @@ def test_restart_adopts_running_pods_and_reports_those_that_ended(host: Callable
     deadline = time.monotonic() + 5
     while not h.b.tree.procs(orphan_cg) and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.8)  # "short" exits while no agent runs
+    time.sleep(2.0)  # "short" exits while no agent runs
     h2 = Host(h.parent, Path(h.config.state_dir))
     assert sorted(h2.b.adopted) == ["be-1", "ls-1", "lsr-1"]
     for uid, before in pids.items():

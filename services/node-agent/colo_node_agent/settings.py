@@ -142,9 +142,9 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
             problems += host_setting_problems(self)
         if self.sub_step_s <= 0:
             problems.append(f"sub_step_s must be > 0, got {self.sub_step_s}")
-        if self.report_interval_s < self.sub_step_s:
+        elif self.backend == "sim" and self.report_interval_s < self.sub_step_s:
             problems.append(f"report_interval_s ({self.report_interval_s}) must be >= sub_step_s")
-        if self.window_s < self.sub_step_s:
+        if self.sub_step_s > 0 and self.backend == "sim" and self.window_s < self.sub_step_s:
             problems.append(f"window_s ({self.window_s}) must be >= sub_step_s")
         for name, v in (("system_cpu_fraction", self.system_cpu_fraction),
                         ("system_memory_fraction", self.system_memory_fraction)):
