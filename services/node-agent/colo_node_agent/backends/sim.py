@@ -27,12 +27,14 @@ import numpy.typing as npt
 from colo.messages import NodeMetric, NodeSLO, NodeSpec, PodMetric, PodPhase, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
 from colo_node_agent.backends.sim_pods import BOOL, F64, I64, PodTable
-from colo_node_agent.cgroups.executor import Executor, WriteRecord
+from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
-from colo_node_agent.cgroups.resources import CgroupVersion, cpuset_parse
+from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, CgroupVersion, cpuset_format, cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
+from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
+from colo_node_agent.strategies.cpu_burst import BurstPod, Limiter, SharePoolPod, cpu_burst, share_pool_state
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
 from colo_node_agent.strategies.cpu_suppress import (
     SuppressInput,
@@ -42,8 +44,11 @@ from colo_node_agent.strategies.cpu_suppress import (
     cpuset_size_many,
     suppress,
 )
+from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
 from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
 from colo_node_agent.strategies.types import EvictPlan, PodView
+from colo_node_agent.topology import CPUTopology
 
 IDLE_WEIGHT = 1e-9
 """Relative weight of a ``cpu.idle`` group: it gets (practically) nothing while non-idle groups want more."""
@@ -95,6 +100,7 @@ class SloColumns(TypedDict):
     mem_evict: BOOL
     mem_threshold: F64
     reserved: I64
+    burst: BOOL
 
 
 class SimBackend:
@@ -122,6 +128,15 @@ class SimBackend:
         self.logical = [s.cpus or max(s.capacity.cpu // 1000, 1) for s in nodes]
         reserved = [set(cpuset_parse(s.reserved_cpus)) if s.reserved_cpus else set() for s in nodes]
         self.candidates = [tuple(c for c in range(k) if c not in r) for k, r in zip(self.logical, reserved)]
+        self.topology = [CPUTopology.flat(k) for k in self.logical]
+        self.reserved_cpus = [tuple(sorted(r)) for r in reserved]
+        self.lsr_cpus: list[tuple[int, ...]] = [() for _ in nodes]
+        self.share_pool: list[tuple[int, ...]] = [c for c in self.candidates]
+        self.limiters: list[dict[str, Limiter]] = [{} for _ in nodes]
+        self.blkio_devices: list[tuple[str, ...]] = [() for _ in nodes]
+        self.memory_qos_on = [False] * n
+        self.throttled: BOOL = np.zeros((n, 1), dtype=bool)
+        """Per pod slot: demand above its CFS quota in the last sub-step (CPU burst reads it)."""
         self.reserved_milli = [max(s.capacity.cpu - s.allocatable.cpu, len(r) * 1000, s.reserved.cpu)
                                for s, r in zip(nodes, reserved)]
         self.be_shares: F64 = np.full(n, 2.0)
@@ -149,6 +164,7 @@ class SimBackend:
             for cg in QOS_DIRS:
                 for path, text in default_files(config.cgroup_version, cg, self.logical[i]).items():
                     self.fs[i].seed(path, text)
+            self._apply_cpusets(i, start)
             self._apply_be_settings(i, start)
 
     # ------------------------------------------------------------------ pods and policy
@@ -167,9 +183,17 @@ class SimBackend:
         i = self.index.get(slo.node)
         if i is None:
             return False
+        burst_was_on = self.slos[i].cpu_burst.policy != "none"
         self.slos[i] = slo
         self._slo_arrays = None
+        if burst_was_on and slo.cpu_burst.policy == "none":
+            self._burst(i, self.now, float(self.cap_cpu[i]), AdvanceResult())  # back to base quotas, no burst
+        self._apply_cpusets(i, self.now)
         self._apply_be_settings(i, self.now)
+        self._apply_memory_qos(i, self.now)
+        writes = blkio_writes(slo.blkio, self.blkio_devices[i], BESTEFFORT)
+        self._record_failures(i, self.ex[i].apply(writes, at=self.now))
+        self.blkio_devices[i] = tuple(d.device for d in slo.blkio.be) if slo.blkio.enabled else ()
         return True
 
     def start_pod(self, spec: PodSpec, node: str) -> bool:
@@ -184,7 +208,12 @@ class SimBackend:
         for path, text in default_files(self.config.cgroup_version, cg, self.logical[i]).items():
             self.fs[i].seed(path, text)
         self.ex[i].forget(cg)
-        self._record_failures(i, self.ex[i].apply(pod_settings(spec, qos), at=self.now))
+        writes = pod_settings(spec, qos)
+        if qos == "BE":  # a new BE pod starts on the BE group's current cpuset
+            writes.append(CgroupWrite(cg, "cpuset.cpus", cpuset_format(self.be_cpus[i]), "BE group cpuset"))
+        elif qos not in ("LSE", "LSR"):  # LS pods join the share pool; only LSE/LSR pods change the allocation
+            writes.append(CgroupWrite(cg, "cpuset.cpus", cpuset_format(self.share_pool[i]), "share pool"))
+        self._record_failures(i, self.ex[i].apply(writes, at=self.now))
         ex = self.ex[i]
         shares, quota, period = ex.read(cg, "cpu.shares"), ex.read(cg, "cpu.cfs_quota_us"), \
             ex.read(cg, "cpu.cfs_period_us")
@@ -195,6 +224,9 @@ class SimBackend:
         self.pods.mem_limit[key] = float(limit) if isinstance(limit, int) and limit > 0 else np.inf
         if qos == "BE":
             self._apply_be_settings(i, self.now)
+        elif qos in ("LSE", "LSR"):
+            self._apply_cpusets(i, self.now)
+        self._apply_memory_qos(i, self.now)
         return True
 
     def evict_pod(self, uid: str, reason: str, message: str, at: float) -> PodEnd | None:
@@ -214,8 +246,12 @@ class SimBackend:
             self.fs[i].remove_prefix(prefix)
         self.ex[i].forget(cg)
         self.pods.cpu_used[key] = self.pods.mem_used[key] = 0.0
+        self.limiters[i].pop(uid, None)
         if qos == "BE":
             self._apply_be_settings(i, at)
+        elif qos in ("LSE", "LSR"):
+            self._apply_cpusets(i, at)
+        self._apply_memory_qos(i, at)
         return PodEnd(uid, self.names[i], phase, reason, message, at, removed[1])
 
     def _apply_be_settings(self, i: int, at: float) -> None:
@@ -225,6 +261,45 @@ class SimBackend:
         writes = be_qos_settings([T.specs[(i, s)] for s in slots], self.slos[i].be_cpu_idle)
         self._record_failures(i, self.ex[i].apply(writes, at=at))
         self._reload_be([i])
+
+    def _node_pods(self, i: int, be: bool | None = None) -> list[tuple[int, int]]:
+        """Keys of the running pods of node ``i`` (only BE / only non-BE when ``be`` is set)."""
+        T = self.pods
+        mask = T.active[i] if be is None else (T.active[i] & (T.is_be[i] if be else ~T.is_be[i]))
+        return [(i, int(s)) for s in np.flatnonzero(mask)]
+
+    def _apply_cpusets(self, i: int, at: float) -> None:
+        """LSE/LSR/LS cpusets of node ``i`` (an LSE/LSR pod came or went, or the NodeSLO changed); new share
+        pool and BE candidates."""
+        T = self.pods
+        pods = []
+        for key in self._node_pods(i, be=False):
+            spec = T.specs[key]
+            cur = self.ex[i].read(pod_dir(T.qos[key], spec.uid), "cpuset.cpus")
+            pods.append(CpusetPod(spec.uid, T.qos[key], spec.requests.cpu,
+                                  cpuset_parse(cur) if isinstance(cur, str) else ()))
+        plan = plan_cpusets(pods, self.topology[i], self.reserved_cpus[i], self.slos[i].cpuset)
+        self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
+        if plan.be_candidates != self.candidates[i]:
+            self.candidates[i] = plan.be_candidates
+            self.candidate_sets[i] = frozenset(plan.be_candidates)
+            self.be_settled[i] = False
+        self.lsr_cpus[i] = plan.lsr_cpus
+        self.share_pool[i] = plan.share_pool
+
+    def _apply_memory_qos(self, i: int, at: float) -> None:
+        """memory.min/low/high of node ``i`` when memory QoS is on (or was on: reset once)."""
+        policy = self.slos[i].memory_qos
+        if not policy.enabled and not self.memory_qos_on[i]:
+            return
+        T = self.pods
+        pods = []
+        for key in self._node_pods(i):
+            req, lim = effective_resources(T.specs[key], T.qos[key])
+            pods.append(MemoryPod(T.specs[key].uid, T.qos[key], req.memory, lim.memory))
+        plan = memory_qos(pods, policy, int(self.specs[i].allocatable.memory or self.cap_mem[i]), supported=True)
+        self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
+        self.memory_qos_on[i] = policy.enabled
 
     def _record_failures(self, i: int, records: list[WriteRecord]) -> list[WriteRecord]:
         self.cgroup_failures.extend((self.names[i], r) for r in records if not r.ok and not r.skipped)
@@ -283,6 +358,7 @@ class SimBackend:
         T = self.pods
         cpu_dem, mem = T.demand_at(t)
         dem = np.minimum(cpu_dem, T.quota_cap)
+        self.throttled = T.active & (cpu_dem > T.quota_cap)
         ls, be = T.active & ~T.is_be, T.active & T.is_be
         avail = np.maximum(self.cap_cpu - self.sys_cpu, 0.0)
         be_cap = np.minimum(np.minimum(self.be_quota_cap, self.be_cpuset_cap), avail)
@@ -422,6 +498,7 @@ class SimBackend:
                 "mem_evict": np.array([m.enabled for m in me], dtype=bool),
                 "mem_threshold": np.array([m.threshold_percent for m in me], dtype=np.float64),
                 "reserved": np.array(self.reserved_milli, dtype=np.int64),
+                "burst": np.array([s.cpu_burst.policy != "none" for s in self.slos], dtype=bool),
             }
         return self._slo_arrays
 
@@ -443,6 +520,8 @@ class SimBackend:
         evict = col["cpu_evict"] | (col["mem_evict"] & (node_mem * 100 >= col["mem_threshold"] * self.cap_mem))
         allowed_l, fast_l = allowed.tolist(), fast.tolist()
         self.be_allowed = [a if f else b for a, f, b in zip(allowed_l, fast_l, self.be_allowed)]
+        for i in np.flatnonzero(col["burst"]).tolist():
+            self._burst(i, at, float(node_cpu[i]), res)
         todo = np.flatnonzero(~fast | evict).tolist()
         if not todo:
             return
@@ -458,7 +537,9 @@ class SimBackend:
     def _suppress(self, i: int, at: float, inp: SuppressInput, res: AdvanceResult, counts: dict[str, float]) -> None:
         """Plan and apply CPU suppress on node ``i``; a QoS event when the BE cpuset or quota changed."""
         policy = self.slos[i].cpu_suppress
-        state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i])
+        be_pods = tuple(pod_dir("BE", self.pods.specs[k].uid) for k in self._node_pods(i, be=True))
+        state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i],
+                              topology=self.topology[i], lsr_cpus=self.lsr_cpus[i], be_pods=be_pods)
         plan = suppress(inp, policy, state)
         records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
         changed = [r for r in records if r.ok and not r.skipped]
@@ -474,6 +555,39 @@ class SimBackend:
                                                "be_quota_us": self.be_quota_us[i]}))
             counts["suppress_events"] += 1
         self.be_allowed[i] = plan.be_cpu_allowed
+
+    def _burst(self, i: int, at: float, node_cpu: float, res: AdvanceResult) -> None:
+        """CPU burst quota scaling on node ``i`` (REFERENCE.md §5): throttled LS pods (demand above their quota
+        this sub-step) get more quota while the share pool is idle; the new quotas cap their demand from the next
+        sub-step. ``cfs_burst_us`` is written too but has no effect in a steady-state sharing model."""
+        T = self.pods
+        policy = self.slos[i].cpu_burst
+        keys = self._node_pods(i)
+        views = self._views(i, be_only=False)
+        state = share_pool_state(self.logical[i], int(node_cpu),
+                                 [SharePoolPod(v.qos, v.cpu_request, v.cpu_used) for v in views],
+                                 policy.share_pool_threshold_percent)
+        pods = []
+        for key, v in zip(keys, views):
+            if v.qos != "LS" or v.cpu_limit <= 0:
+                continue
+            cg = pod_dir(v.qos, v.uid)
+            quota = self.ex[i].read(cg, "cpu.cfs_quota_us")
+            pods.append(BurstPod(v.uid, cg, v.qos, v.cpu_limit, quota if isinstance(quota, int) else -1,
+                                 bool(self.throttled[key]), v.cpu_used))
+        if not pods:
+            return
+        plan = cpu_burst(pods, state, policy, self.limiters[i], at)
+        self.limiters[i] = plan.limiters
+        records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
+        changed = [r for r in records if r.ok and not r.skipped and r.resource == "cpu.cfs_quota_us"]
+        for r in changed:
+            key = T.where[r.cgroup.rsplit("/pod", 1)[1]]
+            T.quota_cap[key] = int(r.new) * 1000 / DEFAULT_PERIOD_US if int(r.new) > 0 else np.inf
+        if changed:
+            res.events.append(QoSEvent(node=self.names[i], kind="burst", at=at, reason=f"share pool {state}",
+                                       pods=[r.cgroup.rsplit("/pod", 1)[1] for r in changed],
+                                       detail={"pods_scaled": len(changed)}))
 
     def _evictions(self, i: int, at: float, node_mem: float, be_limit: float, be_used: float,
                    res: AdvanceResult, counts: dict[str, float]) -> None:

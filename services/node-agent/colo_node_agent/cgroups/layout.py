@@ -20,6 +20,7 @@ cgroups made by tests never touch the host's own ``kubepods``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from colo.messages import QoSClass
@@ -42,26 +43,26 @@ class Layout:
     def _join(self, *parts: str) -> str:
         return "/".join(p.strip("/") for p in (self.parent, *parts) if p.strip("/"))
 
-    @property
+    @cached_property
     def kubepods(self) -> str:
         """The top pod group (Guaranteed pods live directly in it)."""
         return self._join("kubepods.slice" if self.driver == "systemd" else "kubepods")
 
-    @property
+    @cached_property
     def burstable(self) -> str:
         """The Burstable (LS) QoS group."""
         if self.driver == "systemd":
             return self._join("kubepods.slice", "kubepods-burstable.slice")
         return self._join("kubepods", "burstable")
 
-    @property
+    @cached_property
     def besteffort(self) -> str:
         """The BestEffort (BE) QoS group."""
         if self.driver == "systemd":
             return self._join("kubepods.slice", "kubepods-besteffort.slice")
         return self._join("kubepods", "besteffort")
 
-    @property
+    @cached_property
     def qos_dirs(self) -> tuple[str, str, str]:
         """The three QoS-level groups, parents first: kubepods, burstable, besteffort."""
         return (self.kubepods, self.burstable, self.besteffort)

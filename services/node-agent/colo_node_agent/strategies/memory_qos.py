@@ -2,7 +2,8 @@
 Koordinator ``cgreconcile`` ``calculatePodResources``/``calculateContainerResources``).
 
 Per pod (one container per pod here, so container and pod values coincide), with the class's percents (NodeSLO
-``lsr`` for LSE/LSR, ``ls`` for LS/SYSTEM, ``be`` for BE, else the node-wide ones):
+``lsr`` for LSE/LSR, ``ls`` for LS/SYSTEM, ``be`` for BE, else the node-wide ones; BE pods without a ``be``
+override get none):
 
 * memory.min = request × min%/100; memory.low = request × low%/100, raised to memory.min when set below it;
 * memory.high = ⌊(request + (limit − request) × throttling%/100) / page⌋ × page, with limit = the node's
@@ -56,10 +57,13 @@ class MemoryQoSPlan:
 
 
 def class_percents(policy: MemoryQoSStrategy, qos: QoSClass) -> MemoryQoSClass:
-    """The percents that apply to ``qos``: its class override, else the node-wide percents."""
+    """The percents that apply to ``qos``: its class override, else the node-wide percents, except BE pods,
+    which get no protection and no throttle unless ``be`` says so (Koordinator's BE class defaults are 0)."""
     override = {"LSE": policy.lsr, "LSR": policy.lsr, "LS": policy.ls, "SYSTEM": policy.ls, "BE": policy.be}[qos]
     if override is not None:
         return override
+    if qos == "BE":
+        return MemoryQoSClass()
     return MemoryQoSClass(min_percent=policy.min_percent, low_percent=policy.low_percent,
                           throttling_percent=policy.throttling_percent)
 
