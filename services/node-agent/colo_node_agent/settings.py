@@ -24,7 +24,20 @@ from typing import Literal
 
 import msgspec
 
-from colo.messages import CPUEvictStrategy, CPUSuppressStrategy, MemoryEvictStrategy, NodeSLO
+from colo.messages import (
+    BlkIOStrategy,
+    CPUBurstStrategy,
+    CPUEvictStrategy,
+    CPUSetStrategy,
+    CPUSuppressStrategy,
+    MemoryEvictStrategy,
+    MemoryQoSClass,
+    MemoryQoSStrategy,
+    NodeSLO,
+    ResctrlStrategy,
+    SystemStrategy,
+)
+from colo_node_agent.strategies import blkio, resctrl_qos, system
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
@@ -83,6 +96,42 @@ def validate_slo_values(slo: NodeSLO | NodeAgentSettings) -> list[str]:
             out.append(f"{name} must be within 0..100, got {value}")
     if slo.memory_evict.cooldown_s < 0 or slo.cpu_evict.cooldown_s < 0 or slo.cpu_evict.window_s <= 0:
         out.append("eviction cool-downs must be >= 0 and cpu_evict.window_s > 0")
+    out += _burst_problems(slo.cpu_burst)
+    out += _memory_qos_problems(slo.memory_qos)
+    out += resctrl_qos.problems(slo.resctrl)
+    out += blkio.problems(slo.blkio)
+    if slo.system.enabled:
+        out += system.problems(slo.system)
+    return out
+
+
+def _burst_problems(b: CPUBurstStrategy) -> list[str]:
+    out = []
+    if b.burst_percent < 0:
+        out.append(f"cpu_burst.burst_percent must be >= 0, got {b.burst_percent}")
+    if b.quota_scale_max_percent < 100:
+        out.append(f"cpu_burst.quota_scale_max_percent must be >= 100, got {b.quota_scale_max_percent}")
+    if not 0 <= b.share_pool_threshold_percent <= 100:
+        out.append(f"cpu_burst.share_pool_threshold_percent must be within 0..100, got "
+                   f"{b.share_pool_threshold_percent}")
+    if b.quota_burst_period_s < -1:
+        out.append(f"cpu_burst.quota_burst_period_s must be >= -1 (-1 = no cap), got {b.quota_burst_period_s}")
+    return out
+
+
+def _memory_qos_problems(m: MemoryQoSStrategy) -> list[str]:
+    out = []
+    classes: list[tuple[str, MemoryQoSClass | None]] = [
+        ("memory_qos", MemoryQoSClass(min_percent=m.min_percent, low_percent=m.low_percent,
+                                      throttling_percent=m.throttling_percent)),
+        ("memory_qos.lsr", m.lsr), ("memory_qos.ls", m.ls), ("memory_qos.be", m.be)]
+    for name, c in classes:
+        if c is None:
+            continue
+        for field in ("min_percent", "low_percent", "throttling_percent"):
+            v = getattr(c, field)
+            if not 0 <= v <= 100:
+                out.append(f"{name}.{field} must be within 0..100, got {v}")
     return out
 
 
@@ -135,6 +184,18 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE CPU eviction by satisfaction used until a NodeSLO arrives (off)."""
     be_cpu_idle: bool = True
     """Put the BE QoS group in SCHED_IDLE (``cpu.idle`` = 1) until a NodeSLO says otherwise."""
+    cpu_burst: CPUBurstStrategy = CPUBurstStrategy()
+    """CPU burst of LS pods until a NodeSLO arrives (policy none)."""
+    memory_qos: MemoryQoSStrategy = MemoryQoSStrategy()
+    """memory.min/low/high until a NodeSLO arrives (off)."""
+    cpuset: CPUSetStrategy = CPUSetStrategy()
+    """LSE exclusive / LSR reserved cpusets until a NodeSLO arrives (on)."""
+    resctrl: ResctrlStrategy = ResctrlStrategy()
+    """LLC / memory bandwidth groups until a NodeSLO arrives (off; BE 0-30 % of L3 when on)."""
+    blkio: BlkIOStrategy = BlkIOStrategy()
+    """BE block I/O throttles until a NodeSLO arrives (off)."""
+    system: SystemStrategy = SystemStrategy()
+    """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
 
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
@@ -156,4 +217,6 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     def default_slo(self, node: str) -> NodeSLO:
         """The NodeSLO a node uses until slo-manager publishes one."""
         return NodeSLO(node=node, cpu_suppress=self.cpu_suppress, memory_evict=self.memory_evict,
-                       cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle)
+                       cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, cpu_burst=self.cpu_burst,
+                       memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
+                       system=self.system)
