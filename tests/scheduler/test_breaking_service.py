@@ -182,3 +182,66 @@ async def test_metrics_with_absurd_values_or_from_the_future_are_dead_lettered(b
         assert "p" in svc.core.queue.unschedulable
     finally:
         await svc.stop()
+
+
+async def test_binds_whose_events_died_with_the_scheduler_are_announced_after_a_restart(
+        bus_factory: BusFactory, store: Store) -> None:
+    """A scheduler bound pods in Redis and died before their PodBound events were acked (they are
+    published in the background, up to four batches in flight): nothing announced those binds again, so
+    the node agent never started the pods. The next scheduler re-announces every pod that is bound
+    but still Pending, with the original message id (JetStream drops it if it did go out)."""
+    clock = VirtualClock(1000.0)
+    spec = node("n1", cpu=8_000, memory=16 * GI)
+    await store.put_node(spec)
+    lost, running, queued = pod("lost", 1_000, GI), pod("running", 1_000, GI), pod("queued", 1_000, GI)
+    assert await store.admit_pending([lost, running, queued], 990.0) == [True, True, True]
+    results = await store.bind_many([(p.uid, "n1", p.requests, 995.0) for p in (lost, running)])
+    assert all(r.ok for r in results)
+    assert await store.set_phase("running", "Running", "", 996.0)
+    tester = await bus_factory("tester")
+    bound: list[PodBound] = []
+
+    async def on_bound(m: PodBound) -> None:
+        bound.append(m)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    svc = await _start(bus_factory, store, clock)  # the restart
+    try:
+        await svc.tick(1000.0)
+        await _until(tester, lambda: len(bound) >= 2)
+        assert sorted((m.spec.uid, m.node, m.at) for m in bound) == [("lost", "n1", 995.0), ("queued", "n1", 1000.0)]
+        assert len(svc.core.framework.placed) == 3
+    finally:
+        await svc.stop()
+
+
+async def test_a_restart_does_not_announce_a_bind_twice(bus_factory: BusFactory, store: Store) -> None:
+    """The re-announcement carries the original message id: within JetStream's duplicate window a
+    PodBound that did go out is not delivered again."""
+    clock = VirtualClock(1000.0)
+    spec = node("n1", cpu=8_000, memory=16 * GI)
+    await store.put_node(spec)
+    tester = await bus_factory("tester")
+    bound: list[PodBound] = []
+
+    async def on_bound(m: PodBound) -> None:
+        bound.append(m)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    first = await _start(bus_factory, store, clock)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p", 1_000, GI), at=1000.0))
+    await first.ctx.bus.settle()  # type: ignore[union-attr]
+    await first.tick(1000.0)
+    await _until(tester, lambda: bool(bound))
+    await first.stop()
+    second = await _start(bus_factory, store, clock)
+    try:
+        assert "p" in second._announce
+        await second.tick(1001.0)
+        await asyncio.sleep(0.3)
+        await tester.settle()
+        assert [m.spec.uid for m in bound] == ["p"]
+        assert not second._announce
+    finally:
+        await second.stop()

@@ -176,6 +176,9 @@ class SchedulerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._publishing: set[asyncio.Task[None]] = set()
         self._take_over_pending = False
+        self._announce: dict[str, tuple[PodSpec, str, float]] = {}
+        """Pods bound in the store but maybe never announced (a scheduler died between the bind and the
+        PodBound ack): uid → (spec, node, bind time); the next cycle that leads publishes them."""
         self._releases_watch: list[set[str]] = []
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
@@ -249,7 +252,8 @@ class SchedulerService:
         bound = await self._store().bound_nodes(list(queued))
         for uid, (node, at) in bound.items():
             if uid in queued and uid not in self.core.framework.placed:
-                self.core.adopt(queued[uid].spec, node, at)
+                if self.core.adopt(queued[uid].spec, node, at):
+                    self._announce[uid] = (queued[uid].spec, node, at)  # the old leader may have died first
         await self._resync(now)
         log.info("took over scheduling: %d queued pods, %d already bound by the previous leader",
                  len(queued), len(bound))
@@ -267,7 +271,10 @@ class SchedulerService:
         for rec in await store.list_pods():
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
-                    self.core.adopt(rec.spec, rec.node, rec.bound_at)
+                    if (self.core.adopt(rec.spec, rec.node, rec.bound_at) and rec.phase == "Pending"
+                            and self.replica.owns(rec.spec.uid)):
+                        # bound, not started: its PodBound may have died with the last scheduler
+                        self._announce[rec.spec.uid] = (rec.spec, rec.node, rec.bound_at)
                 elif rec.phase == "Pending" and not rec.node and self.replica.owns(rec.spec.uid):
                     problem = _pod_problem(rec.spec)
                     if problem:
@@ -466,6 +473,8 @@ class SchedulerService:
             out = CycleOutcome()
             self.core.table.trim_changes()
         events: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        if leading and self._announce:
+            events.extend(self._announcements())
         bound = await self._bind(out, now, events) if out.placements else 0
         for p in out.placements:
             self._last_unschedulable.pop(p.pod.uid, None)
@@ -542,6 +551,21 @@ class SchedulerService:
         if stale:
             await self._refresh(stale)
         return bound
+
+    def _announcements(self) -> list[tuple[Any, Any, str | None, dict[str, str]]]:
+        """PodBound events of :attr:`_announce` whose binding is still this scheduler's view (placed on
+        that node), with the message id the original bind used (``bound-<uid>-<bind time>``), so that
+        JetStream drops those that did go out within its duplicate window; node agents ignore a
+        PodBound of a pod they already run."""
+        placed, names = self.core.framework.placed, self.core.table.names
+        events: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        for uid, (spec, node, at) in self._announce.items():
+            entry = placed.get(uid)
+            if entry is not None and names[entry[1]] == node:
+                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at),
+                               f"bound-{uid}-{at!r}", {"node": node}))
+        self._announce.clear()
+        return events
 
     def _report_unschedulable(self, uid: str, reasons: dict[str, int], message: str, now: float) -> bool:
         """Whether this failed attempt is published: a new or changed verdict at once, a repeat of the
