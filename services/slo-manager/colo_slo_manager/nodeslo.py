@@ -7,7 +7,8 @@ import msgspec
 from colo.messages import NodeSLO, NodeSpec
 from colo_slo_manager.settings import NodePool, NodeSLOStrategy
 
-_STRATEGIES = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "be_cpu_idle")
+_STRATEGIES = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "be_cpu_idle", "cpuset",
+               "resctrl", "blkio", "system")
 
 
 def pool_of(node: NodeSpec, pools: list[NodePool]) -> NodePool | None:

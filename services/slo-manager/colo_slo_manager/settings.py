@@ -22,13 +22,17 @@ import msgspec
 
 from colo.classes import PRIORITY_RANGES
 from colo.messages import (
+    BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
+    CPUSetStrategy,
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
     PriorityClass,
     QoSClass,
+    ResctrlStrategy,
+    SystemStrategy,
 )
 
 ENV_PREFIX = "COLO_SLO_MANAGER"
@@ -187,6 +191,14 @@ class NodeSLOStrategy(_Settings, frozen=True):
     """memory.min/low/high from requests; off."""
     be_cpu_idle: bool = True
     """Run BE pods with SCHED_IDLE / cpu.idle where the kernel has it."""
+    cpuset: CPUSetStrategy = CPUSetStrategy()
+    """LSE exclusive / LSR reserved cpusets; on."""
+    resctrl: ResctrlStrategy = ResctrlStrategy()
+    """LLC / memory bandwidth per QoS group where resctrl exists; off (BE 0-30 % of L3 when on)."""
+    blkio: BlkIOStrategy = BlkIOStrategy()
+    """BE block I/O throttles per device; off."""
+    system: SystemStrategy = SystemStrategy()
+    """vm.min_free_kbytes / watermark_scale_factor; off."""
 
 
 class NodePool(_Settings, frozen=True):
@@ -212,6 +224,14 @@ class NodePool(_Settings, frozen=True):
     """Override of the memory QoS strategy."""
     be_cpu_idle: bool | None = None
     """Override of ``be_cpu_idle``."""
+    cpuset: CPUSetStrategy | None = None
+    """Override of the cpuset strategy."""
+    resctrl: ResctrlStrategy | None = None
+    """Override of the resctrl strategy."""
+    blkio: BlkIOStrategy | None = None
+    """Override of the BE block I/O strategy."""
+    system: SystemStrategy | None = None
+    """Override of the system strategy."""
 
     def problems(self) -> list[str]:
         """Every constraint violation of the pool."""
