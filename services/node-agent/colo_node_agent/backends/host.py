@@ -468,12 +468,6 @@ class HostBackend:
             if ns is not None:
                 pod.last_cpu_ns, pod.last_at = ns, now
             pod.memory_bytes = tree.memory_used(cg) or 0
-            thr = tree.throttling(cg)
-            if thr is not None:
-                periods = thr.nr_periods - pod.last_periods
-                throttled = thr.nr_throttled - pod.last_throttled
-                pod.throttled_ratio = throttled / periods if periods > 0 else 0.0
-                pod.last_periods, pod.last_throttled = thr.nr_periods, thr.nr_throttled
             pod.samples.append((pod.cpu_milli, float(pod.memory_bytes)))
             if len(pod.samples) > self.window_n:
                 del pod.samples[0]
@@ -593,6 +587,12 @@ class HostBackend:
         pods: list[PodMetric] = []
         pods_cpu = pods_mem = 0.0
         for pod in self.pods.values():
+            thr = self.tree.throttling(pod.state.cgroup)  # over the report interval: read at report time
+            if thr is not None:
+                periods = thr.nr_periods - pod.last_periods
+                throttled = thr.nr_throttled - pod.last_throttled
+                pod.throttled_ratio = throttled / periods if periods > 0 else 0.0
+                pod.last_periods, pod.last_throttled = thr.nr_periods, thr.nr_throttled
             k = len(pod.samples) or 1
             c = sum(x[0] for x in pod.samples) / k
             m = sum(x[1] for x in pod.samples) / k

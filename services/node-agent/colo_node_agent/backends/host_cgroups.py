@@ -46,6 +46,8 @@ V2_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuset", "memory", "io")
 """v2 controllers enabled in ``cgroup.subtree_control`` down to the pod groups (those the parent offers)."""
 V2_REQUIRED: tuple[str, ...] = ("cpu", "memory")
 PSI_RESOURCES: tuple[stats.PSIResource, ...] = ("cpu", "memory", "io")
+_MEMORY_USED_V1 = ("total_active_anon", "total_inactive_anon", "total_unevictable")
+_MEMORY_USED_V2 = ("active_anon", "inactive_anon", "unevictable")
 
 
 def read_keyed(path: Path) -> dict[str, int]:
@@ -84,6 +86,7 @@ class ParentFS(HostFS):
 
     def __init__(self, root: str | Path, parent: str, version: CgroupVersion) -> None:
         super().__init__(root)
+        self._root = str(self.root)
         self.parent = parent.strip("/")
         self.version: CgroupVersion = version
 
@@ -94,8 +97,19 @@ class ParentFS(HostFS):
         return f"{sub}/{self.parent}/{rest}"
 
     def read(self, path: str) -> str:
-        """Content of the mapped file. Raises OSError."""
-        return super().read(self._map(path))
+        """Content of the mapped file. Raises OSError.
+
+        Plain ``os.open``/``os.read`` on a string path: the agent reads a few files per pod every loop, and
+        this costs a third of a ``pathlib`` read.
+        """
+        fd = os.open(f"{self._root}/{self._map(path)}", os.O_RDONLY)
+        try:
+            chunks = [os.read(fd, 65536)]
+            while len(chunks[-1]) == 65536:
+                chunks.append(os.read(fd, 65536))
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode()
 
     def write(self, path: str, text: str) -> None:
         """Write the existing mapped file (never creates it). Raises OSError."""
@@ -270,9 +284,14 @@ class CgroupTree:
             return None
 
     def memory_used(self, cgroup: str) -> int | None:
-        """Memory used by ``cgroup`` in bytes: anon + unevictable, without page cache (REFERENCE.md §2)."""
+        """Memory used by ``cgroup`` in bytes: anon + unevictable, without page cache (REFERENCE.md §2; the
+        keys of :func:`~colo_node_agent.cgroups.stats.memory_working_set_bytes`)."""
         try:
-            return stats.memory_working_set_bytes(stats.memory_stat(self.fs, self.version, cgroup), self.version)
+            sub = "memory" if self.version == "v1" else ""
+            words = self.fs.read("/".join(p for p in (sub, cgroup.strip("/"), "memory.stat") if p)).split()
+            kv = dict(zip(words[::2], words[1::2]))  # only three of ~70 values are needed: no int() for all
+            keys = _MEMORY_USED_V1 if self.version == "v1" else _MEMORY_USED_V2
+            return sum(int(kv.get(k, 0)) for k in keys)
         except (OSError, ValueError):
             return None
 

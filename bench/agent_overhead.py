@@ -1,0 +1,201 @@
+"""Node agent overhead on the host backend: its CPU and memory with N real pods at a 1 s loop.
+
+Starts its own nats-server and redis-server (:mod:`colo.embedded`), runs the agent as a separate process
+(``python -m colo_node_agent``, ``backend=host``) under a unique cgroup parent ``colo-bench-<hex>``, binds
+``--pods`` pods (sleep processes; 70 % LS, 30 % BE with batch resources) the way the scheduler does (store
+binding + ``pod.bound``), waits until every pod reported Running, lets the agent settle for ``--warmup-s``,
+then samples the agent process with psutil for ``--seconds``:
+
+* ``cpu_pct_of_one_core`` = Δ(user + system CPU seconds of the agent) / Δwall × 100;
+* ``rss_mib`` = the largest resident set seen (sampled every second), ``rss_mib_mean`` its mean.
+
+Every loop the agent checks each pod's process, reads its CPU, memory and throttling counters, samples the
+node, runs CPU suppress and the eviction checks; NodeMetrics are published every ``--report-s`` (10 s, six
+times the production rate, to include their cost). The pods themselves are not counted. Target (issue 4):
+≤ 2 % of one core and ≤ 100 MiB. At the end the agent gets SIGTERM, every pod process is killed and every
+group removed. Prints a readable summary, then one JSON line.
+
+Run: ``.venv/bin/python bench/agent_overhead.py`` (root, writable cgroups; ~45 s)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import psutil
+
+from colo import subjects
+from colo.bus import Bus
+from colo.embedded import EmbeddedServers, free_port
+from colo.messages import NodeResource, NodeSLO, PodBound, PodRecord, PodSpec, PodStatus, Resources
+from colo.store import Store
+from colo_node_agent.backends.host import HostBackend, HostConfig, host_problems
+
+MI = 1 << 20
+NODE = "bench-node"
+
+
+def _die_with_parent() -> None:
+    """In the agent's child process before exec: SIGTERM when this driver dies (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def make_pods(n: int) -> list[PodSpec]:
+    """``n`` sleep pods: 70 % LS (20 m, 32 Mi), 30 % BE (batch 100 m, 32 Mi)."""
+    pods = []
+    for i in range(n):
+        uid = f"bench-{i:03d}"
+        if i % 10 < 7:
+            pods.append(PodSpec(uid=uid, name=uid, qos_class="LS", priority=9500, command=["sleep", "3600"],
+                                requests=Resources(cpu=20, memory=32 * MI)))
+        else:
+            pods.append(PodSpec(uid=uid, name=uid, qos_class="BE", priority=5500, command=["sleep", "3600"],
+                                requests=Resources(batch_cpu=100, batch_memory=32 * MI),
+                                limits=Resources(batch_memory=64 * MI)))
+    return pods
+
+
+def machine_facts() -> dict[str, Any]:
+    """CPUs, kernel and cgroup version of this machine."""
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    return {"cpus": psutil.cpu_count(), "kernel": platform.release(), "cgroup": "v2" if v2 else "v1",
+            "python": platform.python_version()}
+
+
+async def wait_for(cond: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    parent = f"colo-bench-{uuid.uuid4().hex[:8]}"
+    state_dir = tempfile.mkdtemp(prefix="colo-bench-agent-")
+    config = HostConfig(node_name=NODE, cgroup_parent=parent, state_dir=state_dir, loop_s=args.loop_s)
+    problems = host_problems(config)
+    if problems:
+        raise SystemExit(f"this machine cannot run the host backend: {'; '.join(problems)}")
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    with EmbeddedServers() as servers:
+        env = dict(os.environ, COLO_NATS_URL=servers.nats_url, COLO_REDIS_URL=servers.redis_url,
+                   COLO_STORE_PREFIX=prefix, COLO_HTTP_PORT=str(free_port()), COLO_LOG_LEVEL="warning",
+                   COLO_NODE_AGENT_BACKEND="host", COLO_NODE_AGENT_CGROUP_PARENT=parent,
+                   COLO_NODE_AGENT_STATE_DIR=state_dir, COLO_NODE_AGENT_NODE_NAME=NODE,
+                   COLO_NODE_AGENT_LOOP_S=str(args.loop_s), COLO_NODE_AGENT_REPORT_INTERVAL_S=str(args.report_s),
+                   COLO_NODE_AGENT_WINDOW_S=str(max(args.report_s, 300.0)))
+        agent = subprocess.Popen([sys.executable, "-m", "colo_node_agent"], env=env, preexec_fn=_die_with_parent)
+        store = await Store.connect(servers.redis_url, prefix)
+        bus = await Bus.connect(servers.nats_url, "bench-driver")
+        running: set[str] = set()
+        metrics = 0
+
+        async def on_status(msg: PodStatus) -> None:
+            if msg.phase == "Running":
+                running.add(msg.uid)
+
+        async def on_metric(_: Any) -> None:
+            nonlocal metrics
+            metrics += 1
+
+        try:
+            await bus.ensure_streams()
+            await bus.subscribe(subjects.POD_STATUS, on_status, durable="bench-status")
+            await bus.subscribe(subjects.NODE_METRIC, on_metric, durable="bench-metric")
+
+            async def registered() -> bool:
+                assert agent.poll() is None, f"the agent exited with {agent.returncode}"
+                return await store.get_node(NODE) is not None
+
+            await wait_for(registered, 30, "the agent to register its node")
+            await store.put_node_resource(NodeResource(node=NODE, batch_cpu=args.pods * 100,
+                                                       batch_memory=args.pods * 64 * MI))
+            # the default NodeSLO, as slo-manager would send it
+            await bus.publish(subjects.NODE_SLO, NodeSLO(node=NODE), node=NODE)
+            pods = make_pods(args.pods)
+            now = time.time()
+            await store.put_pods([PodRecord(spec=p) for p in pods])
+            for p in pods:
+                res = await store.bind(p.uid, NODE, p.requests, now)
+                assert res.ok, f"{p.uid}: {res.reason}"
+                await bus.publish(subjects.POD_BOUND, PodBound(spec=p, node=NODE, at=now),
+                                  msg_id=f"bound-{p.uid}", node=NODE)
+
+            async def all_running() -> bool:
+                return len(running) == len(pods)
+
+            await wait_for(all_running, 60, f"{len(pods)} pods to run")
+            await asyncio.sleep(args.warmup_s)
+            proc = psutil.Process(agent.pid)
+            cpu0, t0 = proc.cpu_times(), time.monotonic()
+            metrics0 = metrics
+            rss: list[float] = []
+            while time.monotonic() - t0 < args.seconds:
+                rss.append(proc.memory_info().rss / MI)
+                await asyncio.sleep(1.0)
+            cpu1, t1 = proc.cpu_times(), time.monotonic()
+            cpu_s = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+            return {
+                "cpu_pct_of_one_core": round(cpu_s / (t1 - t0) * 100, 2),
+                "rss_mib": round(max(rss), 1),
+                "rss_mib_mean": round(sum(rss) / len(rss), 1),
+                "pods": len(pods),
+                "loop_s": args.loop_s,
+                "seconds": round(t1 - t0, 1),
+                "agent_cpu_s": round(cpu_s, 3),
+                "node_metrics_published": metrics - metrics0,
+                "report_s": args.report_s,
+                "target_cpu_pct": 2.0,
+                "target_rss_mib": 100.0,
+                "machine": machine_facts(),
+            }
+        finally:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+                try:
+                    agent.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    agent.kill()
+                    agent.wait()
+            await bus.close()
+            await store.delete_all()
+            await store.close()
+            # adopt what the agent left running, then kill every pod and remove every group
+            HostBackend(config, lambda n: NodeSLO(node=n), start=time.time()).purge()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pods", type=int, default=50)
+    ap.add_argument("--loop-s", type=float, default=1.0)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--warmup-s", type=float, default=5.0)
+    ap.add_argument("--report-s", type=float, default=10.0)
+    args = ap.parse_args()
+    res = asyncio.run(run(args))
+    print(f"agent with {res['pods']} pods at a {res['loop_s']} s loop over {res['seconds']} s: "
+          f"{res['cpu_pct_of_one_core']} % of one core (target <= {res['target_cpu_pct']}), "
+          f"RSS max {res['rss_mib']} MiB / mean {res['rss_mib_mean']} MiB (target <= {res['target_rss_mib']}); "
+          f"{res['node_metrics_published']} NodeMetrics published; {res['machine']}")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
