@@ -61,6 +61,10 @@ class Service(Protocol):
         """State for GET /debug/state (JSON-encodable; unknown values are rendered with str())."""
         ...
 
+    # Optional: ``runtime_problems(runtime: RuntimeSettings) -> list[str]``, the problems of the
+    # service's settings together with the shared ``COLO_*`` ones (e.g. an instance name a mode
+    # needs); :func:`main` exits 2 listing them before connecting to anything.
+
 
 @dataclass
 class ServiceContext:
@@ -273,6 +277,13 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         service = factory(own)
     except ValueError as exc:  # a configuration the settings types alone cannot check (e.g. plugin arguments)
         print(f"{prefix}: invalid configuration: {exc}", file=sys.stderr)
+        sys.exit(2)
+    check = getattr(service, "runtime_problems", None)  # optional: settings that depend on COLO_* ones
+    problems: list[str] = list(check(runtime)) if callable(check) else []
+    if problems:  # before connecting: an unreachable server must not hide a configuration problem
+        print(f"{prefix}: {len(problems)} invalid settings:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
         sys.exit(2)
     asyncio.run(run(service, runtime))
     sys.exit(0)

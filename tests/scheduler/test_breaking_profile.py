@@ -138,3 +138,17 @@ def test_service_exits_2_listing_every_problem_of_a_mixed_file(tmp_path: Path) -
     assert "Traceback" not in proc.stderr
     for part in MIXED_PROBLEMS:
         assert part in proc.stderr, (part, proc.stderr)
+
+
+@pytest.mark.parametrize("instance", ["", "bad name!", "x" * 65])
+def test_leader_election_without_a_usable_instance_exits_2_before_connecting(instance: str) -> None:
+    """The COLO_INSTANCE check ran in ``start``, after connecting to NATS and Redis: a traceback and exit 1
+    (or, with NATS unreachable, only the connection error and never the configuration problem)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLO_")}
+    env.update(COLO_SCHEDULER_LEADER_ELECTION="true", COLO_INSTANCE=instance,
+               COLO_NATS_URL="nats://127.0.0.1:1", COLO_REDIS_URL="redis://127.0.0.1:1/0")
+    proc = subprocess.run([sys.executable, "-m", "colo_scheduler"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert "COLO_INSTANCE" in proc.stderr

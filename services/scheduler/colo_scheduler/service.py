@@ -44,6 +44,7 @@ from colo.messages import (
     Resources,
 )
 from colo.runtime import ServiceContext
+from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.heap import HeapFreezer
@@ -228,6 +229,15 @@ class SchedulerService:
             await asyncio.gather(*self._publishing, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
+
+    def runtime_problems(self, runtime: RuntimeSettings) -> list[str]:
+        """Problems of these settings with the shared ones (checked by :func:`colo.runtime.main` before
+        connecting): leader election needs a usable ``COLO_INSTANCE`` (:meth:`Replica.from_settings`)."""
+        try:
+            Replica.from_settings(self.settings, runtime.instance)
+        except ValueError as exc:
+            return [str(exc)]
+        return []
 
     def ready(self) -> bool:
         """True once state is loaded and consumers are registered — on a follower too (a warm
