@@ -237,8 +237,12 @@ class NodeTable:
 
     def add_allocated(self, i: int, request: IntArray, sign: int = 1) -> None:
         """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``."""
-        self._allocated[i] += sign * request
-        self._free[i] -= sign * request
+        if sign == 1:
+            self._allocated[i] += request
+            self._free[i] -= request
+        else:
+            self._allocated[i] -= request
+            self._free[i] += request
         self.touch(i)
 
     # ------------------------------------------------------------------ load
