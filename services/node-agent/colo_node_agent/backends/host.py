@@ -4,13 +4,14 @@ Layout (cgroupfs, kubelet style, :mod:`colo_node_agent.cgroups.layout`) under th
 (``colo``) in every hierarchy: ``kubepods`` (LSE/LSR pods, Kubernetes Guaranteed), ``kubepods/burstable``
 (LS), ``kubepods/besteffort`` (BE), one ``pod<uid>`` group per pod. A pod's group gets the kubelet's pod-level
 settings (shares from the CPU request, CFS quota from the CPU limit, memory limit; batch-* for BE) before its
-process starts inside it (:mod:`.host_pods`). The BE group gets the BE QoS-level settings and the CPU suppress
-plan; on cgroup v1 a BE cpuset change is written to the BE pod groups too (a v1 child keeps its own cpuset).
+process starts inside it (:mod:`.host_pods`), and the BE group its QoS-level settings.
 
 Each :meth:`HostBackend.advance` (every ``loop_s``, REFERENCE.md §2: 1 s): exits are detected (exit code →
 Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node and pod usage sampled
-(:mod:`.host_metrics`, :mod:`.host_cgroups`), then CPU suppress, BE memory eviction and BE CPU eviction run on
-that sample (REFERENCE.md §5). Pods survive an agent restart: the state file and the pod groups let the next
+(:mod:`.host_metrics`, :mod:`.host_cgroups`), then every strategy runs on that sample through
+:func:`~colo_node_agent.strategies.node.plan_node` (REFERENCE.md §5, each switched by the NodeSLO: pod and BE
+settings, SCHED_IDLE, LSE/LSR cpusets, CPU suppress, CPU burst, memory QoS, BE block I/O, BE memory and CPU
+eviction; :mod:`.host_qos`). Pods survive an agent restart: the state file and the pod groups let the next
 agent adopt them (none orphaned, none started twice). Times are wall-clock seconds.
 """
 
@@ -22,7 +23,6 @@ import os
 import shutil
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -41,13 +41,14 @@ from colo.messages import (
     Resources,
     Usage,
 )
-from colo_node_agent.backends.host_cgroups import V1_REQUIRED, V2_REQUIRED, CgroupTree, v1_mounted
-from colo_node_agent.backends.host_metrics import NodeSampler, NodeScope, capacity
+from colo_node_agent.backends.host_cgroups import CgroupTree
+from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
+from colo_node_agent.backends.host_metrics import NodeSampler, capacity
 from colo_node_agent.backends.host_pods import (
     SIGKILL,
     SIGTERM,
     HostPod,
-    PodState,
+    PodRecordState,
     StateFile,
     alive,
     create_time,
@@ -58,88 +59,23 @@ from colo_node_agent.backends.host_pods import (
     reap,
     signal_pod,
 )
+from colo_node_agent.backends.host_qos import apply_plan_writes, kernel_features, node_topology
 from colo_node_agent.backends.sim import AdvanceResult, PodEnd
-from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
+from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
-from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
-from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
-from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
-from colo_node_agent.strategies.memory_evict import memory_evict
-from colo_node_agent.strategies.types import EvictPlan, PodView
+from colo_node_agent.strategies.cgroup_settings import be_qos_settings, pod_settings
+from colo_node_agent.strategies.node import NodeSnapshot, PodState, StrategyMemory, plan_node
+
+__all__ = ["HostBackend", "HostConfig", "HostConfigError", "host_problems"]
 
 log = logging.getLogger("colo.node-agent.host")
 
 MAX_PODS = 110
 """Pods capacity of the node (the kubelet's default ``maxPods``)."""
 PURGE_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class HostConfig:
-    """Where and how the host backend runs (from NodeAgentSettings; docs/node-agent.md "host backend").
-
-    ``loop_s`` seconds between samples and strategy rounds; ``window_s`` NodeMetric averaging window;
-    ``termination_grace_s`` SIGTERM → SIGKILL delay for eviction orders (QoS evictions kill at once);
-    ``*_capacity_*`` overrides (0 = measured).
-    """
-
-    node_name: str
-    cgroup_root: str = "/sys/fs/cgroup"
-    cgroup_parent: str = "colo"
-    state_dir: str = "/var/lib/colo/node-agent"
-    loop_s: float = 1.0
-    window_s: float = 300.0
-    node_scope: NodeScope = "machine"
-    termination_grace_s: float = 30.0
-    cpu_capacity_milli: int = 0
-    memory_capacity_bytes: int = 0
-
-
-class HostConfigError(ValueError):
-    """The machine cannot host the backend as configured; ``problems`` lists every reason."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def host_problems(config: HostConfig) -> list[str]:
-    """Every reason this machine cannot run the backend with ``config`` (empty when it can): cgroup root
-    missing, required controllers not mounted/enabled, parent or state directory not writable."""
-    out: list[str] = []
-    root = Path(config.cgroup_root)
-    if not root.is_dir():
-        return [f"cgroup_root {root} is not a directory"]
-    version = detect_version(HostFS(root))
-    if version == "v1":
-        mounted = v1_mounted(root)
-        missing = [c for c in V1_REQUIRED if not (root / c / "cgroup.procs").exists()]
-        if missing:
-            out.append(f"cgroup v1 controllers not mounted under {root}: {', '.join(missing)}")
-        bases = [root / c for c in mounted]
-    else:
-        offered = (root / "cgroup.controllers").read_text().split()
-        missing = [c for c in V2_REQUIRED if c not in offered]
-        if missing:
-            out.append(f"cgroup v2 controllers not available at {root}: {', '.join(missing)}")
-        bases = [root]
-    for base in bases:
-        target = _nearest_existing(base / config.cgroup_parent)
-        if not os.access(target, os.W_OK):
-            out.append(f"cgroup parent {base / config.cgroup_parent} is not writable ({target})")
-    state = _nearest_existing(Path(config.state_dir))
-    if not state.is_dir() or not os.access(state, os.W_OK):
-        out.append(f"state_dir {config.state_dir} cannot be created or written ({state})")
-    return out
 
 
 class HostBackend:
@@ -174,6 +110,11 @@ class HostBackend:
         self.index = {config.node_name: 0}
         self.slo = default_slo(config.node_name)
         self.ex = Executor(tree.fs, self.version)
+        self.features = kernel_features(tree)
+        self.topology = node_topology(self.cap.cpus)
+        self.memory = StrategyMemory()
+        self._blkio_devices: tuple[str, ...] = ()
+        self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
         self.now = start
         self.pods: dict[str, HostPod] = {}
@@ -184,9 +125,6 @@ class HostBackend:
         self.node_cpu, self.node_mem = Ring(1, agg_n), Ring(1, agg_n)
         self.ls_cpu = Ring(1, self.window_n)
         self.be_allowed = -1
-        self.last_mem_evict: float | None = None
-        self.last_cpu_evict: float | None = None
-        self.be_samples: deque[BECPUSample] = deque(maxlen=self.window_n)
         self.pressure: dict[str, float] = {}
         self.counts = dict.fromkeys(("batch_completed", "be_evictions", "oom_kills", "suppress_events"), 0.0)
         self.adopted: list[str] = []
@@ -305,7 +243,7 @@ class HostBackend:
         at = self.clock()
         qos = qos_class_of(spec)
         cg = pod_dir(qos, spec.uid)
-        pod = HostPod(PodState(spec=spec, node=node, qos=qos, cgroup=cg, started_at=at, bound_at=bound_at))
+        pod = HostPod(PodRecordState(spec=spec, node=node, qos=qos, cgroup=cg, started_at=at, bound_at=bound_at))
         self.pods[spec.uid] = pod
         try:
             self.tree.ensure(cg)
@@ -389,17 +327,8 @@ class HostBackend:
     def _apply_be_settings(self, at: float) -> None:
         """BE QoS-level settings for the current BE pods and NodeSLO (shares, memory limit, cpu.idle)."""
         be = [p.state.spec for p in self.pods.values() if p.state.qos == "BE"]
-        writes = be_qos_settings(be, self.slo.be_cpu_idle)
-        # The kernel refuses cpu.shares on an idle group (EINVAL; an idle group's weight is fixed at the
-        # minimum): shares go before idle is switched on, after it is switched off, and not at all while idle.
-        shares = [w for w in writes if w.resource == "cpu.shares"]
-        rest = [w for w in writes if w.resource != "cpu.shares"]
-        if not self.slo.be_cpu_idle:
-            self._record(self.ex.apply(rest, at=at) + self.ex.apply(shares, at=at))
-        elif self.ex.read(BESTEFFORT, "cpu.idle") == 1:
-            self._record(self.ex.apply(rest, at=at))
-        else:
-            self._record(self.ex.apply(shares, at=at) + self.ex.apply(rest, at=at))
+        writes = be_qos_settings(be, self.slo.be_cpu_idle, idle_supported=self.features.cpu_idle)
+        self._record(apply_plan_writes(self.ex, writes, at))
 
     def _record(self, records: list[WriteRecord]) -> list[WriteRecord]:
         name = self.names[0]
@@ -424,7 +353,7 @@ class HostBackend:
         self._events = []
         self._cleanup(now)
         node_cpu, node_mem = self._sample(now)
-        self._strategies(now, node_cpu, node_mem, res)
+        self._plan(now, node_cpu, node_mem, res)
         self.now = now
         s = self._last_sample
         res.stats = {"cpu_capacity_milli": float(self.cap.cpu_milli), "cpu_used_milli": s["cpu"],
@@ -489,94 +418,69 @@ class HostBackend:
 
     # ------------------------------------------------------------------ strategies
 
-    def _views(self) -> list[PodView]:
-        """BE pods as the eviction strategies see them, terminating ones included (pending release)."""
-        out: list[PodView] = []
-        for pod in list(self.pods.values()) + list(self.terminating.values()):
-            if pod.state.qos != "BE":
-                continue
-            spec = pod.state.spec
-            req, lim = effective_resources(spec, "BE")
-            out.append(PodView(pod.uid, "BE", spec.priority or 0, int(pod.cpu_milli), pod.memory_bytes,
-                               req.cpu, req.memory, lim.cpu, lim.memory))
-        return out
+    def _snapshot(self, node_cpu: float | None, node_mem: float | None) -> NodeSnapshot:
+        """The node now, for :func:`plan_node`: running pods, and terminating ones as ``evicting`` (their
+        memory is a pending release)."""
+        burst = self.slo.cpu_burst.policy != "none"
+        pods: list[PodState] = []
+        for uid, pod in [*self.pods.items(), *self.terminating.items()]:
+            cg = pod.state.cgroup
+            quota, cpus = self.ex.read(cg, "cpu.cfs_quota_us"), self.ex.read(cg, "cpuset.cpus")
+            throttled = None
+            if burst and uid in self.pods:
+                thr = self.tree.throttling(cg)
+                if thr is not None:
+                    throttled, pod.loop_throttled = thr.nr_throttled > pod.loop_throttled, thr.nr_throttled
+            pods.append(PodState(pod.state.spec, pod.state.qos, int(pod.cpu_milli), pod.memory_bytes,
+                                 quota if isinstance(quota, int) else -1, throttled,
+                                 cpuset_parse(cpus) if isinstance(cpus, str) and cpus else (),
+                                 evicting=uid in self.terminating))
+        be_cpus, be_quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+        cap = self.cap
+        return NodeSnapshot(
+            name=self.names[0], cpu_capacity=cap.cpu_milli, memory_capacity=cap.memory_bytes,
+            node_cpu_used=None if node_cpu is None else int(node_cpu),
+            node_memory_used=int(node_mem) if node_mem is not None else int(self._last_sample["mem"]),
+            pods=tuple(pods), topology=self.topology, memory_allocatable=cap.memory_bytes,
+            be_cpus=cpuset_parse(be_cpus) if isinstance(be_cpus, str) and be_cpus else (),
+            be_quota_us=be_quota if isinstance(be_quota, int) else -1, blkio_devices=self._blkio_devices,
+            features=self.features)
 
-    def _strategies(self, now: float, node_cpu: float | None, node_mem: float | None,
-                    res: AdvanceResult) -> None:
-        s = self._last_sample
-        if node_cpu is not None:
-            inp = SuppressInput(self.cap.cpu_milli, int(node_cpu), int(s["ls"]), int(s["be"]))
-            self._suppress(now, inp, res)
-        me = self.slo.memory_evict
-        cap_mem = self.cap.memory_bytes
-        if me.enabled and node_mem is not None and node_mem * 100 >= me.threshold_percent * cap_mem:
-            pending = frozenset(u for u, p in self.terminating.items() if p.state.qos == "BE")
-            plan = memory_evict(self.cap.memory_bytes, int(node_mem), self._views(), me, pending=pending,
-                                last_evict_at=self.last_mem_evict, now=now)
-            self._apply_evictions(now, "memory", plan, res)
-        ce = self.slo.cpu_evict
-        if ce.enabled:
-            views = [v for v in self._views() if v.uid in self.pods]
-            sample = BECPUSample(self._be_limit_milli(), int(s["be"]), sum(v.cpu_request for v in views))
-            self.be_samples.append(sample)
-            window = window_average(list(self.be_samples), self.config.loop_s, ce)
-            plan = cpu_evict(window, sample, views, ce, self.last_cpu_evict, now)
-            self._apply_evictions(now, "cpu", plan, res)
-
-    def _be_limit_milli(self) -> int:
-        """CPU the BE group may use now: min(capacity, its quota, its cpuset size × 1000), milli-cores."""
-        limit = self.cap.cpu_milli
-        quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
-        period = self.ex.read(BESTEFFORT, "cpu.cfs_period_us")
-        if isinstance(quota, int) and quota > 0 and isinstance(period, int) and period > 0:
-            limit = min(limit, quota * 1000 // period)
-        cpus = self.ex.read(BESTEFFORT, "cpuset.cpus")
-        if isinstance(cpus, str) and cpus:
-            limit = min(limit, len(cpuset_parse(cpus)) * 1000)
-        return limit
-
-    def _suppress(self, now: float, inp: SuppressInput, res: AdvanceResult) -> None:
-        """Plan and apply CPU suppress on the BE group (and, on v1, its pods' cpusets); event on a change."""
-        policy = self.slo.cpu_suppress
-        cpus, quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
-        current = cpuset_parse(cpus) if isinstance(cpus, str) else self.cap.cpus
-        state = SuppressState(len(self.cap.cpus), self.cap.cpus, current,
-                              quota if isinstance(quota, int) else -1)
-        plan = suppress(inp, policy, state)
-        writes = list(plan.writes)
-        if self.version == "v1":
-            for w in plan.writes:
-                if w.resource == "cpuset.cpus":
-                    writes += [CgroupWrite(p.state.cgroup, "cpuset.cpus", w.value, "BE cpuset")
-                               for p in self.pods.values() if p.state.qos == "BE"]
-        records = self._record(self.ex.apply(writes, at=now))
+    def _plan(self, now: float, node_cpu: float | None, node_mem: float | None, res: AdvanceResult) -> None:
+        """One round of every strategy (:func:`plan_node`): apply the writes, evict the victims at once (hard
+        eviction, no grace), publish what changed."""
+        plan = plan_node(self._snapshot(node_cpu, node_mem), self.slo, self.memory, now,
+                         sample_interval_s=self.config.loop_s)
+        records = self._record(apply_plan_writes(self.ex, plan.writes, now))
+        self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
         if plan.be_cpu_allowed != self.be_allowed and any(
                 r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
-            be_quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
-            res.events.append(QoSEvent(node=self.names[0], kind="suppress", at=now, reason=policy.policy,
+            quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
+            res.events.append(QoSEvent(node=self.names[0], kind="suppress", at=now,
+                                       reason=self.slo.cpu_suppress.policy,
                                        detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
-                                               "be_cpus": plan.be_cpus,
-                                               "be_quota_us": be_quota if isinstance(be_quota, int) else -1}))
+                                               "be_cpus": len(plan.be_cpus),
+                                               "be_quota_us": quota if isinstance(quota, int) else -1}))
             self.counts["suppress_events"] += 1
         self.be_allowed = plan.be_cpu_allowed
-
-    def _apply_evictions(self, now: float, kind: str, plan: EvictPlan, res: AdvanceResult) -> None:
-        """Kill the victims of ``plan`` at once (hard eviction, no grace), start the cool-down, one event."""
-        victims = []
-        for ev in plan.evictions:
-            end = self.evict_pod(ev.uid, ev.reason, ev.message, now, grace_s=0.0)
+        victims: dict[str, list[str]] = {}
+        release: dict[str, int] = {}
+        for pe in plan.evictions:
+            end = self.evict_pod(pe.eviction.uid, pe.eviction.reason, pe.eviction.message, now, grace_s=0.0)
             if end is not None:
                 res.ended.append(end)
-                victims.append(ev.uid)
-        if victims:
-            self.counts["be_evictions"] += len(victims)
-            if kind == "memory":
-                self.last_mem_evict = now
-            else:
-                self.last_cpu_evict = now
+                victims.setdefault(pe.kind, []).append(end.uid)
+                release[pe.kind] = pe.release
+        self.memory.absorb(plan, now, {k: len(v) for k, v in victims.items()})
+        for kind, uids in victims.items():
+            self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
-                                       pods=victims, detail={"release": plan.release}))
+                                       pods=uids, detail={"release": release[kind]}))
+        for problem in plan.problems:
+            if problem not in self._problems_seen:
+                self._problems_seen.add(problem)
+                log.warning("node %s: %s", self.names[0], problem)
 
     # ------------------------------------------------------------------ reports
 

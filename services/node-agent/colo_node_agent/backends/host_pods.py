@@ -46,7 +46,7 @@ START_ERROR_EXIT = 125
 LOG_TAIL_BYTES = 512
 
 
-class PodState(msgspec.Struct, frozen=True, kw_only=True):
+class PodRecordState(msgspec.Struct, frozen=True, kw_only=True):
     """One pod in the state file: its spec, where it runs and how to recognize its main process.
 
     ``pid`` the wrapper's pid (0 while it is being launched), ``create_time`` its start (psutil, seconds since
@@ -68,7 +68,7 @@ class PodState(msgspec.Struct, frozen=True, kw_only=True):
 class HostPod:
     """A pod the backend runs; ``popen`` is set while this process is its parent (not after a restart)."""
 
-    state: PodState
+    state: PodRecordState
     popen: subprocess.Popen[bytes] | None = None
     kill_at: float = 0.0
     """Clock time after which a terminating pod gets SIGKILL."""
@@ -76,6 +76,8 @@ class HostPod:
     last_at: float = 0.0
     last_periods: int = 0
     last_throttled: int = 0
+    loop_throttled: int = 0
+    """nr_throttled at the previous loop (CPU burst wants to know whether the pod was throttled since)."""
     cpu_milli: float = 0.0
     memory_bytes: int = 0
     throttled_ratio: float = 0.0
@@ -211,21 +213,21 @@ class StateFile:
         self.path = state_dir / "pods.json"
         self.error = ""
 
-    def load(self) -> dict[str, PodState]:
+    def load(self) -> dict[str, PodRecordState]:
         """Recorded pods by uid ({} when there is no file; see the class doc for a corrupt one)."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         try:
-            pods = codec.decode(data, list[PodState])
+            pods = codec.decode(data, list[PodRecordState])
         except codec.DecodeError as exc:
             self.error = f"{self.path}: {exc}"
             os.replace(self.path, self.path.with_suffix(".json.corrupt"))
             return {}
         return {p.spec.uid: p for p in pods}
 
-    def save(self, pods: list[PodState]) -> None:
+    def save(self, pods: list[PodRecordState]) -> None:
         """Replace the file with ``pods`` (write to a temp file, fsync, rename). Raises OSError."""
         tmp = self.path.with_suffix(".json.tmp")
         with open(tmp, "wb") as f:
