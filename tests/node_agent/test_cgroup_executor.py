@@ -155,3 +155,12 @@ def test_other_errnos_are_reported(code: int, name: str) -> None:
     fs.faults[f"cpuset/{BE}/cpuset.cpus"] = code
     records = Executor(fs, "v1").apply([CgroupWrite(BE, "cpuset.cpus", "0-1")])
     assert [(r.ok, r.error) for r in records] == [(False, name)]
+
+
+def test_every_write_and_failure_reaches_the_sink_unchanged_ones_do_not() -> None:
+    fs = strict_tree("v1")
+    seen: list[tuple[str, bool, str]] = []
+    ex = Executor(fs, "v1", sink=lambda r: seen.append((r.resource, r.ok, r.error)))
+    ex.apply([CgroupWrite(POD, "cpu.shares", 512), CgroupWrite(POD, "cpu.idle", 7)])
+    ex.apply([CgroupWrite(POD, "cpu.shares", 512)])
+    assert seen == [("cpu.idle", False, "EINVAL"), ("cpu.shares", True, "")]

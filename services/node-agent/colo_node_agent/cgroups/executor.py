@@ -8,7 +8,8 @@ says, and ``cpu.cfs_burst_us`` on v1 too, checked on this machine's 6.18 kernel)
 lowering a current burst before a quota drops under it; never writes an empty cpuset (the kernel answers "no
 space left on device" and the group would be left without CPUs); validates values as the kernel would
 (EINVAL); and reports every filesystem error (EINVAL, EACCES, ENOENT, EBUSY ...) in a :class:`WriteRecord`
-instead of raising. Every outcome except "unchanged" is appended to a bounded audit log.
+instead of raising. Every outcome except "unchanged" is appended to a bounded audit log and passed to the
+optional ``sink`` (the service turns records into ``QoSEvent(kind="cgroup")`` events or log lines).
 
 Besides the cgroup tree (``fs``) an executor may hold the other trees its resources live in (``trees``:
 ``resctrl`` → ``/sys/fs/resctrl``, ``sysctl`` → ``/proc/sys``); a write to a tree it does not have is reported
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from colo_node_agent.cgroups.fs import CgroupFS
@@ -121,8 +123,10 @@ class Executor:
     the resctrl and sysctl trees (``trees``)."""
 
     def __init__(self, fs: CgroupFS, version: CgroupVersion, audit_size: int = 256,
-                 trees: dict[str, CgroupFS] | None = None) -> None:
+                 trees: dict[str, CgroupFS] | None = None,
+                 sink: Callable[[WriteRecord], None] | None = None) -> None:
         self.fs = fs
+        self.sink = sink
         self.version: CgroupVersion = version
         self.trees: dict[str, CgroupFS] = {"cgroup": fs, **(trees or {})}
         self._cache: dict[str, dict[str, Value]] = {}
@@ -202,7 +206,11 @@ class Executor:
             rec = self._write(step, at)
             done[ident] = rec.new if rec.ok else rec.old
             records.append(rec)
-        self.audit.extend(r for r in records if not (r.ok and r.skipped))
+        audited = [r for r in records if not (r.ok and r.skipped)]
+        self.audit.extend(audited)
+        if self.sink is not None:
+            for r in audited:
+                self.sink(r)
         return records
 
     def _prepare(self, w: CgroupWrite, at: float) -> tuple[WriteRecord | None, _Step | None]:
