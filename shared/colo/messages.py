@@ -143,7 +143,12 @@ class NodeResource(Message, frozen=True):
 
 
 class PodMetric(Message, frozen=True):
-    """Usage of one pod over the report window; ``cpu`` milli-cores, ``memory`` bytes."""
+    """Usage of one pod over the report window; ``cpu`` milli-cores, ``memory`` bytes.
+
+    ``cpu_throttled_ratio`` share of CFS periods throttled since the previous report; ``pressure`` the pod
+    group's PSI where the kernel has it per group (``cpu.some``, ``memory.full`` ...: the kernel's avg10, percent
+    of wall time stalled over the last 10 s; empty elsewhere).
+    """
 
     uid: str
     cpu: int = 0
@@ -151,6 +156,7 @@ class PodMetric(Message, frozen=True):
     qos_class: QoSClass | None = None
     priority_class: PriorityClass | None = None
     cpu_throttled_ratio: float = 0.0
+    pressure: dict[str, float] = {}
 
 
 class AggregatedUsage(Message, frozen=True):
@@ -167,7 +173,9 @@ class NodeMetric(Message, frozen=True):
 
     ``node_usage`` = node used; ``system_usage`` = max(node − Σpods − Σhost apps, 0);
     ``pods`` per-pod usage; ``aggregated`` percentiles of node usage; ``be_cpu_allowed``
-    the CPU suppress budget in milli-cores (−1 when suppress is off).
+    the CPU suppress budget in milli-cores (−1 when suppress is off); ``pressure`` the node's PSI
+    (``/proc/pressure``: ``cpu.some``, ``memory.full`` ... avg10 percent; empty where the kernel has none
+    or the backend is simulated).
     """
 
     node: str
@@ -181,6 +189,7 @@ class NodeMetric(Message, frozen=True):
     be_cpu_allowed: int = -1
     ls_cpu_demand: int = 0
     ls_cpu_served: int = 0
+    pressure: dict[str, float] = {}
 
 
 # --------------------------------------------------------------------------- pods

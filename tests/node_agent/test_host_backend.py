@@ -108,6 +108,9 @@ def test_pod_runs_inside_its_groups_with_the_kubelet_limits(host: Callable[..., 
     assert cg_file(h.parent, "cpuset", cg, "cpuset.cpus") == cg_file(h.parent, "cpuset", "", "cpuset.cpus")
     assert cg_file(h.parent, "cpu", "kubepods/besteffort", "cpu.idle") == "1"
     assert os.getpgid(pid) == pid, "the pod leads its own process group"
+    if (ROOT / "unified" / "cgroup.procs").exists():  # hybrid host: per-pod PSI from the cgroup2 mount
+        assert cgroup_lines(pid)[""] == f"/{h.parent}/{cg}"
+        assert set(h.b.tree.pressure(cg)) >= {"cpu.some", "memory.some", "io.some"}
     assert not h.b.cgroup_failures
 
 

@@ -128,6 +128,7 @@ def test_usage_psi_and_suppress_from_v2_files(backend: HostBackend, tree: FakeV2
                                    "unevictable 0\n")
     write(tree, cg, "memory.stat", f"active_anon {50 * MI}\ninactive_anon {10 * MI}\nunevictable {4 * MI}\n")
     write(tree, "", "cpu.pressure", PSI.format(12.5))
+    write(tree, cg, "memory.pressure", PSI.format(3.25))
     res = backend.advance(1002.0)
     assert res.stats["cpu_used_milli"] == pytest.approx(800)
     assert res.stats["be_cpu_used_milli"] == pytest.approx(500)
@@ -142,6 +143,7 @@ def test_usage_psi_and_suppress_from_v2_files(backend: HostBackend, tree: FakeV2
     # memory averaged over the window (0 then 64 MiB); throttling over the report interval: 6 of 20 periods
     assert (pm.uid, pm.memory, pm.cpu_throttled_ratio) == ("be-1", 32 * MI, 0.3)
     assert metric.be_cpu_allowed == 675
+    assert (metric.pressure["cpu.some"], pm.pressure["memory.some"], pm.pressure["cpu.some"]) == (12.5, 3.25, 0.0)
 
 
 def test_oom_kill_counted_in_memory_events_means_oomkilled(backend: HostBackend, tree: FakeV2Tree) -> None:

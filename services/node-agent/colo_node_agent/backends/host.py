@@ -502,7 +502,8 @@ class HostBackend:
             m = sum(x[1] for x in pod.samples) / k
             pods.append(PodMetric(uid=pod.uid, cpu=int(c), memory=int(m), qos_class=pod.state.qos,
                                   priority_class=priority_class_of(pod.state.spec),
-                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4)))
+                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4),
+                                  pressure=self.tree.pressure(pod.state.cgroup)))
             pods_cpu += c
             pods_mem += m
         ls = int(self.ls_cpu.mean(n)[0])
@@ -511,7 +512,8 @@ class HostBackend:
             node_usage=Usage(cpu=int(cpu), memory=int(mem)),
             system_usage=Usage(cpu=int(max(cpu - pods_cpu, 0)), memory=int(max(mem - pods_mem, 0))),
             pods=pods, aggregated=aggregated(self.node_cpu, self.node_mem, self.config.loop_s)[0],
-            be_cpu_allowed=self.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls)]
+            be_cpu_allowed=self.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls,
+            pressure=dict(self.pressure))]
 
     def debug(self) -> dict[str, object]:
         """A summary for /debug/state."""
