@@ -68,3 +68,21 @@ async def test_decision_endpoint_and_cli(bus_factory: Any, store: Any) -> None:
     finally:
         await server.close()
         await svc.stop()
+
+
+def test_explain_rendering_of_an_unschedulable_pod_and_namespace_refs() -> None:
+    from colo.cli.explain import pod_uid
+
+    assert pod_uid("shop/web-0") == "shop-web-0" and pod_uid("shop-web-0") == "shop-web-0"
+    decision = {"uid": "batch-etl-0", "attempt": 1, "at": 1796015539.8, "source": "recorded",
+                "status": "Unschedulable", "message": "0/2 nodes are available: 2 Insufficient batch-cpu.",
+                "node": None, "runner_up": None, "feasible": 0, "nodes": 2, "decision_ms": 0.2,
+                "filters": {"NodeResourcesFit": {"rejected": 2, "reasons": {"Insufficient batch-cpu": 2}}},
+                "rejected_nodes": {"a": {"plugin": "NodeResourcesFit", "reason": "Insufficient batch-cpu"},
+                                   "b": {"plugin": "NodeResourcesFit", "reason": "Insufficient batch-cpu"}},
+                "scores": {}}
+    console = Console(record=True, width=200)
+    render(decision, console)
+    text = console.export_text()
+    assert "None" not in text and "node -" in text and "2026-" in text and "UTC" in text
+    assert "Insufficient batch-cpu" in text

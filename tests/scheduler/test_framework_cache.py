@@ -122,7 +122,8 @@ def test_decision_record_of_unschedulable_pod_and_dry_run() -> None:
     assert out.failures and core.decision("p") is not None
     js = core.decision("p").to_json(core.table.names)  # type: ignore[union-attr]
     assert js["status"] == UNSCHEDULABLE and js["node"] is None
-    assert js["rejected_nodes"] == {"a": {"plugin": "NodeResourcesFit"}}  # summary detail
+    # summary detail: the filter's only reason stands for each node it rejected
+    assert js["rejected_nodes"] == {"a": {"plugin": "NodeResourcesFit", "reason": "Insufficient cpu"}}
     assert js["filters"] == {"NodeResourcesFit": {"rejected": 1, "reasons": {"Insufficient cpu": 1}}}
     dry = core.explain("p", 1.0)
     assert dry is not None and dry.node == -1 and dry.feasible == 0

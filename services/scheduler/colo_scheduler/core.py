@@ -364,7 +364,10 @@ class Scheduler:
         pod = next((p for p in self.queue.pods() if p.uid == uid), None)
         if pod is None:
             return None
-        return self.framework.explain(self.framework.begin_cycle(now), pod)
+        t0 = time.perf_counter()
+        rec = self.framework.explain(self.framework.begin_cycle(now), pod)
+        rec.decision_ms = (time.perf_counter() - t0) * 1e3
+        return rec
 
     def decision(self, uid: str) -> DecisionRecord | None:
         """The recorded decision of pod ``uid``'s latest attempt, or None when not recorded."""

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -75,6 +76,27 @@ async def fetch_decision(base_url: str, uid: str, live: bool = False, timeout_s:
     return body  # type: ignore[no-any-return]
 
 
+def _v(value: object) -> str:
+    """A value for display: ``-`` for none."""
+    return "-" if value is None else str(value)
+
+
+def _when(at: float) -> str:
+    """A clock time: UTC date and time for wall-clock seconds, else simulated seconds."""
+    if at > 1e9:
+        return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"t={at:.1f} s (simulated clock)"
+
+
+def pod_uid(ref: str) -> str:
+    """The uid for ``NAMESPACE/NAME`` (``colo submit`` gives pods the uid ``NAMESPACE-NAME`` unless the
+    manifest sets one), else ``ref`` itself."""
+    if "/" in ref:
+        namespace, _, name = ref.partition("/")
+        return f"{namespace}-{name}"
+    return ref
+
+
 def _excerpt(text: str, limit: int = 200) -> str:
     one_line = " ".join(text.split())
     return one_line if len(one_line) <= limit else one_line[:limit] + "…"
@@ -84,11 +106,14 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
     """Print a decision: outcome, per-filter rejections, scores of the chosen node and runner-up,
     and up to ``max_nodes`` rejected nodes with the plugin and reason (0 = all)."""
     d = decision
-    console.print(f"[bold]pod {d['uid']}[/] attempt {d['attempt']} at {d['at']:.1f} s ({d.get('source', '')}): "
+    console.print(f"[bold]pod {d['uid']}[/] attempt {d['attempt']} at {_when(d['at'])} ({d.get('source', '')}): "
                   f"[bold]{d['status']}[/]")
     console.print(f"  {d['message']}")
-    console.print(f"  node [green]{d['node']}[/]  runner-up {d['runner_up']}  feasible {d['feasible']}/{d['nodes']}"
-                  f"  decision {d['decision_ms']} ms")
+    console.print(f"  node [green]{_v(d['node'])}[/]  runner-up {_v(d['runner_up'])}  feasible "
+                  f"{d['feasible']}/{d['nodes']}  decision {d['decision_ms']} ms")
+    totals = [s["total"] for s in d["scores"].values()]
+    if len(totals) == 2 and totals[0] == totals[1]:
+        console.print("  the chosen node and the runner-up tie: the scheduler's seeded random tie-break chose")
     if d["filters"]:
         t = Table("filter", "nodes rejected", "reasons", title="Filters (first rejecting filter per node)")
         for name, f in d["filters"].items():
@@ -118,7 +143,8 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
 def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
     """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
     try:
-        decision = asyncio.run(fetch_decision(scheduler_url(args.scheduler, up_services), args.uid, args.live))
+        decision = asyncio.run(fetch_decision(scheduler_url(args.scheduler, up_services), pod_uid(args.uid),
+                                              args.live))
     except ExplainError as exc:
         console.print(f"[red]{exc}[/]")
         return 1

@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", choices=("nodes", "pods"))
     p.set_defaults(func=cmd_get)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
-    p.add_argument("uid")
+    p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")
     p.add_argument("--scheduler", default="", help="scheduler base URL (default: $COLO_SCHEDULER_URL or colo up's)")
     p.add_argument("--live", action="store_true", help="a dry run now (queued pods) instead of the record")
     p.add_argument("--json", action="store_true", help="print the raw JSON")

@@ -103,10 +103,13 @@ class DecisionRecord:
             if not len(rows):
                 continue
             filters[f.plugin] = {"rejected": len(rows), "reasons": dict(f.reasons)}
+            only = next(iter(f.reasons)) if len(f.reasons) == 1 else None
             for k, row in enumerate(rows.tolist()):
                 entry = {"plugin": f.plugin}
                 if f.codes is not None:
                     entry["reason"] = f.labels[int(f.codes[k])]
+                elif only is not None:  # the filter's one reason holds for every node it rejected
+                    entry["reason"] = only
                 rejected[names[row]] = entry
         scores: dict[str, object] = {}
         for row in (self.node, self.runner_up):
