@@ -66,6 +66,11 @@ class Service(Protocol):
     # needs); :func:`main` exits 2 listing them before connecting to anything.
 
 
+class StartRefused(Exception):
+    """Raised by a service's ``start`` for a problem its operator must fix (say, another process already
+    does this one's job): :func:`main` prints the message and exits 2, without a traceback."""
+
+
 @dataclass
 class ServiceContext:
     """What a service gets in ``start``: settings, bus, store, clock, logger, meter, tracer."""
@@ -253,7 +258,8 @@ async def run(service: Service, runtime_settings: RuntimeSettings, *,
 
 def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) -> None:
     """Entry point of ``python -m colo_<name>``: settings from the environment (``COLO_*`` and
-    ``<prefix>_*``), logging, run. Exits 2 printing every settings problem, 0 after a clean stop.
+    ``<prefix>_*``), logging, run. Exits 2 printing every settings problem (or the reason of a
+    :class:`StartRefused`), 0 after a clean stop.
     """
     errors: list[str] = []
     runtime: RuntimeSettings | None = None
@@ -285,5 +291,9 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         for p in problems:
             print(f"  - {p}", file=sys.stderr)
         sys.exit(2)
-    asyncio.run(run(service, runtime))
+    try:
+        asyncio.run(run(service, runtime))
+    except StartRefused as exc:
+        print(f"{prefix}: refused to start: {exc}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(0)

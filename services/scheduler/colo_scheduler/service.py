@@ -43,7 +43,7 @@ from colo.messages import (
     PodUnschedulable,
     Resources,
 )
-from colo.runtime import ServiceContext
+from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
 from colo_scheduler.core import CycleOutcome, Scheduler
@@ -172,6 +172,8 @@ class SchedulerService:
         self.replica = Replica(settings.replica_index, settings.replicas)
         """Completed at start with the runtime's instance name (:meth:`Replica.from_settings`)."""
         self.elector: LeaderElector | None = None
+        self.claim: LeaderElector | None = None
+        """This replica's shard claim (:meth:`_claim_shard`), None when not sharded."""
         self._cycle_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -190,10 +192,12 @@ class SchedulerService:
         """Load nodes, resources, allocations and pods from the store, subscribe, and start the
         prompt-cycle loop (wall clock only) and the leader elector (``leader_election``).
 
-        Raises ValueError when leader election is on without a valid ``COLO_INSTANCE``.
+        Raises ValueError when leader election is on without a valid ``COLO_INSTANCE``, and
+        :class:`colo.runtime.StartRefused` when another process runs this replica (:meth:`_claim_shard`).
         """
         self.ctx = ctx
         self.replica = Replica.from_settings(self.settings, ctx.settings.instance)
+        await self._claim_shard()
         await self._load(ctx.clock.now())
         if self.heap.interval_s > 0:
             self.heap.freeze()  # the loaded cluster is long-lived
@@ -217,9 +221,40 @@ class SchedulerService:
             self._tasks.append(asyncio.create_task(self._prompt_loop(), name="scheduler:prompt"))
         self._ready = True
 
+    async def _claim_shard(self) -> None:
+        """With ``replicas`` > 1 (and no leader election, where several processes per shard are the
+        point): hold the lease ``scheduler-r<i>-claim`` while running, renewed like the leader's.
+        Two processes with one ``replica_index`` would share their durable consumers, and NATS would
+        split every stream between them: each would schedule on part of the cluster's events.
+
+        Waits up to ``lease_duration_s`` + ``lease_retry_period_s`` for a claim left by a crashed
+        process to expire; raises :class:`colo.runtime.StartRefused` naming the holder when it is
+        still held then (a live process renews it)."""
+        s, store = self.settings, self._store()
+        if s.replicas <= 1 or s.leader_election:
+            return
+        name = f"{self.replica.lease_name}-claim"
+        assert self.ctx is not None
+        holder = f"{self.ctx.settings.instance or 'scheduler'}@{socket.gethostname()}:{os.getpid()}"
+        claim = LeaderElector(store, name, holder, s.lease_duration_s, s.lease_renew_deadline_s,
+                              s.lease_retry_period_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + s.lease_duration_s + s.lease_retry_period_s
+        while not await claim.try_once():
+            if loop.time() >= deadline:
+                raise StartRefused(
+                    f"replica {s.replica_index} of {s.replicas} is already running (claim {name!r} held by "
+                    f"{await store.lease_holder(name)}): two schedulers with one replica_index share their "
+                    "consumers and each sees part of the events; give every replica its own "
+                    "COLO_SCHEDULER_REPLICA_INDEX")
+            await asyncio.sleep(s.lease_retry_period_s)
+        self.claim = claim
+        self._tasks.append(asyncio.create_task(claim.run(), name="scheduler:claim"))
+
     async def stop(self) -> None:
         """Wait for a running cycle, stop the prompt loop and the elector, and release the lease
-        (a follower takes over at its next retry). Pods need no flush: each is persisted on admission."""
+        (a follower takes over at its next retry) and the shard claim. Pods need no flush: each is
+        persisted on admission."""
         self._ready = False
         async with self._cycle_lock:  # the loops are idle (not inside a cycle) while we hold it
             for task in self._tasks:
@@ -229,6 +264,9 @@ class SchedulerService:
             await asyncio.gather(*self._publishing, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
+        if self.claim is not None:
+            await self.claim.release()
+            self.claim = None
 
     def runtime_problems(self, runtime: RuntimeSettings) -> list[str]:
         """Problems of these settings with the shared ones (checked by :func:`colo.runtime.main` before
