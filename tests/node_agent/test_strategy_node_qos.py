@@ -121,6 +121,9 @@ def test_resctrl_on_a_fake_tree(cbm: int, be: ResctrlClass, want_l3: str, want_m
     assert rc.files["BE/schemata"] == f"L3:{want_l3}\nMB:{want_mb}\n"
     assert rc.files["LS/schemata"] == f"L3:0={cbm:x};1={cbm:x}\nMB:0=100;1=100\n"
     assert (rc.files["BE/tasks"], rc.files["LSR/tasks"], rc.files["tasks"]) == ("4242\n", "7\n", "")
+    moved = resctrl_plan(ResctrlStrategy(enabled=True, be=be), info, {"BE": [4242, 4243]},
+                         {"BE": frozenset({4242})})
+    assert [w.value for w in moved.writes if w.resource == "resctrl.tasks"] == [4243]
 
 
 def test_resctrl_off_restores_and_absent_does_nothing() -> None:

@@ -216,9 +216,11 @@ class Executor:
     def _prepare(self, w: CgroupWrite, at: float) -> tuple[WriteRecord | None, _Step | None]:
         """Validate ``w`` and compare with the current value: a final record, or a step to execute."""
         res = RESOURCES.get(w.resource)
-        cached = self._cache.get(w.cgroup, {}).get(w.resource) if res is not None and res.kind == "int" else None
+        keyed = res is None or res.kind in ("device", "pid")
+        cached = None if keyed else self._cache.get(w.cgroup, {}).get(w.resource)
         if cached is not None and cached == w.value and type(cached) is type(w.value):
-            # fast path: strategies re-plan the same canonical value every round
+            # fast path: strategies re-plan the same canonical value every round (an equal but differently
+            # spelled value, e.g. "0,1" for "0-1", takes the full path below and is found unchanged there)
             return WriteRecord(w.cgroup, w.resource, "", cached, cached, ok=True, skipped=True,
                                message="unchanged", reason=w.reason, at=at), None
         if res is None:

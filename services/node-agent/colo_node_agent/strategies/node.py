@@ -78,7 +78,8 @@ class NodeSnapshot:
 
     ``node_cpu_used`` None when no usage sample exists yet (suppress and burst then hold still);
     ``node_reserved_cpu`` REFERENCE.md §3 NodeReserved; ``host_apps_used`` non-BE host applications;
-    ``be_cpus``/``be_quota_us`` the BE group's cpuset and quota now; ``blkio_devices`` devices with BE rules now.
+    ``be_cpus``/``be_quota_us`` the BE group's cpuset and quota now; ``blkio_devices`` devices with BE rules now;
+    ``resctrl_tasks`` the task ids each resctrl group lists now.
     """
 
     name: str
@@ -95,6 +96,7 @@ class NodeSnapshot:
     be_cpus: tuple[int, ...] = ()
     be_quota_us: int = -1
     blkio_devices: tuple[str, ...] = ()
+    resctrl_tasks: dict[str, frozenset[int]] = field(default_factory=dict)
     features: NodeFeatures = NodeFeatures()
     period_us: int = DEFAULT_PERIOD_US
 
@@ -211,7 +213,7 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
     tasks: dict[QoSClass, list[int]] = {}
     for p in snap.pods:
         tasks.setdefault(p.qos, []).extend(p.pids)
-    rc = resctrl_plan(slo.resctrl, feats.resctrl, tasks)
+    rc = resctrl_plan(slo.resctrl, feats.resctrl, tasks, snap.resctrl_tasks)
     writes += rc.writes
     problems += rc.problems
     if feats.sysctl:

@@ -33,9 +33,11 @@ class ResctrlPlan:
 
 
 def resctrl_plan(policy: ResctrlStrategy, info: ResctrlInfo | None,
-            pod_tasks: dict[QoSClass, list[int]] | None = None) -> ResctrlPlan:
-    """The resctrl plan; ``pod_tasks`` task ids by pod class (moved into their group every round, since new
-    threads start in their parent's group)."""
+                 pod_tasks: dict[QoSClass, list[int]] | None = None,
+                 group_tasks: dict[str, frozenset[int]] | None = None) -> ResctrlPlan:
+    """The resctrl plan; ``pod_tasks`` task ids by pod class, moved into their group unless ``group_tasks``
+    (the ids each group's ``tasks`` lists now) already has them: new threads start in their parent's group, so
+    every round moves the new ones, as Koordinator does."""
     if info is None:
         return ResctrlPlan()
     plan = ResctrlPlan()
@@ -61,8 +63,10 @@ def resctrl_plan(policy: ResctrlStrategy, info: ResctrlInfo | None,
     if policy.enabled:
         for qos, pids in (pod_tasks or {}).items():
             g = group_of(qos)
+            have = (group_tasks or {}).get(g or "", frozenset())
             if g is not None:
-                plan.writes.extend(CgroupWrite(g, "resctrl.tasks", pid, f"{qos} task") for pid in pids)
+                plan.writes.extend(CgroupWrite(g, "resctrl.tasks", pid, f"{qos} task") for pid in pids
+                                   if pid not in have)
     return plan
 
 
