@@ -24,7 +24,7 @@ from rich.console import Console
 from sched_helpers import GI, node, pod
 
 from colo import subjects
-from colo.cli.explain import ExplainError, cmd_explain, fetch_decision, render
+from colo.cli.explain import ExplainError, cmd_explain, fetch_decision, fetch_ref, render
 from colo.clock import VirtualClock
 from colo.messages import PodAdmitted
 from colo.testing.fixtures import BusFactory, service_context
@@ -135,6 +135,11 @@ async def test_odd_uids_reach_the_scheduler_and_live_is_a_flag(bus_factory: BusF
         assert "placed on big" in str(err.value) and "recorded decision" in str(err.value)
         with pytest.raises(ExplainError, match="unknown to this scheduler"):
             await fetch_decision(base, "never/seen")
+        # the CLI reads NAMESPACE/NAME as the uid NAMESPACE-NAME (colo submit's), and falls back to the
+        # ref itself, so a uid that holds a '/' can be explained too
+        assert (await fetch_ref(base, "team/web-1"))["uid"] == "team/web-1"
+        with pytest.raises(ExplainError, match="never-seen"):
+            await fetch_ref(base, "never/seen")
     finally:
         await server.close()
         await svc.stop()

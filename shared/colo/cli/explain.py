@@ -140,11 +140,26 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
         console.print(t)
 
 
+async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, Any]:
+    """The decision of the pod ``ref`` names (:func:`pod_uid`); when a ``NAMESPACE/NAME`` ref is not
+    found as ``NAMESPACE-NAME``, the ref itself is tried as the uid (a uid may hold a ``/``). Raises
+    the first ExplainError when neither is found."""
+    uid = pod_uid(ref)
+    try:
+        return await fetch_decision(base_url, uid, live)
+    except ExplainError as first:
+        if uid == ref:
+            raise
+        try:
+            return await fetch_decision(base_url, ref, live)
+        except ExplainError:
+            raise first from None
+
+
 def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
     """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
     try:
-        decision = asyncio.run(fetch_decision(scheduler_url(args.scheduler, up_services), pod_uid(args.uid),
-                                              args.live))
+        decision = asyncio.run(fetch_ref(scheduler_url(args.scheduler, up_services), args.uid, args.live))
     except ExplainError as exc:
         console.print(f"[red]{exc}[/]")
         return 1
