@@ -151,3 +151,29 @@ def test_render_of_a_record_without_scores_or_rejections() -> None:
             "nodes": 0, "feasible": 0, "message": "0/0 nodes are available.", "detail": "summary",
             "decision_ms": 0.01, "filters": {}, "rejected_nodes": {}, "scores": {}, "source": "recorded"}, console)
     assert "0/0 nodes are available" in console.export_text()
+
+
+def test_a_dry_run_leaves_the_sampling_window_where_it_was() -> None:
+    """With percentage_of_nodes_to_score below 100 every decision moves the rotating start of the window;
+    a dry run (``?live=1``, or a queued pod's first look) moved it too, so asking why changed where the
+    next pods went (and a simulation stopped being reproducible)."""
+    from sched_helpers import node as mk_node
+    from sched_helpers import pod as mk_pod
+
+    from colo_scheduler.core import Scheduler
+    from colo_scheduler.settings import ProfileSettings
+
+    def run(ask: bool) -> list[str]:
+        core = Scheduler(SchedulerSettings(profile=ProfileSettings(percentage_of_nodes_to_score=10,
+                                                                   min_feasible_nodes_to_find=3)))
+        for i in range(40):
+            core.on_node(mk_node(f"n{i:02}"), 0.0)
+        placed = []
+        for k in range(6):
+            core.add_pod(mk_pod(f"p{k}", cpu=100), float(k))
+            if ask:
+                assert core.explain(f"p{k}", float(k)) is not None
+            placed += [p.node for p in core.schedule_cycle(float(k)).placements]
+        return placed
+
+    assert run(True) == run(False)

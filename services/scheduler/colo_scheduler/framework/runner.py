@@ -258,12 +258,14 @@ class Framework:
     def explain(self, state: CycleState, pod: PodInfo) -> DecisionRecord:
         """A dry-run decision of a queued pod at ``state`` with per-node detail (reserves nothing).
 
-        The tie-break generator is not advanced, so the answer's node is the first best row."""
-        saved = self.rng.getstate()
+        Neither the tie-break generator nor the sampling window's rotating start moves, so asking
+        changes no later placement."""
+        saved, start = self.rng.getstate(), self._next_start
         try:
             result = self.schedule_one(state, pod, DETAIL_NODES)
         finally:
             self.rng.setstate(saved)
+            self._next_start = start
         assert result.record is not None
         return result.record
 
