@@ -242,3 +242,24 @@ async def test_two_agents_each_get_their_own_nodes_pods(bus_factory: BusFactory,
         await bus.settle(timeout_s=20)
     await client.settle(timeout_s=20)
     assert sorted((s.uid, s.node, s.phase) for s in statuses) == [("a", "n1", "Running"), ("b", "n2", "Running")]
+
+
+async def test_redelivered_bound_message_of_a_finished_pod_does_not_start_it_again(
+        bus_factory: BusFactory, store: Store) -> None:
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    job = PodSpec(uid="job-2", name="job-2", qos_class="BE", priority=5500,
+                  requests=Resources(batch_cpu=1000, batch_memory=G),
+                  sim=SimWorkload(kind="batch", cpu_milli=1000, duration_s=30, memory_bytes=G // 2))
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=4000, batch_memory=4 * G))
+    await h.bind(job, "n1")
+    await h.settle()
+    await h.tick(T0 + 60)
+    assert [(s.uid, s.phase) for s in h.seen["status"]][-1] == ("job-2", "Succeeded")  # not released yet
+    # the same PodBound again (a redelivery before or after the binding is released)
+    await h.client.publish(subjects.POD_BOUND, PodBound(spec=job, node="n1", at=T0), msg_id="bound-job-2-again",
+                           node="n1")
+    await h.settle()
+    await h.tick(T0 + 120)
+    phases = [(s.uid, s.phase) for s in h.seen["status"]]
+    assert phases == [("job-2", "Running"), ("job-2", "Succeeded")], phases
+    assert h.service.counters["started"] == 1  # started once (a restart's status could be deduplicated)

@@ -30,6 +30,9 @@ from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 
 log = logging.getLogger("colo.node-agent")
 
+ENDED_MEMORY = 100_000
+"""Pods that ended here remembered (uid → bind time) so that a redelivered PodBound never restarts one."""
+
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
     "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
@@ -120,6 +123,7 @@ class NodeAgentService:
         self.ctx: ServiceContext | None = None
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
+        self._ended: dict[str, float] = {}
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
         self._started = False
@@ -239,6 +243,16 @@ class NodeAgentService:
         if bound is not None and bound != msg.node:
             log.info("pod %s: binding to %s is stale (now bound to %s)", uid, msg.node, bound)
             return
+        ended_bound_at = self._ended.get(uid)
+        if ended_bound_at is not None and msg.at <= ended_bound_at:
+            # a redelivered PodBound of a pod that already ran here: never start it twice (a pod bound
+            # again after an eviction carries a later bind time)
+            log.info("pod %s: PodBound of a pod that already ended here ignored", uid)
+            return
+        rec = await self.ctx.store.get_pod(uid)
+        if rec is not None and rec.phase in ("Succeeded", "Failed"):
+            log.info("pod %s: PodBound for a finished pod (%s) ignored", uid, rec.phase)
+            return
         if not self.backend.start_pod(msg.spec, msg.node):
             return
         now = self.ctx.clock.now()
@@ -290,7 +304,9 @@ class NodeAgentService:
 
     def _end_item(self, end: PodEnd) -> tuple[Any, Any, str | None, dict[str, str]]:
         item = self._status_item(end.spec, end.node, end.phase, end.reason, end.message, end.at)
-        self.bound_at.pop(end.uid, None)
+        self._ended[end.uid] = self.bound_at.pop(end.uid, end.at)
+        while len(self._ended) > ENDED_MEMORY:
+            del self._ended[next(iter(self._ended))]
         self.counters["ended"] += 1
         return item
 
