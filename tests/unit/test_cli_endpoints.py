@@ -16,6 +16,8 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COLO_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("COLO_NATS_URL", raising=False)
     monkeypatch.delenv("COLO_REDIS_URL", raising=False)
+    monkeypatch.delenv("COLO_SCHEDULER_URL", raising=False)
+    monkeypatch.delenv("COLO_STORE_PREFIX", raising=False)
     return tmp_path
 
 
@@ -56,3 +58,55 @@ def test_corrupt_state_is_ignored(state_dir: Path, content: str) -> None:
 )
 def test_memory_cells(n_bytes: int, shown: str) -> None:
     assert cli._mem(n_bytes) == shown
+
+
+def _write_up(state_dir: Path, pid: int, services: dict[str, str] | None = None) -> None:
+    env = {"COLO_NATS_URL": "nats://127.0.0.1:41111", "COLO_REDIS_URL": "redis://127.0.0.1:41112/0"}
+    (state_dir / "up.json").write_text(json.dumps({"pid": pid, "env": env, "services": services or {}}))
+
+
+def _dead_pid() -> int:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(proc.stdout)
+
+
+def test_notice_names_colo_up_servers_on_stderr(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_up(state_dir, os.getpid(), {"scheduler": "http://127.0.0.1:41113"})
+    conn = cli.connection("nats", "redis")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"using NATS nats://127.0.0.1:41111: the servers of colo up (pid {os.getpid()})" in err
+    assert "using Redis redis://127.0.0.1:41112/0 (key prefix 'colo')" in err
+    assert "warning" not in err
+    assert (conn.source, conn.scheduler_url) == ("up", "http://127.0.0.1:41113")
+
+
+@pytest.mark.parametrize("record", ["none", "stale"])
+def test_warning_when_falling_back_to_defaults(state_dir: Path, capsys: pytest.CaptureFixture[str],
+                                              record: str) -> None:
+    if record == "stale":
+        _write_up(state_dir, _dead_pid(), {"scheduler": "http://127.0.0.1:41113"})
+    conn = cli.connection("redis")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "warning:" in err and "falling back to the default Redis redis://127.0.0.1:6379/0" in err
+    assert ("has stopped" in err) == (record == "stale") and ("no colo up is running" in err) == (record == "none")
+    assert "NATS" not in err  # only the server the command uses
+    assert (conn.source, conn.scheduler_url) == ("default", "")
+
+
+def test_explicit_url_is_named_and_the_unset_one_warned(state_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_up(state_dir, os.getpid(), {"scheduler": "http://127.0.0.1:41113"})
+    monkeypatch.setenv("COLO_NATS_URL", "nats://127.0.0.1:42222")
+    conn = cli.connection("nats", "redis")
+    err = capsys.readouterr().err
+    assert "using NATS nats://127.0.0.1:42222 from COLO_NATS_URL" in err
+    assert "warning: COLO_REDIS_URL is not set (only COLO_NATS_URL is): using the default Redis" in err
+    assert conn.scheduler_url == ""  # colo up's scheduler serves other servers than these
+
+
+def test_scheduler_url_variable_wins(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_up(state_dir, os.getpid(), {"scheduler": "http://127.0.0.1:41113"})
+    monkeypatch.setenv("COLO_SCHEDULER_URL", "http://127.0.0.1:49999")
+    assert cli.resolve_connection(("redis",)).scheduler_url == "http://127.0.0.1:49999"

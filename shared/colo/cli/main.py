@@ -3,7 +3,9 @@
 Connection settings come from the common runtime settings (``COLO_NATS_URL``,
 ``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`. While ``colo up`` runs it
 records its servers in :func:`endpoints_path`; the other commands use them when those variables
-are not set, so they never talk to unrelated servers on the standard ports by accident.
+are not set. Every command that connects names the server it uses on stderr, and warns when it
+falls back to the standard ports on 127.0.0.1 because neither is set nor a ``colo up`` runs
+(:func:`connection`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from colo import subjects as S
@@ -28,6 +32,8 @@ from colo.quantity import format_cpu, format_memory
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
 
 console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+"""Notices (which servers a command uses, warnings) go to stderr: stdout stays the command's output."""
 
 
 def endpoints_path() -> Path:
@@ -46,26 +52,32 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_up_env() -> dict[str, str]:
-    """The ``COLO_*`` connection variables of a running ``colo up``, or {} when none runs."""
+def _up_state() -> tuple[dict[str, object], bool]:
+    """The record of ``colo up`` (``{}`` when none or unreadable) and whether its process still runs."""
     try:
         state = json.loads(endpoints_path().read_text())
-        if not _alive(int(state["pid"])):
-            return {}
-        return {k: str(v) for k, v in state["env"].items()}
+        if not isinstance(state, dict):
+            return {}, False
+        return state, _alive(int(state["pid"]))
     except (OSError, ValueError, KeyError, TypeError):
+        return {}, False
+
+
+def _up_field(state: dict[str, object], alive: bool, key: str) -> dict[str, str]:
+    value = state.get(key)
+    if not alive or not isinstance(value, dict):
         return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def running_up_env() -> dict[str, str]:
+    """The ``COLO_*`` connection variables of a running ``colo up``, or {} when none runs."""
+    return _up_field(*_up_state(), "env")
 
 
 def running_up_services() -> dict[str, str]:
     """Service name → HTTP base URL of a running ``colo up``, or {} when none runs."""
-    try:
-        state = json.loads(endpoints_path().read_text())
-        if not _alive(int(state["pid"])):
-            return {}
-        return {k: str(v) for k, v in state.get("services", {}).items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+    return _up_field(*_up_state(), "services")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -75,14 +87,72 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return run(args, console, running_up_services())
 
 
+@dataclass(frozen=True)
+class Connection:
+    """Where a command connects and why.
+
+    ``source`` is ``env`` (``COLO_NATS_URL`` or ``COLO_REDIS_URL`` set: neither is taken from
+    ``colo up``), ``up`` (the servers a running ``colo up`` recorded) or ``default`` (nothing set,
+    no ``colo up``: the standard ports on 127.0.0.1 of :class:`colo.settings.RuntimeSettings`).
+    ``notices`` are the lines :func:`connection` prints on stderr; ``scheduler_url`` is
+    ``$COLO_SCHEDULER_URL``, else the scheduler of the ``colo up`` whose servers are used, else "".
+    """
+
+    settings: RuntimeSettings
+    source: str
+    notices: tuple[str, ...]
+    scheduler_url: str = ""
+
+
+def resolve_connection(uses: tuple[str, ...], environ: dict[str, str] | None = None) -> Connection:
+    """The settings for a command that talks to ``uses`` (``"nats"`` and/or ``"redis"``) and the
+    notices naming each server and where its address came from.
+
+    Raises SettingsError for invalid ``COLO_*`` values (as :func:`colo.settings.load_runtime_settings`).
+    """
+    env = dict(os.environ if environ is None else environ)
+    explicit = [k for k in ("COLO_NATS_URL", "COLO_REDIS_URL") if env.get(k)]
+    state, alive = _up_state()
+    up_env = {} if explicit else _up_field(state, alive, "env")
+    source = "env" if explicit else "up" if up_env else "default"
+    if up_env:
+        env.update(up_env)
+    settings = load_runtime_settings(env)
+    pid = state.get("pid")
+    notices: list[str] = []
+    for what in uses:
+        var = "COLO_NATS_URL" if what == "nats" else "COLO_REDIS_URL"
+        if what == "nats":
+            shown = f"NATS {settings.nats_url}"
+        else:
+            shown = f"Redis {settings.redis_url} (key prefix {settings.store_prefix!r})"
+        if source == "up":
+            notices.append(f"using {shown}: the servers of colo up (pid {pid})")
+        elif var in explicit:
+            notices.append(f"using {shown} from {var}")
+        elif source == "env":
+            notices.append(f"warning: {var} is not set (only {', '.join(explicit)} is): using the default {shown}")
+        else:
+            stale = (f"the colo up recorded in {endpoints_path()} (pid {pid}) has stopped"
+                     if state and not alive else "no colo up is running")
+            notices.append(f"warning: {stale} and {var} is not set: falling back to the default {shown}, "
+                           f"whatever server listens there (start `colo up`, or set {var})")
+    up_scheduler = _up_field(state, alive, "services").get("scheduler", "") if source == "up" else ""
+    return Connection(settings, source, tuple(notices), env.get("COLO_SCHEDULER_URL", "") or up_scheduler)
+
+
+def connection(*uses: str) -> Connection:
+    """:func:`resolve_connection` for this process, its notices printed on stderr."""
+    conn = resolve_connection(uses)
+    for line in conn.notices:
+        style = "yellow" if line.startswith("warning") else "dim"
+        err_console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
+    return conn
+
+
 def _settings() -> RuntimeSettings:
-    env = dict(os.environ)
-    if "COLO_NATS_URL" not in env and "COLO_REDIS_URL" not in env:
-        up = running_up_env()
-        if up:
-            console.print(f"[dim]using the servers of colo up ({up['COLO_NATS_URL']}, {up['COLO_REDIS_URL']})[/]")
-            env.update(up)
-    return load_runtime_settings(env)
+    """The connection settings alone (no notices)."""
+    return resolve_connection(()).settings
 
 
 # --------------------------------------------------------------------------- submit
@@ -113,7 +183,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             console.print(f"{p.namespace}/{p.name} ({p.uid}) valid")
         return 0
     try:
-        asyncio.run(_publish(pods, _settings().nats_url))
+        asyncio.run(_publish(pods, connection("nats").settings.nats_url))
     except Exception as exc:  # connection problems: report, do not trace back
         console.print(f"[red]cannot publish: {exc}[/]")
         return 1
@@ -164,8 +234,9 @@ async def _get(what: str, settings: RuntimeSettings) -> Table:
 
 def cmd_get(args: argparse.Namespace) -> int:
     """Print nodes or pods from the Redis snapshot as a table."""
+    conn = connection("redis")
     try:
-        console.print(asyncio.run(_get(args.what, _settings())))
+        console.print(asyncio.run(_get(args.what, conn.settings)))
     except Exception as exc:
         console.print(f"[red]cannot read the store: {exc}[/]")
         return 1
@@ -221,8 +292,9 @@ async def _events(nats_url: str, count: int, subject: str) -> None:
 
 def cmd_events(args: argparse.Namespace) -> int:
     """Follow ``colo.v1.>`` (or ``--subject``) and print each message on one line until Ctrl-C."""
+    conn = connection("nats")
     try:
-        asyncio.run(_events(_settings().nats_url, args.count, args.subject))
+        asyncio.run(_events(conn.settings.nats_url, args.count, args.subject))
     except Exception as exc:
         console.print(f"[red]cannot follow events: {exc}[/]")
         return 1
