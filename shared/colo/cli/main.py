@@ -17,9 +17,10 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,7 +29,24 @@ from rich.table import Table
 from colo import subjects as S
 from colo.cli.podfile import PodFileError, load_pod_file
 from colo.codec import DecodeError, decode, to_builtins
-from colo.messages import NodeSpec, PodRecord
+from colo.messages import (
+    DeadLetter,
+    EvictionCommand,
+    NodeMetric,
+    NodeProfile,
+    NodeResource,
+    NodeSLO,
+    NodeSpec,
+    PodAdmitted,
+    PodBound,
+    PodRecord,
+    PodRejected,
+    PodSpec,
+    PodStatus,
+    PodUnschedulable,
+    QoSEvent,
+    Resources,
+)
 from colo.quantity import format_cpu, format_memory
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
 
@@ -339,8 +357,71 @@ def cmd_get(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- events
 
 
+def _resources(r: Resources) -> str:
+    """The non-zero resources of ``r``: ``cpu=2 memory=4Gi batch-cpu=500m``."""
+    parts = [f"cpu={format_cpu(r.cpu)}" if r.cpu else "", f"memory={_mem(r.memory)}" if r.memory else "",
+             f"batch-cpu={format_cpu(r.batch_cpu)}" if r.batch_cpu else "",
+             f"batch-memory={_mem(r.batch_memory)}" if r.batch_memory else "",
+             f"mid-cpu={format_cpu(r.mid_cpu)}" if r.mid_cpu else "",
+             f"mid-memory={_mem(r.mid_memory)}" if r.mid_memory else ""]
+    return " ".join(p for p in parts if p) or "none"
+
+
+def _pod(spec: PodSpec) -> str:
+    from colo.classes import qos_class_of
+
+    return f"{spec.namespace}/{spec.name} uid={spec.uid} qos={qos_class_of(spec)} requests {_resources(spec.requests)}"
+
+
+def key_fields(msg: object) -> str:
+    """The few fields that matter of a Colo message, for one event line (CPU as quantities of
+    milli-cores, memory in binary units); other structs fall back to their scalar fields."""
+    if isinstance(msg, PodSpec):
+        return _pod(msg)
+    if isinstance(msg, PodAdmitted):
+        return _pod(msg.spec) + (f" profile={msg.profile}" if msg.profile else "")
+    if isinstance(msg, PodRejected):
+        return f"uid={msg.uid} reason={msg.reason}"
+    if isinstance(msg, PodBound):
+        return f"{msg.spec.namespace}/{msg.spec.name} uid={msg.spec.uid} node={msg.node} attempt={msg.attempt_ms:.2f}ms"
+    if isinstance(msg, PodUnschedulable):
+        return f"uid={msg.uid} attempts={msg.attempts} {msg.message}"
+    if isinstance(msg, PodStatus):
+        return f"uid={msg.uid} node={msg.node} phase={msg.phase}" + (f" reason={msg.reason}" if msg.reason else "")
+    if isinstance(msg, EvictionCommand):
+        return f"uid={msg.uid} node={msg.node} reason={msg.reason}" + (f" by={msg.by}" if msg.by else "")
+    if isinstance(msg, NodeSpec):
+        a = msg.allocatable
+        return f"node={msg.name} allocatable cpu={format_cpu(a.cpu)} memory={_mem(a.memory)} pods={a.pods}"
+    if isinstance(msg, NodeResource):
+        offer = Resources(batch_cpu=msg.batch_cpu, batch_memory=msg.batch_memory,
+                          mid_cpu=msg.mid_cpu, mid_memory=msg.mid_memory)
+        return f"node={msg.node} {_resources(offer)}" + (f" reason={msg.reason}" if msg.reason else "")
+    if isinstance(msg, NodeSLO):
+        return (f"node={msg.node} cpu-suppress={msg.cpu_suppress.threshold_percent}% "
+                f"memory-evict={msg.memory_evict.threshold_percent if msg.memory_evict.enabled else 'off'}"
+                + ("%" if msg.memory_evict.enabled else "") + (f" pool={msg.pool}" if msg.pool else ""))
+    if isinstance(msg, NodeMetric):
+        u = msg.node_usage
+        allowed = f" be-cpu-allowed={format_cpu(msg.be_cpu_allowed)}" if msg.be_cpu_allowed >= 0 else ""
+        return f"node={msg.node} cpu={format_cpu(u.cpu)} memory={_mem(u.memory)} pods={len(msg.pods)}{allowed}"
+    if isinstance(msg, QoSEvent):
+        pods = f" pods={','.join(msg.pods[:3])}{'…' if len(msg.pods) > 3 else ''}" if msg.pods else ""
+        return f"node={msg.node} kind={msg.kind}" + (f" reason={msg.reason}" if msg.reason else "") + pods
+    if isinstance(msg, NodeProfile):
+        r = msg.prod_reclaimable
+        return f"node={msg.node} prod-reclaimable cpu={format_cpu(r.cpu)} memory={_mem(r.memory)} pods={len(msg.pods)}"
+    if isinstance(msg, DeadLetter):
+        return f"service={msg.service} subject={msg.subject} reason={msg.reason}"
+    d = to_builtins(msg)
+    if isinstance(d, dict):
+        return " ".join(f"{k}={v}" for k, v in d.items() if isinstance(v, (str, int, float)) and v not in ("",))
+    return str(d)
+
+
 def describe(subject: str, data: bytes) -> str:
-    """One human-readable line for a message on ``subject`` (decoded with its registered type)."""
+    """One human-readable line for a message on ``subject`` (decoded with its registered type):
+    the subject without ``colo.v1.``, the type and :func:`key_fields`. Never more than one line."""
     reg = S.by_subject(subject)
     short = subject.removeprefix(S.PREFIX + ".")
     if reg is None:
@@ -348,48 +429,58 @@ def describe(subject: str, data: bytes) -> str:
     try:
         msg = decode(data, reg.type)
     except DecodeError as exc:
-        return f"{short}  undecodable: {exc}"
-    d = to_builtins(msg)
-    keys = ("uid", "name", "node", "phase", "reason", "kind", "batch_cpu", "batch_memory", "reasons")
-    if isinstance(d, dict):
-        spec = d.get("spec")
-        if isinstance(spec, dict):
-            d = {**{k: spec[k] for k in ("uid", "name") if k in spec}, **d}
-        parts = [f"{k}={d[k]}" for k in keys if k in d and d[k] not in ("", None, {}, [])]
-        return f"{short}  {type(msg).__name__} " + " ".join(parts)
-    return f"{short}  {d}"
+        return f"{short}  undecodable: {exc}".replace("\n", " ")
+    return f"{short}  {type(msg).__name__} {key_fields(msg)}".replace("\n", " ")
 
 
-async def _events(nats_url: str, count: int, subject: str) -> None:
+async def follow_events(nats_url: str, count: int, subject: str, write: Callable[[str], None]) -> int:
+    """Subscribe to ``subject`` and ``write`` one line per message (:func:`describe`, prefixed with the
+    local time) until ``count`` messages (0 = until SIGINT/SIGTERM). Messages that arrive after the
+    count was reached are not written. Returns the number of lines written."""
     import nats
 
     nc = await nats.connect(nats_url)
     done = asyncio.Event()
     seen = 0
 
-    async def on_msg(msg: object) -> None:
+    async def on_msg(msg: Any) -> None:
         nonlocal seen
-        console.print(f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data)}",  # type: ignore[attr-defined]
-                      highlight=False)
+        if count and seen >= count:
+            return
         seen += 1
+        write(f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data)}")
         if count and seen >= count:
             done.set()
 
-    await nc.subscribe(subject, cb=on_msg)
+    sub = await nc.subscribe(subject, cb=on_msg)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
         loop.add_signal_handler(sig, done.set)
-    await done.wait()
-    await nc.drain()
+    try:
+        await done.wait()
+        await sub.unsubscribe()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await nc.drain()
+    return seen
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    """Follow ``colo.v1.>`` (or ``--subject``) and print each message on one line until Ctrl-C."""
+    """Follow ``colo.v1.>`` (or ``--subject``) and print each message on one line until Ctrl-C or ``--count``."""
+    if args.count < 0:
+        err_console.print("[red]--count must be 0 (follow) or more[/]")
+        return 2
     conn = connection("nats")
     try:
-        asyncio.run(_events(conn.settings.nats_url, args.count, args.subject))
+        asyncio.run(follow_events(conn.settings.nats_url, args.count, args.subject, _print_line))
     except Exception as exc:
-        console.print(f"[red]cannot follow events: {exc}[/]")
+        err_console.print(f"[red]cannot follow events: {escape(str(exc))}[/]", highlight=False)
         return 1
     return 0
 
