@@ -93,3 +93,20 @@ def test_burst_rules_hold_on_the_real_kernel(layout: Layout, start: tuple[int, i
     assert [r for r in records if not r.ok] == []
     d = ROOT / "cpu" / pod
     assert (int((d / "cpu.cfs_quota_us").read_text()), int((d / "cpu.cfs_burst_us").read_text())) == want
+
+
+def test_idle_and_shares_order_on_the_real_kernel(layout: Layout) -> None:
+    if not (ROOT / "cpu" / "cpu.idle").exists():
+        pytest.skip("this kernel has no cpu.idle")
+    be = layout.besteffort
+    ex = Executor(HostFS(ROOT), "v1")
+    assert all(r.ok for r in ex.apply([CgroupWrite(be, "cpu.idle", 1)]))
+    records = ex.apply([CgroupWrite(be, "cpu.shares", 512), CgroupWrite(be, "cpu.idle", 0)])
+    assert [(r.resource, r.ok) for r in records] == [("cpu.idle", True), ("cpu.shares", True)]
+    assert (ROOT / "cpu" / be / "cpu.shares").read_text().strip() == "512"
+    records = ex.apply([CgroupWrite(be, "cpu.idle", 1), CgroupWrite(be, "cpu.shares", 256)])
+    assert [(r.resource, r.ok) for r in records] == [("cpu.shares", True), ("cpu.idle", True)]
+    assert (ROOT / "cpu" / be / "cpu.shares").read_text().strip() == "3"  # an idle group's fixed weight
+    records = ex.apply([CgroupWrite(be, "cpu.idle", 0), CgroupWrite(be, "cpu.shares", 256)])
+    assert [(r.resource, r.ok, r.skipped) for r in records] == [("cpu.idle", True, False), ("cpu.shares", True, False)]
+    assert (ROOT / "cpu" / be / "cpu.shares").read_text().strip() == "256"  # not skipped as "cached 256"

@@ -165,7 +165,7 @@ def test_be_pod_settings(requests: Resources, limits: Resources, want: dict[str,
 
 
 @pytest.mark.parametrize(("mem_limits", "idle", "want"), [
-    ([G, 2 * G], True, {"cpu.shares": 3072, "memory.limit_in_bytes": 3 * G, "cpu.idle": 1}),
+    ([G, 2 * G], True, {"memory.limit_in_bytes": 3 * G, "cpu.idle": 1}),  # an idle group takes no shares
     ([G, 0], False, {"cpu.shares": 3072, "memory.limit_in_bytes": -1, "cpu.idle": 0}),
 ], ids=["sum-of-limits-idle", "one-unlimited"])
 def test_be_qos_settings(mem_limits: list[int], idle: bool, want: dict[str, int]) -> None:

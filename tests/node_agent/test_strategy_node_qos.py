@@ -160,3 +160,23 @@ def test_sched_idle(idle: bool, supported: bool, want: int | None) -> None:
     assert writes.get("cpu.idle") == want
 
 
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_idle_switches_order_shares_as_the_kernel_accepts(version: str) -> None:
+    from colo_node_agent.cgroups.fs import default_files
+
+    fs = MemoryFS(kernel_rules=version)  # type: ignore[arg-type]
+    for p, t in default_files(version, BE, 8).items():  # type: ignore[arg-type]
+        fs.seed(p, t)
+    ex = Executor(fs, version)  # type: ignore[arg-type]
+    pods = [PodSpec(uid="b", name="b", qos_class="BE", requests=Resources(batch_cpu=500))]
+    for idle in (True, False, True):
+        records = ex.apply(be_qos_settings(pods, idle))
+        assert [r for r in records if not r.ok] == [], records
+    weight = "cpu/kubepods/besteffort/cpu.shares" if version == "v1" else "kubepods/besteffort/cpu.weight"
+    idle_file = "cpu/kubepods/besteffort/cpu.idle" if version == "v1" else "kubepods/besteffort/cpu.idle"
+    assert [p for p, _ in fs.log if p in (weight, idle_file)] == [idle_file, idle_file, weight, idle_file]
+    ex.apply(be_qos_settings(pods, False))  # shares rewritten after idle is cleared, although planned before
+    if version == "v1":
+        assert fs.files[weight] == "512"

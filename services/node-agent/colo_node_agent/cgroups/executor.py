@@ -2,7 +2,8 @@
 
 It caches the last value it wrote or read per file and skips unchanged values (not audited); orders writes of
 hierarchical resources (grow: parent before child; shrink: child before parent; a cpuset that neither grows nor
-shrinks goes through the union of old and new, parent first, then to its target, child first); keeps the CFS
+shrinks goes through the union of old and new, parent first, then to its target, child first; ``cpu.idle`` = 0
+before ``cpu.shares`` and ``cpu.idle`` = 1 after it, since an idle group refuses a weight); keeps the CFS
 burst at or below the quota (the kernel answers EINVAL otherwise: ``cpu.max.burst`` on v2 as REFERENCE.md §11
 says, and ``cpu.cfs_burst_us`` on v1 too, checked on this machine's 6.18 kernel) by clamping a planned burst and
 lowering a current burst before a quota drops under it; never writes an empty cpuset (the kernel answers "no
@@ -118,6 +119,22 @@ _GROW_RANK = {QUOTA: 0, BURST: 1}
 _SHRINK_RANK = {BURST: 0, QUOTA: 1}
 
 
+def _idle_before_shares(order: list[_Step]) -> list[_Step]:
+    """Within one cgroup, ``cpu.idle`` = 0 goes before ``cpu.shares`` and ``cpu.idle`` = 1 after it: the kernel
+    refuses a weight on an idle group (EINVAL, seen on this machine's 6.18 kernel)."""
+    out = list(order)
+    for step in order:
+        if step.w.resource != "cpu.idle":
+            continue
+        shares = next((s for s in out if s.w.cgroup == step.w.cgroup and s.w.resource == "cpu.shares"), None)
+        if shares is None:
+            continue
+        out.remove(step)
+        at = out.index(shares)
+        out.insert(at if step.new == 0 else at + 1, step)
+    return out
+
+
 class Executor:
     """Applies :class:`CgroupWrite` plans to one cgroup tree (``fs``, hierarchy ``version``) and, optionally, to
     the resctrl and sysctl trees (``trees``)."""
@@ -174,6 +191,9 @@ class Executor:
         last: dict[tuple[str, str], CgroupWrite] = {}
         for w in writes:
             last[(w.cgroup, identity(w.resource, w.value))] = w
+        for (cg, name), w in last.items():
+            if name == "cpu.idle" and self.read(cg, "cpu.idle") != w.value:
+                self._cache.get(cg, {}).pop("cpu.shares", None)  # the kernel resets the weight (see _write)
         records: list[WriteRecord] = []
         steps: dict[tuple[str, str], _Step] = {}
         for key, w in last.items():
@@ -199,7 +219,7 @@ class Executor:
         grow.sort(key=lambda t: (t[0], t[1]))
         shrink.sort(key=lambda t: (t[0], t[1]))
         done: dict[tuple[str, str], Value | None] = {}
-        for _, _, step in grow + shrink:
+        for step in _idle_before_shares([s for _, _, s in grow + shrink]):
             ident = (step.w.cgroup, identity(step.w.resource, step.w.value))
             if ident in done:  # the final write after a transitional union starts from the union
                 step = replace(step, old=done[ident])
@@ -292,6 +312,10 @@ class Executor:
                                reason=w.reason, at=at)
         if res.cached:
             self._cache.setdefault(w.cgroup, {})[ident] = new
+        if w.resource == "cpu.idle":
+            # the kernel sets an idle group's weight to its minimum (v1 reads 3) and back to the default (1024)
+            # when idle is cleared: a cached weight no longer says what is in place
+            self._cache.get(w.cgroup, {}).pop("cpu.shares", None)
         self.written += 1
         return WriteRecord(w.cgroup, w.resource, path, old, new, ok=True, message=step.message, reason=w.reason,
                            at=at)

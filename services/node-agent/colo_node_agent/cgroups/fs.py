@@ -129,7 +129,8 @@ class MemoryFS:
     ``faults`` maps a path to an errno raised on write, for tests of error reporting. ``kernel_rules`` (the
     hierarchy version) makes writes fail as the kernel's do: on v1 a child cpuset outside its parent's (EACCES)
     and a parent cpuset dropping CPUs a child uses (EBUSY); on both a CFS burst above a finite quota, or a quota
-    below the burst (EINVAL) — checked on this machine's kernel (6.18, v1).
+    below the burst, and a weight (cpu.shares / cpu.weight) on a group with cpu.idle = 1 (EINVAL); and on v1 a
+    cpu.idle write resets cpu.shares (3 when idle, 1024 when cleared) — checked on this machine's kernel (6.18).
     """
 
     def __init__(self, faults: dict[str, int] | None = None, kernel_rules: CgroupVersion | None = None,
@@ -177,6 +178,9 @@ class MemoryFS:
         name = path.rsplit("/", 1)[-1]
         self.files[path] = _merge_keyed(path, self.files[path], text) if name in KEYED_FILES else text
         self.writes += 1
+        if self.kernel_rules == "v1" and name == "cpu.idle" and f"{path[:-9]}/cpu.shares" in self.files:
+            # seen on 6.18: idle=1 shows the minimum weight (3 shares), idle=0 restores the default 1024
+            self.files[f"{path[:-9]}/cpu.shares"] = "3" if text.strip() == "1" else "1024"
 
     def exists(self, path: str) -> bool:
         """Whether a file ``path`` or a directory (made, or containing files) exists."""
@@ -206,6 +210,8 @@ class MemoryFS:
         if name == "cpuset.cpus" and self.kernel_rules == "v1":
             return self._cpuset_refuses(d, set(cpuset_parse(text)))
         v1 = self.kernel_rules == "v1"
+        if name == ("cpu.shares" if v1 else "cpu.weight") and self.files.get(f"{d}/cpu.idle", "0").strip() == "1":
+            return errno.EINVAL  # an idle group's weight is fixed
         quota_file, burst_file = ("cpu.cfs_quota_us", "cpu.cfs_burst_us") if v1 else ("cpu.max", "cpu.max.burst")
         if name not in (quota_file, burst_file) or f"{d}/{quota_file}" not in self.files:
             return 0
