@@ -15,9 +15,10 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -544,9 +545,15 @@ async def _up(args: argparse.Namespace) -> int:
                "COLO_SIM": "0", NODES_FILE_ENV: str(nodes_file)}
         sup = Supervisor("up", env, out / "logs")
         stop = asyncio.Event()
+        received: list[int] = []
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int) -> None:
+            received.append(sig)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         try:
             await sup.start_all()
             state.parent.mkdir(parents=True, exist_ok=True)
@@ -572,9 +579,75 @@ async def _up(args: argparse.Namespace) -> int:
                     state.unlink()
             except (OSError, ValueError):
                 pass
-            codes = sup.stop_all()
-            console.print(f"stopped: {codes}")
-    return 0
+            if received[:1] == [signal.SIGINT] and sup.procs:
+                # Ctrl-C reached every process of the terminal's foreground group, services included:
+                # let them finish their own shutdown. A SIGTERM sent meanwhile could land after one
+                # had closed its event loop (signal handlers gone) and kill it with -15.
+                console.print("stopping: the services got Ctrl-C too, waiting for them to finish "
+                              f"(up to {CTRL_C_GRACE_S:g} s)")
+                await _wait_exited([p.proc for p in sup.procs.values()], CTRL_C_GRACE_S)
+            sent_term = {name for name, p in sup.procs.items() if p.proc.poll() is None}
+            codes = await asyncio.to_thread(sup.stop_all)
+            logs = {name: p.log_path for name, p in sup.procs.items()}
+            lines, failed = stop_summary(codes, logs, sent_term)
+            for line in lines:
+                bad = "FAILED" in line or "was killed" in line
+                console.print(escape(line), soft_wrap=True, highlight=False,
+                              style="red" if bad else "green" if line.startswith("all") else None)
+    return 1 if failed else 0
+
+
+CTRL_C_GRACE_S = 10.0
+"""Seconds ``colo up`` waits after Ctrl-C for the services to stop by themselves before it sends SIGTERM
+(the same 10 s the supervisor then allows after SIGTERM before SIGKILL)."""
+
+
+async def _wait_exited(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+def stop_summary(codes: Mapping[str, int | None], logs: Mapping[str, Path],
+                 sent_term: set[str]) -> tuple[list[str], bool]:
+    """Lines telling how each service of ``colo up`` ended, and whether any failed.
+
+    ``codes`` are exit codes as :meth:`subprocess.Popen.returncode` gives them (negative: the signal
+    that ended the process); ``sent_term`` the services that were still running when ``colo up``
+    sent SIGTERM. 0 = stopped cleanly; −15 (SIGTERM) after ``colo up``'s own SIGTERM = ended by it
+    before finishing its exit (not a failure: it was being stopped); −9 = killed after not stopping
+    within 10 s of SIGTERM (a failure, like any other code). Every failure names its log.
+    """
+    clean = [n for n, c in codes.items() if c == 0]
+    failed = False
+    lines: list[str] = []
+    if len(clean) == len(codes):
+        return [f"all {len(codes)} services stopped cleanly"], False
+    for name, code in codes.items():
+        if code == 0:
+            continue
+        log = logs.get(name, "?")
+        if code == -signal.SIGTERM and name in sent_term:
+            lines.append(f"{name}: ended by colo up's SIGTERM (exit -15) before it finished exiting; log {log}")
+        elif code == -signal.SIGKILL and name in sent_term:
+            failed = True
+            lines.append(f"{name}: did not stop within 10 s of SIGTERM and was killed (exit -9); log {log}")
+        elif code is not None and code < 0:
+            failed = True
+            lines.append(f"{name}: FAILED, killed by signal {-code} ({_signal_name(-code)}); log {log}")
+        else:
+            failed = True
+            lines.append(f"{name}: FAILED with exit code {code}; log {log}")
+    if clean:
+        lines.insert(0, f"{len(clean)} of {len(codes)} services stopped cleanly ({', '.join(clean)})")
+    return lines, failed
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown"
 
 
 def cmd_up(args: argparse.Namespace) -> int:
