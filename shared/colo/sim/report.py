@@ -2,7 +2,9 @@
 
 Charts are inline SVG written here (no plotting dependency): utilization over time, LS
 CPU satisfaction, batch pods running/completed, suppress events and evictions, each
-baseline vs colo. The page embeds the scenario description (docs/scenario.md).
+baseline vs colo. The page embeds the scenario description (docs/scenario.md). The table
+marks for every metric whether higher or lower is better (:data:`HIGHER_IS_BETTER`) and is
+followed by one line per metric whose value needs reading (:data:`METRIC_NOTES`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 
 COLORS = {"baseline": "#7f7f7f", "colo": "#1f77b4"}
 
+METRIC_NOTES: dict[str, str] = {
+    "be_evictions": "BE memory eviction (node memory ≥ 70 %) runs in both; baseline packs BE by native requests past it",
+    "be_suppress_events": "follow LS usage only (same trace in both runs): the BE cpuset is resized with or without BE",
+    "pods_pending": "pods_unschedulable + pods not yet (re)tried or rejected; equal once every waiting pod had a try",
+}
+"""One line for each metric whose value reads wrong without it, printed under the table and on the page;
+docs/scenario.md "Reading the table" gives the whole argument with its sources (REFERENCE.md §3, §5)."""
+
+
+def better(metric: str) -> str:
+    """``↑ higher`` or ``↓ lower``: which way ``metric`` is better (:data:`HIGHER_IS_BETTER`)."""
+    return "↑ higher" if HIGHER_IS_BETTER[metric] else "↓ lower"
+
 
 def ratio(colo: float, baseline: float) -> float | None:
     """colo / baseline, or None when the baseline is 0."""
@@ -28,9 +43,12 @@ def ratio(colo: float, baseline: float) -> float | None:
 
 
 def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> dict[str, Any]:
-    """The content of ``summary.json``: scenario description, per-run metrics, colo/baseline ratios."""
+    """The content of ``summary.json``: scenario description, per-run metrics, which way each metric is
+    better, the notes, colo/baseline ratios, time series, tick errors and per-service tick time."""
     metrics = {r.name: r.summary() for r in runs}
-    out: dict[str, Any] = {"scenario": description, "runs": metrics}
+    out: dict[str, Any] = {"scenario": description, "runs": metrics,
+                           "higher_is_better": {k: HIGHER_IS_BETTER[k] for k in METRIC_NAMES},
+                           "notes": {k: v for k, v in METRIC_NOTES.items() if k in METRIC_NAMES}}
     if "baseline" in metrics and "colo" in metrics:
         out["ratio_colo_over_baseline"] = {
             k: ratio(metrics["colo"][k], metrics["baseline"][k]) for k in METRIC_NAMES
@@ -57,13 +75,14 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
     runs: dict[str, dict[str, float]] = summary["runs"]
     table = Table(title="Colo demo: baseline vs colo (same scenario)")
     table.add_column("metric")
+    table.add_column("better")
     for name in runs:
         table.add_column(name, justify="right")
     ratios = summary.get("ratio_colo_over_baseline")
     if ratios:
         table.add_column("colo / baseline", justify="right")
     for metric in METRIC_NAMES:
-        row = [metric] + [_fmt(metric, runs[n][metric]) for n in runs]
+        row = [metric, better(metric)] + [_fmt(metric, runs[n][metric]) for n in runs]
         if ratios:
             r = ratios[metric]
             if r is None:
@@ -73,6 +92,9 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
                 row.append(f"[{'green' if good else 'red'}]{r:.2f}×[/]")
         table.add_row(*row)
     console.print(table)
+    for metric, note in METRIC_NOTES.items():
+        if metric in METRIC_NAMES:
+            console.print(f"[bold]{metric}[/]: {note}", highlight=False, soft_wrap=True)
 
 
 def nice_step(span: float, target: int = 4) -> float:
@@ -156,8 +178,10 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
         cells = "".join(f"<td>{_fmt(metric, summary['runs'][n][metric])}</td>" for n in names)
         r = ratios.get(metric)
         cells += f"<td>{'–' if r is None else f'{r:.2f}×'}</td>" if ratios else ""
-        rows.append(f"<tr><th>{metric}</th>{cells}</tr>")
-    head = "".join(f"<th>{html.escape(n)}</th>" for n in names) + ("<th>colo / baseline</th>" if ratios else "")
+        rows.append(f"<tr><th>{metric}</th><td>{better(metric)}</td>{cells}</tr>")
+    head = ("<th>better</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names)
+            + ("<th>colo / baseline</th>" if ratios else ""))
+    notes = "".join(f"<li><b>{m}</b>: {html.escape(t)}</li>" for m, t in METRIC_NOTES.items() if m in METRIC_NAMES)
     desc = html.escape(json.dumps(summary["scenario"], indent=2, default=str))
     charts = "\n".join(f"<div class='chart'>{c}</div>" for c in _charts(runs))
     errors = summary.get("tick_errors", {})
@@ -171,6 +195,7 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}} th{{text-align:
 <p>Both runs replay the same scenario built from real traces; <b>baseline</b> runs without co-location
 (no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile.</p>
 <table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>
+<ul class="notes">{notes}</ul>
 <h2>Over time</h2>{charts}
 <h2>Scenario</h2><p>{html.escape(scenario_text)}</p><pre>{desc}</pre>
 {f'<h2>Tick errors</h2><ul>{err_html}</ul>' if err_html else ''}

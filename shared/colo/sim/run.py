@@ -184,9 +184,10 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
 
 
 def make_progress() -> Progress:
-    """The rich progress bar shown during runs."""
+    """The rich progress bar shown during runs: ticks done of the run's ticks (one tick = ``STEP_S`` virtual
+    seconds), pods bound/completed/unschedulable so far, wall time."""
     return Progress(TextColumn("[bold]{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[status]}"), TimeElapsedColumn())
+                    TextColumn(f"ticks of {STEP_S:g} s ·"), TextColumn("{task.fields[status]}"), TimeElapsedColumn())
 
 
 async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("baseline", "colo"),
