@@ -16,6 +16,10 @@ PYTEST_ARGS ?=
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler
 STAMP := $(VENV)/.installed
+# setuptools' build backend prints a "BuildBackendWarning: Editable installation." block (a tip about folders
+# shadowing the package) once per editable package. Only warnings whose message starts with that text are
+# ignored; pip's errors, a failing build's output and every other warning still show.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: install demo test up traces lint clean
 
@@ -26,7 +30,7 @@ $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach 
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -e shared $(foreach s,$(SERVICES),-e services/$(s))
+	$(QUIET_EDITABLE) $(PY) -m pip install -q --no-deps -e shared $(foreach s,$(SERVICES),-e services/$(s))
 	touch $(STAMP)
 
 demo: install

@@ -516,7 +516,9 @@ class NodeSLO(Message, frozen=True):
     """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``).
 
     One switch per node agent strategy (docs/node-agent.md): ``cpu_suppress``, ``memory_evict``, ``cpu_evict``,
-    ``cpu_burst``, ``memory_qos``, ``be_cpu_idle`` (SCHED_IDLE for BE), ``cpuset`` (LSE/LSR cpusets),
+    ``cpu_burst``, ``memory_qos``, ``be_cpu_idle`` (SCHED_IDLE for BE), ``be_cpu_shares`` (the BE QoS group's
+    cpu.shares: ``requests`` = Σ batch-cpu requests × 1024/1000, ``min`` = 2, the kubelet's MinShares for
+    ``kubepods/besteffort``; not written while the group is idle), ``cpuset`` (LSE/LSR cpusets),
     ``resctrl`` (LLC/MBA), ``blkio`` (BE I/O throttles) and ``system`` (min_free_kbytes).
     """
 
@@ -529,6 +531,7 @@ class NodeSLO(Message, frozen=True):
     memory_qos: MemoryQoSStrategy = MemoryQoSStrategy()
     be_cpu_idle: bool = True
     pool: str = ""
+    be_cpu_shares: Literal["requests", "min"] = "requests"
     cpuset: CPUSetStrategy = CPUSetStrategy()
     resctrl: ResctrlStrategy = ResctrlStrategy()
     blkio: BlkIOStrategy = BlkIOStrategy()

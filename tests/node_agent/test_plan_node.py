@@ -166,6 +166,15 @@ def test_missing_kernel_files_are_not_written(features: NodeFeatures, absent: tu
     assert absent not in rows(switch("memory_qos", MemoryQoSStrategy(enabled=True)), features)[0]
 
 
+@pytest.mark.parametrize(("slo", "want"), [
+    (NodeSLO(node="n", be_cpu_idle=False), 18_432),  # Σ batch-cpu 18000 m x 1024/1000
+    (NodeSLO(node="n", be_cpu_idle=False, be_cpu_shares="min"), 2),  # the kubelet's besteffort MinShares
+    (NodeSLO(node="n", be_cpu_shares="min"), None),  # an idle group's weight cannot be written
+], ids=["requests", "min", "idle"])
+def test_be_group_shares_follow_be_cpu_shares(slo: NodeSLO, want: int | None) -> None:
+    assert rows(slo)[0].get(("kubepods/besteffort", "cpu.shares")) == want
+
+
 def test_suppress_budget_and_memory_eviction() -> None:
     _, evictions, allowed = rows(BASE, mem_used=60 * Gi)  # 93 % >= 70 %: release (93 - 68) % of 64 GiB
     assert allowed == 4400

@@ -129,6 +129,13 @@ def test_render_node_slo(pools: list[NodePool], want_pool: str, want_threshold: 
     assert slo.memory_evict.threshold_percent == want_mem_threshold
 
 
+def test_be_cpu_shares_from_the_cluster_and_a_pool() -> None:
+    assert render_node_slo(NODE, NodeSLOStrategy(), [], now=1.0).be_cpu_shares == "requests"
+    assert render_node_slo(NODE, NodeSLOStrategy(be_cpu_shares="min"), [], now=1.0).be_cpu_shares == "min"
+    pool = NodePool(name="gpu", node_selector={"pool": "gpu"}, be_cpu_shares="min")
+    assert render_node_slo(NODE, NodeSLOStrategy(), [pool], now=1.0).be_cpu_shares == "min"
+
+
 def test_same_policy_ignores_time() -> None:
     a = render_node_slo(NODE, NodeSLOStrategy(), [], now=1.0)
     b = render_node_slo(NODE, NodeSLOStrategy(), [], now=2.0)

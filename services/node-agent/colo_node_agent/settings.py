@@ -184,6 +184,9 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE CPU eviction by satisfaction used until a NodeSLO arrives (off)."""
     be_cpu_idle: bool = True
     """Put the BE QoS group in SCHED_IDLE (``cpu.idle`` = 1) until a NodeSLO says otherwise."""
+    be_cpu_shares: Literal["requests", "min"] = "requests"
+    """The BE QoS group's cpu.shares until a NodeSLO arrives: Σ batch-cpu requests, or ``min`` = 2 (the kubelet's
+    MinShares for kubepods/besteffort)."""
     cpu_burst: CPUBurstStrategy = CPUBurstStrategy()
     """CPU burst of LS pods until a NodeSLO arrives (policy none)."""
     memory_qos: MemoryQoSStrategy = MemoryQoSStrategy()
@@ -217,6 +220,7 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     def default_slo(self, node: str) -> NodeSLO:
         """The NodeSLO a node uses until slo-manager publishes one."""
         return NodeSLO(node=node, cpu_suppress=self.cpu_suppress, memory_evict=self.memory_evict,
-                       cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, cpu_burst=self.cpu_burst,
+                       cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
+                       cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
                        system=self.system)

@@ -7,7 +7,8 @@ import msgspec
 from colo.messages import NodeSLO, NodeSpec
 from colo_slo_manager.settings import NodePool, NodeSLOStrategy
 
-_STRATEGIES = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "be_cpu_idle", "cpuset",
+_STRATEGIES = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "be_cpu_idle", "be_cpu_shares",
+               "cpuset",
                "resctrl", "blkio", "system")
 
 

@@ -191,6 +191,8 @@ class NodeSLOStrategy(_Settings, frozen=True):
     """memory.min/low/high from requests; off."""
     be_cpu_idle: bool = True
     """Run BE pods with SCHED_IDLE / cpu.idle where the kernel has it."""
+    be_cpu_shares: Literal["requests", "min"] = "requests"
+    """The BE QoS group's cpu.shares: Σ batch-cpu requests, or ``min`` = 2 (the kubelet's MinShares)."""
     cpuset: CPUSetStrategy = CPUSetStrategy()
     """LSE exclusive / LSR reserved cpusets; on."""
     resctrl: ResctrlStrategy = ResctrlStrategy()
@@ -224,6 +226,8 @@ class NodePool(_Settings, frozen=True):
     """Override of the memory QoS strategy."""
     be_cpu_idle: bool | None = None
     """Override of ``be_cpu_idle``."""
+    be_cpu_shares: Literal["requests", "min"] | None = None
+    """Override of ``be_cpu_shares``."""
     cpuset: CPUSetStrategy | None = None
     """Override of the cpuset strategy."""
     resctrl: ResctrlStrategy | None = None

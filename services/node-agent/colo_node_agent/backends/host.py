@@ -327,7 +327,8 @@ class HostBackend:
     def _apply_be_settings(self, at: float) -> None:
         """BE QoS-level settings for the current BE pods and NodeSLO (shares, memory limit, cpu.idle)."""
         be = [p.state.spec for p in self.pods.values() if p.state.qos == "BE"]
-        writes = be_qos_settings(be, self.slo.be_cpu_idle, idle_supported=self.features.cpu_idle)
+        writes = be_qos_settings(be, self.slo.be_cpu_idle, idle_supported=self.features.cpu_idle,
+                                 min_shares=self.slo.be_cpu_shares == "min")
         self._record(apply_plan_writes(self.ex, writes, at))
 
     def _record(self, records: list[WriteRecord]) -> list[WriteRecord]:

@@ -258,7 +258,8 @@ class SimBackend:
         """Write the BE QoS-level settings of node ``i`` now (pod set or NodeSLO changed) and read them back."""
         T = self.pods
         slots = np.flatnonzero(T.active[i] & T.is_be[i]).tolist()
-        writes = be_qos_settings([T.specs[(i, s)] for s in slots], self.slos[i].be_cpu_idle)
+        writes = be_qos_settings([T.specs[(i, s)] for s in slots], self.slos[i].be_cpu_idle,
+                                 min_shares=self.slos[i].be_cpu_shares == "min")
         self._record_failures(i, self.ex[i].apply(writes, at=at))
         self._reload_be([i])
 

@@ -53,10 +53,13 @@ def pod_settings(spec: PodSpec, qos: QoSClass, period_us: int = DEFAULT_PERIOD_U
 
 
 def be_qos_settings(be_pods: list[PodSpec], be_cpu_idle: bool, *, idle_supported: bool = True,
-                    layout: Layout = CGROUPFS) -> list[CgroupWrite]:
+                    layout: Layout = CGROUPFS, min_shares: bool = False) -> list[CgroupWrite]:
     """The BE QoS-level writes for the BE pods on a node: memory limit; ``cpu.idle`` when ``idle_supported``;
     shares unless the group is idle (the kernel refuses ``cpu.shares``/``cpu.weight`` on an idle group: its weight
-    is fixed at the minimum; the executor writes ``cpu.idle`` = 0 before the shares when switching back)."""
+    is fixed at the minimum; the executor writes ``cpu.idle`` = 0 before the shares when switching back).
+
+    The shares are Σ batch-cpu requests × 1024/1000, or 2 with ``min_shares`` (NodeSLO ``be_cpu_shares="min"``:
+    the kubelet's ``MinShares``, what it gives ``kubepods/besteffort``)."""
     total_req = 0
     total_mem_limit = 0
     unlimited = False
@@ -72,7 +75,8 @@ def be_qos_settings(be_pods: list[PodSpec], be_cpu_idle: bool, *, idle_supported
     writes = [CgroupWrite(be, "memory.limit_in_bytes", mem, "sum of BE batch-memory limits")]
     idle = be_cpu_idle and idle_supported
     if not idle:  # an idle group's weight is fixed at the minimum: the kernel refuses cpu.shares (EINVAL)
-        writes.append(CgroupWrite(be, "cpu.shares", shares_of(total_req), "sum of BE batch-cpu requests"))
+        writes.append(CgroupWrite(be, "cpu.shares", SHARES_MIN, "NodeSLO be_cpu_shares min") if min_shares
+                      else CgroupWrite(be, "cpu.shares", shares_of(total_req), "sum of BE batch-cpu requests"))
     if idle_supported:
         writes.append(CgroupWrite(be, "cpu.idle", 1 if idle else 0, "NodeSLO be_cpu_idle"))
     return writes

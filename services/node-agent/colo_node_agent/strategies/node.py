@@ -174,7 +174,8 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
     problems: list[str] = []
     for p in snap.pods:
         writes += pod_settings(p.spec, p.qos, snap.period_us, layout)
-    writes += be_qos_settings(be_specs, slo.be_cpu_idle, idle_supported=feats.cpu_idle, layout=layout)
+    writes += be_qos_settings(be_specs, slo.be_cpu_idle, idle_supported=feats.cpu_idle, layout=layout,
+                              min_shares=slo.be_cpu_shares == "min")
 
     cs = plan_cpusets([CpusetPod(p.spec.uid, p.qos, v.cpu_request, p.cpus) for p, v in zip(snap.pods, views)],
                       snap.topology, snap.reserved_cpus, slo.cpuset, layout)
