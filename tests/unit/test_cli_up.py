@@ -98,3 +98,15 @@ def _reap(pid: int, timeout_s: float) -> int:
         time.sleep(0.1)
     os.killpg(pid, signal.SIGKILL)
     return os.waitpid(pid, 0)[1]
+
+
+def test_error_text_is_printed_literally(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path or log tail with brackets is not read as rich markup (``[/x]`` used to vanish)."""
+    from colo.cli.main import main
+
+    monkeypatch.setenv("COLO_STATE_DIR", str(tmp_path))
+    bad = tmp_path / "missing" / "[/x]" / "w"
+    (tmp_path / "missing").write_text("a file, not a directory")
+    assert main(["up", "--nodes-file", str(REPO / "examples" / "nodes-a.json"), "--work-dir", str(bad)]) == 1
+    assert "[/x]" in capsys.readouterr().out

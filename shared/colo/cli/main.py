@@ -497,7 +497,7 @@ def cmd_traces_fetch(args: argparse.Namespace) -> int:
     try:
         written = fetch_all(Path(args.dest) if args.dest else CACHE_DIR, log=console.print)
     except FetchError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1
     console.print(f"{len(written)} file(s) written; traces ready")
     return 0
@@ -655,7 +655,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_up(args))
     except Exception as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1
 
 
@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SettingsError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 2
 
 
