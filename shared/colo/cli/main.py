@@ -382,7 +382,7 @@ def key_fields(msg: object) -> str:
     if isinstance(msg, PodAdmitted):
         return _pod(msg.spec) + (f" profile={msg.profile}" if msg.profile else "")
     if isinstance(msg, PodRejected):
-        return f"uid={msg.uid} reason={msg.reason}"
+        return f"uid={msg.uid} name={msg.name} reason={msg.reason}"
     if isinstance(msg, PodBound):
         return f"{msg.spec.namespace}/{msg.spec.name} uid={msg.spec.uid} node={msg.node} attempt={msg.attempt_ms:.2f}ms"
     if isinstance(msg, PodUnschedulable):
