@@ -32,17 +32,18 @@ kernel lists in their pod groups, SIGCONT after): the LS pod alone, without rest
 ``all_cfsquota``        idle + BE MinShares + suppress ``cfsQuota`` (65 %)
 ======================  ========================================================================================
 
-Other work on a shared machine competes with the whole pod tree at the root of the hierarchy, so a window is
-accepted only when ``other_cpu_cores`` ≤ ``--max-other`` and retried otherwise (up to ``--attempts``):
-``other_cpu_cores`` = machine busy (Δ user+nice+system+irq+softirq of /proc/stat) − the agent's parent group −
-this script, the agent, nats-server and redis-server. The first wait is for a 1-minute load average below
-``--max-load`` (0.5).
+Other work on a shared machine competes with the whole pod tree at the root of the hierarchy, so a window
+starts once a 3 s probe shows ``other_cpu_cores`` ≤ ``--max-other`` (0.2; waiting up to ``--quiet-wait-s``) and
+counts only when it stayed so during the window; otherwise it is retried (up to ``--attempts``; a run without
+any quiet window pools all of its windows and says so). ``other_cpu_cores`` = machine busy (Δ
+user+nice+system+irq+softirq of /proc/stat) − the agent's parent group − this script, the agent, nats-server and
+redis-server. The very first wait is for a 1-minute load average below ``--max-load`` (0.5).
 
 Per window: ``p50_ms``, ``p90_ms``, ``p99_ms``, ``max_ms``; ``ls_cpu_cores_used`` and ``be_cpu_cores_used`` =
 Δ``cpuacct.usage`` of the LS pod group and of the BE QoS group over the counted window / its length;
 ``other_cpu_cores``; ``load1_before``/``load1_after`` (the hogs themselves add ~4); the BE group's files; ``be_cpu_allowed_milli`` the suppress budget the agent
 reported (NodeMetric every 5 s) during the window. Per run
-(the rounds' counted requests pooled): the same, ``p99_increase_pct`` = (p99 / p99 of ``ls_alone`` − 1) × 100
+(the counted requests of its quiet windows pooled): the same, ``p99_increase_pct`` = (p99 / p99 of ``ls_alone`` − 1) × 100
 and ``be_share_of_idle`` = BE cores / (CPUs − LS cores). Summary: ``p99_increase_noqos_pct``,
 ``p99_increase_qos_pct``, ``be_cpu_cores_used`` and ``be_share_of_idle`` of ``qos``. Targets (issue 4): p99
 increase with QoS ≤ 10 %, BE ≥ 50 % of the CPU the LS pod leaves idle.
@@ -282,7 +283,7 @@ class Bench:
     store: Store
     bus: Bus
     agent: subprocess.Popen[bytes]
-    own_pids: list[int]
+    server_pids: list[int]
     port: int
     hogs: list[str] = field(default_factory=list)
     statuses: dict[str, list[PodStatus]] = field(default_factory=dict)
@@ -332,6 +333,28 @@ class Bench:
                 except ProcessLookupError:
                     pass
 
+    def own_pids(self) -> list[int]:
+        return [os.getpid(), self.agent.pid, *self.server_pids]
+
+    async def other_cores(self, seconds: float) -> float:
+        """Cores used over ``seconds`` by work that is not the benchmark's (module doc)."""
+        own = self.own_pids()
+        b0, p0, o0, t0 = busy_ns(), self.cg.cpu_ns(""), procs_cpu_ns(own), time.perf_counter()
+        await asyncio.sleep(seconds)
+        b1, p1, o1, t1 = busy_ns(), self.cg.cpu_ns(""), procs_cpu_ns(own), time.perf_counter()
+        return max((b1 - b0) - (p1 - p0) - (o1 - o0), 0) / 1e9 / (t1 - t0)
+
+    async def wait_quiet(self) -> float:
+        """Wait (≤ ``--quiet-wait-s``) until other work uses ≤ ``--max-other`` cores over a 3 s probe; returns
+        the last probe."""
+        deadline = time.monotonic() + self.args.quiet_wait_s
+        while True:
+            other = await self.other_cores(3.0)
+            if other <= self.args.max_other or time.monotonic() > deadline:
+                return other
+            print(f"other work uses {other:.2f} cores > {self.args.max_other}: waiting", flush=True)
+            await asyncio.sleep(self.args.retry_wait_s)
+
     async def apply(self, cfg: RunConfig) -> None:
         """Publish the run's NodeSLO and wait until the BE group shows it."""
         if cfg.slo is not None:
@@ -349,6 +372,7 @@ class Bench:
         try:
             await self.apply(cfg)
             await asyncio.sleep(self.args.settle_s)
+            await self.wait_quiet()
             return await self._measure(cfg, rnd)
         finally:
             if not cfg.hogs:
@@ -357,7 +381,7 @@ class Bench:
     async def _measure(self, cfg: RunConfig, rnd: int) -> tuple[dict[str, Any], list[float]]:
         be_state, load_before = self.cg.be_state(), os.getloadavg()[0]
         marks: dict[str, tuple[float, ...]] = {}
-        ls_cg, own = pod_dir("LS", LS_UID), [os.getpid(), self.agent.pid, *self.own_pids]
+        ls_cg, own = pod_dir("LS", LS_UID), self.own_pids()
 
         def at_window(which: str) -> None:
             marks[which] = (time.perf_counter(), self.cg.cpu_ns(ls_cg), self.cg.cpu_ns(BESTEFFORT),
@@ -407,7 +431,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"this machine cannot run the host backend: {'; '.join(problems)}")
     prefix, port = f"bench-{uuid.uuid4().hex[:8]}", free_port()
     windows: list[dict[str, Any]] = []
-    latencies: dict[str, list[float]] = {}
+    latencies: list[list[float]] = []
     with EmbeddedServers() as servers:
         env = dict(os.environ, COLO_NATS_URL=servers.nats_url, COLO_REDIS_URL=servers.redis_url,
                    COLO_STORE_PREFIX=prefix, COLO_HTTP_PORT=str(free_port()), COLO_LOG_LEVEL="warning",
@@ -418,8 +442,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         agent = subprocess.Popen([sys.executable, "-m", "colo_node_agent"], env=env, preexec_fn=_die_with_parent)
         store = await Store.connect(servers.redis_url, prefix)
         bus = await Bus.connect(servers.nats_url, "bench-driver")
-        own = [p.proc.pid for p in (servers.nats, servers.redis) if p is not None]
-        b = Bench(args, Cgroups(parent), store, bus, agent, own, port)
+        servers_pids = [p.proc.pid for p in (servers.nats, servers.redis) if p is not None]
+        b = Bench(args, Cgroups(parent), store, bus, agent, servers_pids, port)
 
         async def on_status(msg: PodStatus) -> None:
             b.statuses.setdefault(msg.uid, []).append(msg)
@@ -455,13 +479,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         out["attempt"] = attempt
                         out["quiet"] = out["other_cpu_cores"] <= args.max_other
                         print(json.dumps(out), flush=True)
-                        if out["quiet"] or attempt == args.attempts:
+                        windows.append(out)
+                        latencies.append(lat)
+                        if out["quiet"]:
                             break
                         print(f"{cfg.name}: other work used {out['other_cpu_cores']} cores > {args.max_other}: "
-                              "window discarded, retrying", flush=True)
-                        await asyncio.sleep(args.retry_wait_s)
-                    windows.append(out)
-                    latencies.setdefault(cfg.name, []).extend(lat)
+                              "window not counted", flush=True)
         finally:
             set_sched("other")
             b.signal_hogs(signal.SIGCONT)
@@ -487,19 +510,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return summarize(summary, windows, latencies, cores)
 
 
-def summarize(summary: dict[str, Any], windows: list[dict[str, Any]], latencies: dict[str, list[float]],
+def summarize(summary: dict[str, Any], windows: list[dict[str, Any]], latencies: list[list[float]],
               cores: int) -> dict[str, Any]:
-    """Per run (windows pooled): percentiles, CPU, increase against ``ls_alone``; the summary figures."""
+    """Per run: percentiles of its quiet windows' requests pooled (of all its windows when none was quiet), CPU,
+    increase against ``ls_alone``; the summary figures. ``latencies[i]`` belongs to ``windows[i]``."""
     runs: dict[str, dict[str, Any]] = {}
-    for name, lat in latencies.items():
-        ws = [w for w in windows if w["run"] == name]
+    for name in dict.fromkeys(w["run"] for w in windows):
+        mine = [i for i, w in enumerate(windows) if w["run"] == name]
+        quiet = [i for i in mine if windows[i]["quiet"]] or mine
+        ws = [windows[i] for i in quiet]
+        lat = [x for i in quiet for x in latencies[i]]
         ls = float(np.mean([w["ls_cpu_cores_used"] for w in ws]))
         be = float(np.mean([w["be_cpu_cores_used"] for w in ws]))
         runs[name] = {**percentiles_ms(lat), "requests": len(lat), "errors": sum(w["errors"] for w in ws),
                       "ls_cpu_cores_used": round(ls, 3), "be_cpu_cores_used": round(be, 3),
                       "be_share_of_idle": round(be / (cores - ls), 3),
                       "other_cpu_cores": round(float(np.mean([w["other_cpu_cores"] for w in ws])), 3),
-                      "quiet_windows": sum(bool(w["quiet"]) for w in ws), "windows": len(ws)}
+                      "quiet_windows": sum(bool(windows[i]["quiet"]) for i in mine), "windows": len(mine)}
         budgets = [w["be_cpu_allowed_milli"] for w in ws if "be_cpu_allowed_milli" in w]
         if budgets:
             runs[name]["be_cpu_allowed_milli"] = round(float(np.mean(budgets)))
@@ -546,7 +573,8 @@ def main() -> None:
     ap.add_argument("--load-wait-s", type=float, default=900.0)
     ap.add_argument("--max-other", type=float, default=0.2, help="accept a window when other work used <= this")
     ap.add_argument("--attempts", type=int, default=4, help="tries per window")
-    ap.add_argument("--retry-wait-s", type=float, default=10.0)
+    ap.add_argument("--quiet-wait-s", type=float, default=600.0, help="most to wait for quiet before a window, s")
+    ap.add_argument("--retry-wait-s", type=float, default=10.0, help="between quiet probes, s")
     args = ap.parse_args()
     res = asyncio.run(run(args))
     print_table(res)
