@@ -41,7 +41,9 @@ redis-server. The very first wait is for a 1-minute load average below ``--max-l
 
 Per window: ``p50_ms``, ``p90_ms``, ``p99_ms``, ``max_ms``; ``ls_cpu_cores_used`` and ``be_cpu_cores_used`` =
 Δ``cpuacct.usage`` of the LS pod group and of the BE QoS group over the counted window / its length;
-``other_cpu_cores``; ``load1_before``/``load1_after`` (the hogs themselves add ~4); the BE group's files; ``be_cpu_allowed_milli`` the suppress budget the agent
+``other_cpu_cores``; the LS server's CPU time, run-queue wait (``/proc/<pid>/schedstat``) and involuntary
+context switches per request (``ls_cpu_ms_per_request``, ``ls_runq_wait_ms_per_request``,
+``ls_preempted_per_request``: how long it waited for a CPU, and how often it lost one); ``load1_before``/``load1_after`` (the hogs themselves add ~4); the BE group's files; ``be_cpu_allowed_milli`` the suppress budget the agent
 reported (NodeMetric every 5 s) during the window. Per run
 (the counted requests of its quiet windows pooled): the same, ``p99_increase_pct`` = (p99 / p99 of ``ls_alone`` − 1) × 100
 and ``be_share_of_idle`` = BE cores / (CPUs − LS cores). Summary: ``p99_increase_noqos_pct``,
@@ -51,7 +53,7 @@ increase with QoS ≤ 10 %, BE ≥ 50 % of the CPU the LS pod leaves idle.
 At the end (also on errors) the agent gets SIGTERM, every pod process is killed and every group under the
 parent removed. Prints one JSON line per window, a table, then the summary JSON line.
 
-Run: ``.venv/bin/python bench/interference.py`` (root, writable cgroup v1 or v2; ~11 min on a quiet machine)
+Run: ``.venv/bin/python bench/interference.py`` (root, writable cgroup v1 or v2; ~15 min on a quiet machine)
 """
 
 from __future__ import annotations
@@ -180,6 +182,22 @@ def procs_cpu_ns(pids: list[int]) -> int:
         except psutil.Error:
             pass
     return int(total * 1e9)
+
+
+def sched_counters(pids: list[int]) -> tuple[int, int, int]:
+    """Summed over ``pids``: time on the CPU and time runnable but waiting on a run queue (ns,
+    /proc/<pid>/schedstat), and involuntary context switches (/proc/<pid>/status: preempted while runnable)."""
+    run = wait = preempted = 0
+    for pid in pids:
+        try:
+            on_cpu, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except (OSError, ValueError):
+            continue
+        run, wait = run + int(on_cpu), wait + int(waited)
+        preempted += next((int(line.split()[1]) for line in status.splitlines()
+                           if line.startswith("nonvoluntary_ctxt_switches")), 0)
+    return run, wait, preempted
 
 
 def _die_with_parent() -> None:
@@ -383,16 +401,22 @@ class Bench:
         marks: dict[str, tuple[float, ...]] = {}
         ls_cg, own = pod_dir("LS", LS_UID), self.own_pids()
 
+        ls_pids = self.cg.members(ls_cg)
+
         def at_window(which: str) -> None:
             marks[which] = (time.perf_counter(), self.cg.cpu_ns(ls_cg), self.cg.cpu_ns(BESTEFFORT),
-                            self.cg.cpu_ns(""), busy_ns(), procs_cpu_ns(own))
+                            self.cg.cpu_ns(""), busy_ns(), procs_cpu_ns(own), *sched_counters(ls_pids))
 
         t_start = time.time()
         sched = set_sched(self.args.client_sched)
+        cpus = os.sched_getaffinity(0)
+        if self.args.client_cpu >= 0:
+            os.sched_setaffinity(0, {self.args.client_cpu})
         try:
             res = await generate(self.port, self.args.rate, self.args.warmup_s, self.args.seconds, at_window)
         finally:
             set_sched("other")
+            os.sched_setaffinity(0, cpus)
         d = [b - a for a, b in zip(marks["start"], marks["end"])]
         dt = d[0]
         ls, be, other = d[1] / 1e9 / dt, d[2] / 1e9 / dt, (d[4] - d[3] - d[5]) / 1e9 / dt
@@ -402,6 +426,9 @@ class Bench:
             "be_cpu_cores_used": round(be, 3), "bench_cpu_cores": round(d[5] / 1e9 / dt, 3),
             "other_cpu_cores": round(max(other, 0.0), 3),
             "client_lateness_p99_ms": round(float(np.percentile(res.lateness_s, 99)) * 1000, 3),
+            "ls_cpu_ms_per_request": round(d[6] / 1e6 / max(len(res.latency_s), 1), 3),
+            "ls_runq_wait_ms_per_request": round(d[7] / 1e6 / max(len(res.latency_s), 1), 3),
+            "ls_preempted_per_request": round(d[8] / max(len(res.latency_s), 1), 3),
             "client_sched": sched, "load1_before": round(load_before, 2),
             "load1_after": round(os.getloadavg()[0], 2), "be_group": be_state if cfg.hogs else {},
         }
@@ -522,11 +549,14 @@ def summarize(summary: dict[str, Any], windows: list[dict[str, Any]], latencies:
         lat = [x for i in quiet for x in latencies[i]]
         ls = float(np.mean([w["ls_cpu_cores_used"] for w in ws]))
         be = float(np.mean([w["be_cpu_cores_used"] for w in ws]))
+        sched = {k: round(float(np.mean([w[k] for w in ws])), 3) for k in
+                 ("ls_cpu_ms_per_request", "ls_runq_wait_ms_per_request", "ls_preempted_per_request")}
         runs[name] = {**percentiles_ms(lat), "requests": len(lat), "errors": sum(w["errors"] for w in ws),
                       "ls_cpu_cores_used": round(ls, 3), "be_cpu_cores_used": round(be, 3),
-                      "be_share_of_idle": round(be / (cores - ls), 3),
+                      "be_share_of_idle": round(be / (cores - ls), 3), **sched,
                       "other_cpu_cores": round(float(np.mean([w["other_cpu_cores"] for w in ws])), 3),
-                      "quiet_windows": sum(bool(windows[i]["quiet"]) for i in mine), "windows": len(mine)}
+                      "quiet_windows": sum(bool(windows[i]["quiet"]) for i in mine), "windows": len(mine),
+                      "p99_ms_by_window": [w["p99_ms"] for w in ws]}
         budgets = [w["be_cpu_allowed_milli"] for w in ws if "be_cpu_allowed_milli" in w]
         if budgets:
             runs[name]["be_cpu_allowed_milli"] = round(float(np.mean(budgets)))
@@ -563,11 +593,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="counted part of a window, s")
     ap.add_argument("--warmup-s", type=float, default=3.0, help="uncounted start of a window, s")
     ap.add_argument("--settle-s", type=float, default=2.0, help="after the BE group shows a run's policy, s")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds over every run, interleaved")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds over every run, interleaved")
     ap.add_argument("--hogs", type=int, default=0, help="BE CPU hogs (0 = 2 x CPUs)")
     ap.add_argument("--hog-batch-cpu", type=int, default=250, help="batch-cpu request of each hog, milli-cores")
     ap.add_argument("--threshold", type=int, default=65, help="suppress threshold of the ablation runs, %%")
     ap.add_argument("--client-sched", choices=("fifo", "other"), default="fifo")
+    ap.add_argument("--client-cpu", type=int, default=-1, help="pin the load generator to this CPU (-1: none)")
     ap.add_argument("--runs", default="", help="comma-separated run names (default: all)")
     ap.add_argument("--max-load", type=float, default=0.5, help="wait for a 1-minute load average below this")
     ap.add_argument("--load-wait-s", type=float, default=900.0)
