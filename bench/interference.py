@@ -444,6 +444,9 @@ class Bench:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     load0 = wait_for_quiet(args.max_load, args.load_wait_s)
     work_n, work_ms = calibrate(args.work_ms)
+    if abs(work_ms / args.work_ms - 1) > 0.25:
+        raise SystemExit(f"calibration unstable: {work_n} iterations took {work_ms:.3f} ms, not {args.work_ms}; "
+                         "is the machine busy?")
     print(f"load average {load0:.2f}; handler work: {work_n} iterations = {work_ms:.3f} ms alone", flush=True)
     cores = psutil.cpu_count() or 1
     n_hogs = args.hogs if args.hogs > 0 else 2 * cores
@@ -586,6 +589,10 @@ def print_table(s: dict[str, Any]) -> None:
           f"leaves (target >= 0.5); {s['machine']}")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--rate", type=float, default=200.0, help="requests per second (open loop)")
@@ -607,6 +614,7 @@ def main() -> None:
     ap.add_argument("--quiet-wait-s", type=float, default=600.0, help="most to wait for quiet before a window, s")
     ap.add_argument("--retry-wait-s", type=float, default=10.0, help="between quiet probes, s")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # clean up (agent, pods, groups) on SIGTERM as on Ctrl-C
     res = asyncio.run(run(args))
     print_table(res)
     print(json.dumps(res))

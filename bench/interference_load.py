@@ -58,12 +58,16 @@ def serve(port: int, work_n: int) -> None:
     _Server(("127.0.0.1", port), _Handler).serve_forever()
 
 
-def calibrate(target_ms: float, reps: int = 30) -> tuple[int, float]:
-    """Iterations of :func:`work` taking ``target_ms`` on an uncontended CPU (the fastest of ``reps`` timings,
-    so that other work on the machine does not shrink the count); returns (iterations, ms measured)."""
+def calibrate(target_ms: float, reps: int = 30, rounds: int = 3) -> tuple[int, float]:
+    """Iterations of :func:`work` taking ``target_ms`` on an uncontended CPU; returns (iterations, ms measured).
+
+    Each of ``rounds`` refinements scales the count by target / the fastest of ``reps`` timings (the fastest, so
+    that a moment of other work on the machine does not shrink the count)."""
     n = 10_000
-    best = min(_timed(n) for _ in range(5))
-    n = max(int(n * target_ms / 1000 / best), 1)
+    best = target_ms
+    for _ in range(rounds):
+        best = min(_timed(n) for _ in range(reps)) * 1000
+        n = max(int(n * target_ms / best), 1)
     return n, min(_timed(n) for _ in range(reps)) * 1000
 
 
