@@ -39,7 +39,8 @@ import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType, StreamConfig
+from nats.js.kv import KeyValue
 
 from colo import codec, subjects, telemetry
 from colo.clock import Clock, WallClock
@@ -448,6 +449,23 @@ class Bus:
                 await self.js.add_stream(cfg)
             except nats.js.errors.BadRequestError:
                 await self.js.update_stream(cfg)
+
+    async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
+        """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key) when
+        it does not exist and ``create`` is set.
+
+        Raises nats.js.errors.BucketNotFoundError when it does not exist and ``create`` is False,
+        InvalidBucketNameError for a bad name, nats errors when JetStream is unavailable.
+        """
+        try:
+            return await self.js.key_value(bucket)
+        except nats.js.errors.BucketNotFoundError:
+            if not create:
+                raise
+        try:
+            return await self.js.create_key_value(KeyValueConfig(bucket=bucket, history=history))
+        except nats.js.errors.BadRequestError:  # created meanwhile by another process
+            return await self.js.key_value(bucket)
 
     async def purge_streams(self) -> None:
         """Remove every message of every Colo stream (consumers stay)."""

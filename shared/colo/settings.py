@@ -280,6 +280,20 @@ def load_settings(cls: type[S], prefix: str, env: Mapping[str, str] | None = Non
     return result
 
 
+def build_settings(cls: type[S], data: Mapping[str, Any], what: str = "settings") -> S:
+    """Build ``cls`` from an already-read mapping (e.g. a configuration read from a key-value store),
+    with the checks of :func:`load_settings`: unknown keys, values of the wrong type, constraint and
+    ``__post_init__`` errors. Nested mappings keep the defaults of the fields they leave out.
+
+    Raises SettingsError listing every problem; ``what`` names the source in its message.
+    """
+    errors: list[str] = []
+    result = _build(cls, data, "", {}, errors)
+    if errors or result is None:
+        raise SettingsError(errors, what=what)
+    return result
+
+
 def load_runtime_settings(env: Mapping[str, str] | None = None) -> RuntimeSettings:
     """:class:`RuntimeSettings` from ``COLO_<FIELD>`` variables (only its own names are read:
     other ``COLO_*`` variables belong to services). Raises SettingsError listing every problem."""

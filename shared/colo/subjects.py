@@ -79,6 +79,7 @@ METRICS = "COLO_METRICS"
 EVENTS = "COLO_EVENTS"
 PROFILES = "COLO_PROFILES"
 DLQ = "COLO_DLQ"
+CONFIG = "COLO_CONFIG"
 
 POD_SUBMITTED = _s("pod.submitted", m.PodSpec, PODS, "pods as submitted, before admission")
 POD_ADMITTED = _s("pod.admitted", m.PodAdmitted, PODS, "pods after admission (profiles applied)")
@@ -98,6 +99,11 @@ PROFILE_NODE = _s("profile.node.{node}", m.NodeProfile, PROFILES, "per-node pred
 
 DEAD_LETTER = _s("dlq.{service}", m.DeadLetter, DLQ, "undecodable or failed messages")
 
+CONFIG_APPLIED = _s("config.applied.{service}", m.ConfigApplied, CONFIG,
+                    "a service put a new configuration in force (version, sources)")
+CONFIG_REJECTED = _s("config.rejected.{service}", m.ConfigRejected, CONFIG,
+                     "a new configuration refused, with every error; the old one stays")
+
 SIM_TICK = _s("sim.tick.{service}", m.Tick, None, "virtual-time tick (request/reply)")
 
 STREAMS: tuple[Stream, ...] = (
@@ -108,6 +114,7 @@ STREAMS: tuple[Stream, ...] = (
     Stream(EVENTS, (f"{PREFIX}.node.qos.>",), max_age_s=86400),
     Stream(PROFILES, (f"{PREFIX}.profile.>",), max_msgs_per_subject=4),
     Stream(DLQ, (f"{PREFIX}.dlq.>",), max_age_s=7 * 86400),
+    Stream(CONFIG, (f"{PREFIX}.config.>",), max_msgs_per_subject=16),
 )
 """Every JetStream stream Colo uses; created by :meth:`colo.bus.Bus.ensure_streams`."""
 

@@ -11,6 +11,7 @@ import re
 
 import msgspec
 
+from colo.affinity import affinity_problems
 from colo.classes import (
     PRIORITY_CLASS_LABEL,
     PRIORITY_RANGES,
@@ -18,10 +19,14 @@ from colo.classes import (
     priority_class_of,
     priority_class_of_value,
     qos_class_of,
+    resource_kind_problems,
     validate_classes,
 )
 from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
-from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
+from colo_slo_manager.settings import NAMESPACE_NAME_LABEL, ColocationProfile, SloManagerSettings
+
+KOORDINATOR_PRIORITY_LABEL = "koordinator.sh/priority"
+"""Pod label of the sub-priority within a priority class (Koordinator ``koordinatorPriority``)."""
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
 """uid / name / namespace: a letter or digit, then letters, digits, ``_ . -`` (usable as a message id)."""
@@ -45,11 +50,17 @@ def probability_bucket(profile_name: str, uid: str) -> int:
 def profile_matches(profile: ColocationProfile, pod: PodSpec) -> bool:
     """True when every selector of ``profile`` matches ``pod`` and the uid falls under its probability.
 
+    The namespace selector sees the namespace's one known label, ``kubernetes.io/metadata.name``.
     Classes are resolved from the pod as submitted (REFERENCE.md §1, :mod:`colo.classes`).
     """
     if profile.namespaces and pod.namespace not in profile.namespaces:
         return False
+    ns = profile.namespace_selector
+    if (ns.match_labels or ns.match_expressions) and not ns.matches({NAMESPACE_NAME_LABEL: pod.namespace}):
+        return False
     if any(pod.labels.get(k) != v for k, v in profile.match_labels.items()):
+        return False
+    if not all(r.matches(pod.labels) for r in profile.match_expressions):
         return False
     if profile.match_qos_classes and qos_class_of(pod) not in profile.match_qos_classes:
         return False
@@ -95,7 +106,8 @@ def apply_profile(profile: ColocationProfile, pod: PodSpec) -> PodSpec:
     The resolved QoS and priority classes are written explicitly into the result (and its
     ``koordinator.sh/*`` labels) so that translation to extended resources cannot change
     how later readers classify the pod. The priority value defaults to the class default
-    of REFERENCE.md §1 when the profile sets a class but no value.
+    of REFERENCE.md §1 when the profile sets a class but no value; ``koordinator_priority``
+    becomes the ``koordinator.sh/priority`` label.
     """
     qos = profile.qos_class or qos_class_of(pod)
     prio_class = profile.priority_class or priority_class_of(pod)
@@ -105,6 +117,8 @@ def apply_profile(profile: ColocationProfile, pod: PodSpec) -> PodSpec:
     elif profile.priority_class is not None and prio_class in PRIORITY_RANGES:
         priority = PRIORITY_RANGES[prio_class][2]
     labels = {**pod.labels, **profile.labels, QOS_CLASS_LABEL: qos, PRIORITY_CLASS_LABEL: prio_class}
+    if profile.koordinator_priority is not None:
+        labels[KOORDINATOR_PRIORITY_LABEL] = str(profile.koordinator_priority)
     requests, limits = pod.requests, pod.limits
     if profile.translate_resources:
         requests = translate_resources(_fill_request_from_limit(requests, limits), prio_class)
@@ -156,11 +170,13 @@ def admit(pod: PodSpec, settings: SloManagerSettings, now: float) -> PodAdmitted
 
     With ``settings.colocation_enabled`` the first matching profile (in order) is applied
     (:func:`apply_profile`); otherwise the pod is only validated. The result is rejected
-    when :func:`basic_problems` or :func:`colo.classes.validate_classes` (on the pod as it
-    would be admitted) find anything; the reason lists every problem, ``"; "``-separated.
+    when :func:`basic_problems` or :func:`colo.affinity.affinity_problems` find anything, or
+    :func:`colo.classes.validate_classes` or :func:`colo.classes.resource_kind_problems` on the
+    pod as it would be admitted (the checks the scheduler applies, so that a pod it would refuse
+    anyway is refused here with its reasons); the reason lists every problem, ``"; "``-separated.
     Never raises for bad input.
     """
-    problems = basic_problems(pod)
+    problems = basic_problems(pod) + affinity_problems(pod.affinity)
     profile_name = ""
     admitted = pod
     if not problems and settings.colocation_enabled:
@@ -169,7 +185,7 @@ def admit(pod: PodSpec, settings: SloManagerSettings, now: float) -> PodAdmitted
                 admitted = apply_profile(profile, pod)
                 profile_name = profile.name
                 break
-    problems += validate_classes(admitted)
+    problems += validate_classes(admitted) + resource_kind_problems(admitted)
     if problems:
         prefix = f"profile {profile_name}: " if profile_name else ""
         return PodRejected(uid=pod.uid, name=pod.name, reason=prefix + "; ".join(problems), at=now)

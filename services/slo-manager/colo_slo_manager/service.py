@@ -5,6 +5,10 @@ Consumes ``pod.submitted`` (admission → ``pod.admitted`` / ``pod.rejected``),
 ``tick(now)`` recomputes every node's batch/mid allocatable (REFERENCE.md §3), writes and
 publishes ``node.resource`` where :func:`colo_slo_manager.publish.decide` says so, and
 publishes ``node.slo`` for new nodes and when a node's policy changes.
+
+The policy settings are hot-reloaded from the YAML file and a NATS key-value entry
+(:mod:`colo_slo_manager.reload`); each new configuration is announced on
+``config.applied.slo-manager``, each refused one on ``config.rejected.slo-manager``.
 """
 
 from __future__ import annotations
@@ -13,11 +17,17 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from colo import codec, subjects
+import msgspec
+
+from colo import codec, subjects, telemetry
 from colo.bus import MessageInfo
 from colo.messages import (
+    ConfigApplied,
+    ConfigRejected,
     NodeMetric,
     NodeProfile,
     NodeResource,
@@ -31,15 +41,22 @@ from colo.messages import (
 )
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
+from colo_slo_manager.config import Composed
 from colo_slo_manager.nodeslo import render_node_slo, same_policy
 from colo_slo_manager.publish import decide, metric_is_stale
-from colo_slo_manager.settings import SloManagerSettings
+from colo_slo_manager.reload import ConfigWatcher
+from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 from colo_slo_manager.state import ClusterState
 
 if TYPE_CHECKING:
     from colo.runtime import ServiceContext
 
 log = logging.getLogger("colo_slo_manager")
+
+_applied = telemetry.counter("colo_config_applied_total", "Configurations put in force while running",
+                             ("service", "trigger"))
+_rejected = telemetry.counter("colo_config_rejected_total", "New configurations refused (the old one stays)",
+                              ("service", "trigger"))
 
 
 def _msg_id(prefix: str, key: str) -> str:
@@ -56,13 +73,31 @@ class SloManagerService:
     ``batch_memory``/``mid_memory`` (bytes) currently offered over all nodes;
     ``pods_admitted`` and ``pods_rejected`` since start; ``resources_published``,
     ``resets`` and ``slos_published`` in this tick.
+
+    ``config_path`` is the YAML file watched for changes (default ``COLO_SLO_MANAGER_CONFIG`` of
+    ``env``, which defaults to ``os.environ``); ``settings`` must be what that file and ``env`` give
+    (as :func:`colo.runtime.main` loads them) or, without a file, the base the key-value
+    configuration is laid over.
     """
 
     name = "slo-manager"
 
-    def __init__(self, settings: SloManagerSettings | None = None) -> None:
+    def __init__(self, settings: SloManagerSettings | None = None, *, config_path: str | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.settings = settings or SloManagerSettings()
+        """The configuration in force; replaced as a whole (one assignment) by a hot reload."""
         self.tick_interval_s = self.settings.tick_interval_s
+        self._env = dict(os.environ if env is None else env)
+        self._config_path = config_path or self._env.get(f"{ENV_PREFIX}_CONFIG") or None
+        self.config: ConfigWatcher | None = None
+        """The configuration watcher, from :meth:`start` on."""
+        self.config_applied = 0
+        self.config_rejected = 0
+        self.last_rejection: dict[str, object] | None = None
+        self._config_at = 0.0
+        self._restart_required: tuple[str, ...] = ()
+        self._policy_changed = False
+        """Set when a new configuration comes in force: the next tick publishes every changed value."""
         self.state = ClusterState()
         self.computed: dict[str, Allocatable] = {}
         self.admitted = 0
@@ -86,8 +121,14 @@ class SloManagerService:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, ctx: ServiceContext) -> None:
-        """Load nodes, last published resources and bound pods from the store; subscribe."""
+        """Read the key-value configuration (applied when valid, before anything is handled); load nodes,
+        last published resources and bound pods from the store; subscribe; announce the configuration
+        in force on ``config.applied.slo-manager``."""
         self._ctx = ctx
+        self._config_at = ctx.clock.now()
+        self.config = ConfigWatcher(self.settings, path=self._config_path, env=self._env,
+                                    on_applied=self._on_config_applied, on_rejected=self._on_config_rejected)
+        await self.config.start(ctx.bus)
         store = ctx.store
         for node in await store.list_nodes():
             await self._put_node(node)
@@ -102,10 +143,53 @@ class SloManagerService:
         bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable="bound")
         bus.subscribe(subjects.POD_STATUS, self.on_pod_status, durable="status")
         self._ready = True
+        await self._announce("start", self.config.current)
 
     async def stop(self) -> None:
-        """Nothing to flush: every publish is awaited in the handler or tick that made it."""
+        """Stop watching the configuration; nothing to flush: every publish is awaited in the handler
+        or tick that made it."""
         self._ready = False
+        if self.config is not None:
+            await self.config.stop()
+
+    # ------------------------------------------------------------------ configuration
+
+    async def _on_config_applied(self, composed: Composed, trigger: str) -> None:
+        """Put ``composed`` in force (one assignment: every handler and tick sees the old or the new
+        settings whole), re-render NodeSLOs and republish changed resources on the next tick, announce."""
+        self.settings = composed.settings
+        self._policy_changed = True
+        self.config_applied += 1
+        self._config_at = self.ctx.clock.now()
+        self._restart_required = composed.restart_required
+        _applied.labels(self.name, trigger).inc()
+        log.info("configuration %s in force (from %s)", composed.version, trigger)
+        if composed.restart_required:
+            log.warning("configuration %s changes %s: takes effect after a restart", composed.version,
+                        ", ".join(composed.restart_required))
+        if self._ready:  # during start the configuration in force is announced once, at the end
+            await self._announce(trigger, composed)
+
+    async def _on_config_rejected(self, errors: list[str], trigger: str) -> None:
+        """Log every problem, count, keep for /debug/state and announce; the configuration in force stays."""
+        version = self.config.current.version if self.config is not None else ""
+        log.error("new configuration (from %s) rejected with %d problems; %s stays in force", trigger,
+                  len(errors), version)
+        for e in errors:
+            log.error("  - %s", e)
+        self.config_rejected += 1
+        _rejected.labels(self.name, trigger).inc()
+        now = self.ctx.clock.now()
+        self.last_rejection = {"at": now, "trigger": trigger, "errors": list(errors)}
+        await self.ctx.bus.publish(subjects.CONFIG_REJECTED, ConfigRejected(
+            service=self.name, trigger=trigger, errors=list(errors), version_in_force=version, at=now),
+            service=self.name)
+
+    async def _announce(self, trigger: str, composed: Composed) -> None:
+        sources = self.config.sources if self.config is not None else {}
+        await self.ctx.bus.publish(subjects.CONFIG_APPLIED, ConfigApplied(
+            service=self.name, version=composed.version, trigger=trigger, at=self.ctx.clock.now(),
+            sources=sources, restart_required=list(composed.restart_required)), service=self.name)
 
     def ready(self) -> bool:
         """True once state is loaded and consumers are registered."""
@@ -200,8 +284,14 @@ class SloManagerService:
         return slo if changed else None
 
     async def tick(self, now: float) -> dict[str, float]:
-        """Recompute and publish per node at clock time ``now`` (seconds); returns the stats."""
+        """Recompute and publish per node at clock time ``now`` (seconds); returns the stats.
+
+        The first tick after a new configuration came in force publishes every value that changed at
+        all (diff threshold 0), so that a new policy does not wait for ``max_publish_age_s``.
+        """
         s = self.settings
+        diff_threshold = 0 if self._policy_changed else s.diff_threshold_percent
+        self._policy_changed = False
         slos: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         resources: list[NodeResource] = []
         for name in sorted(self.state.nodes):
@@ -214,7 +304,7 @@ class SloManagerService:
             else:
                 self.computed.pop(name, None)
             out = decide(name, self.state.published.get(name), self.state.metrics.get(name), computed, now,
-                         enabled=s.colocation_enabled, diff_threshold_percent=s.diff_threshold_percent,
+                         enabled=s.colocation_enabled, diff_threshold_percent=diff_threshold,
                          max_age_s=s.max_publish_age_s, stale_after_s=s.metric_stale_reset_s)
             if out is not None:
                 resources.append(out)
@@ -260,8 +350,23 @@ class SloManagerService:
             }
         return {
             "colocation_enabled": self.settings.colocation_enabled,
+            "config": self._config_debug(),
             "pods_admitted": self.admitted,
             "pods_rejected": self.rejected,
             "invalid_nodes": dict(self.invalid_nodes),
             "nodes": nodes,
+        }
+
+    def _config_debug(self) -> dict[str, object]:
+        """The configuration in force (version, sources, settings), reloads and the last rejection."""
+        current = self.config.current if self.config is not None else None
+        return {
+            "version": current.version if current is not None else "",
+            "since": self._config_at,
+            "sources": self.config.sources if self.config is not None else {},
+            "applied": self.config_applied,
+            "rejected": self.config_rejected,
+            "restart_required": list(self._restart_required),
+            "last_rejection": self.last_rejection,
+            "settings": msgspec.to_builtins(self.settings),
         }

@@ -10,12 +10,16 @@ joined by ``__``, lists and dicts as JSON), or from a YAML file named by
     COLO_SLO_MANAGER_PROFILES='[{"name": "spark", "match_labels": {"app": "spark"}, ...}]'
 
 Every struct rejects unknown fields; every constraint violation of a struct is
-reported together (``__post_init__`` collects them all before raising).
-Defaults are Koordinator v1.8's (REFERENCE.md §1, §3, §5).
+reported together (``__post_init__`` collects them all and raises one
+:class:`colo.settings.SettingsError`). Defaults are Koordinator v1.8's (REFERENCE.md §1, §3, §5).
+
+Everything but ``tick_interval_s`` and ``config_reload`` is *policy* and may be replaced while
+the service runs (:mod:`colo_slo_manager.config`, docs/slo-manager.md "Configuration and hot reload").
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import msgspec
@@ -34,6 +38,15 @@ from colo.messages import (
     ResctrlStrategy,
     SystemStrategy,
 )
+from colo.settings import SettingsError
+from colo_slo_manager.strategy import (
+    STRATEGY_TYPES,
+    Patch,
+    full_patch,
+    merge_patch,
+    patch_problems,
+    strategy_problems,
+)
 
 ENV_PREFIX = "COLO_SLO_MANAGER"
 """Environment variable prefix of :class:`SloManagerSettings`."""
@@ -49,7 +62,7 @@ class _Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
-            raise ValueError("; ".join(problems))
+            raise SettingsError(problems, what=type(self).__name__)
 
 
 def _percent(problems: list[str], name: str, value: int | None, hi: int = 100) -> None:
@@ -57,21 +70,113 @@ def _percent(problems: list[str], name: str, value: int | None, hi: int = 100) -
         problems.append(f"{name} must be within 0..{hi}, got {value}")
 
 
-class ColocationProfile(_Settings, frozen=True):
-    """A colocation profile: which submitted pods it rewrites and how (REFERENCE.md §1).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 
-    A pod matches when every selector matches: its namespace is in ``namespaces``
-    (empty = any), its labels contain ``match_labels``, its resolved QoS class is in
-    ``match_qos_classes`` and its resolved priority class in ``match_priority_classes``
-    (empty = any), and the stable hash of its uid falls under ``probability_percent``.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label Kubernetes puts on every Namespace, holding its name: the only namespace label Colo knows."""
+
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+"""Kubernetes ``LabelSelectorOperator``."""
+
+
+def label_problems(where: str, labels: dict[str, str]) -> list[str]:
+    """Keys and values of ``labels`` that are not valid Kubernetes label keys/values."""
+    out: list[str] = []
+    for k, v in labels.items():
+        if not _LABEL_KEY.match(k):
+            out.append(f"{where}: {k!r} is not a valid label key")
+        if not _LABEL_VALUE.match(v):
+            out.append(f"{where}: {v!r} (key {k!r}) is not a valid label value")
+    return out
+
+
+class LabelSelectorRequirement(_Settings, frozen=True):
+    """One test of a label selector (Kubernetes ``LabelSelectorRequirement``): ``In`` / ``NotIn`` the
+    ``values`` (NotIn also matches when the key is absent), ``Exists`` / ``DoesNotExist`` (no values)."""
+
+    key: str
+    """Label key tested."""
+    operator: SelectorOperator
+    """``In``, ``NotIn``, ``Exists`` or ``DoesNotExist``."""
+    values: list[str] = []
+    """Values for ``In`` / ``NotIn`` (at least one); empty for ``Exists`` / ``DoesNotExist``."""
+
+    def problems(self) -> list[str]:
+        """Every problem of the requirement (Kubernetes ValidateLabelSelectorRequirement)."""
+        out: list[str] = []
+        if not _LABEL_KEY.match(self.key):
+            out.append(f"{self.key!r} is not a valid label key")
+        if self.operator in ("In", "NotIn") and not self.values:
+            out.append(f"key {self.key!r}: operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            out.append(f"key {self.key!r}: operator {self.operator} takes no values")
+        out += [f"key {self.key!r}: {v!r} is not a valid label value" for v in self.values
+                if not _LABEL_VALUE.match(v)]
+        return out
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether ``labels`` satisfy the requirement (Kubernetes ``labels.Requirement.Matches``)."""
+        if self.operator == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(_Settings, frozen=True):
+    """A Kubernetes ``LabelSelector``: every ``match_labels`` pair and every requirement must hold;
+    an empty selector matches everything."""
+
+    match_labels: dict[str, str] = {}
+    """Labels that must be present with these values."""
+    match_expressions: list[LabelSelectorRequirement] = []
+    """Requirements, ANDed."""
+
+    def problems(self) -> list[str]:
+        """Invalid label keys or values in ``match_labels``."""
+        return label_problems("match_labels", self.match_labels)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether ``labels`` satisfy the selector."""
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(r.matches(labels) for r in self.match_expressions))
+
+    @property
+    def keys(self) -> set[str]:
+        """Every label key the selector tests."""
+        return set(self.match_labels) | {r.key for r in self.match_expressions}
+
+
+class ColocationProfile(_Settings, frozen=True):
+    """A colocation profile: which submitted pods it rewrites and how (REFERENCE.md §1; Koordinator
+    ``ClusterColocationProfile``).
+
+    A pod matches when every selector matches: its namespace is in ``namespaces`` (empty = any)
+    and satisfies ``namespace_selector``, its labels contain ``match_labels`` and satisfy
+    ``match_expressions``, its resolved QoS class is in ``match_qos_classes`` and its resolved
+    priority class in ``match_priority_classes`` (empty = any), and the stable hash of its uid
+    falls under ``probability_percent``.
     """
 
     name: str
     """Profile name, recorded in ``PodAdmitted.profile`` and the probability hash."""
     namespaces: list[str] = []
     """Namespace selector: namespaces the profile applies to; empty = every namespace."""
+    namespace_selector: LabelSelector = LabelSelector()
+    """Koordinator ``namespaceSelector``, over the namespace's labels. Colo has no Namespace objects, so
+    the only label a namespace has is ``kubernetes.io/metadata.name`` (its name, as Kubernetes sets it on
+    every namespace); a selector on any other key is refused. Example: ``match_expressions: [{key:
+    kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]``."""
     match_labels: dict[str, str] = {}
-    """Label selector (Kubernetes ``matchLabels``): every pair must be on the pod."""
+    """Pod label selector (Kubernetes ``matchLabels`` of Koordinator's ``selector``): every pair must be
+    on the pod."""
+    match_expressions: list[LabelSelectorRequirement] = []
+    """Pod label selector (``matchExpressions`` of Koordinator's ``selector``): In, NotIn, Exists,
+    DoesNotExist, ANDed with ``match_labels``."""
     match_qos_classes: list[QoSClass] = []
     """Only pods whose QoS class (as submitted, resolved per REFERENCE.md §1) is listed; empty = any."""
     match_priority_classes: list[PriorityClass] = []
@@ -85,6 +190,9 @@ class ColocationProfile(_Settings, frozen=True):
     """Priority class to set; None keeps the pod's resolved class."""
     priority: int | None = None
     """Priority value to set; None = the class default of REFERENCE.md §1 when ``priority_class`` is set."""
+    koordinator_priority: int | None = None
+    """Sub-priority within the class, written to the pod label ``koordinator.sh/priority`` (Koordinator
+    ``koordinatorPriority``); None sets nothing."""
     scheduler_name: str = ""
     """Scheduler name to set; empty keeps the pod's."""
     labels: dict[str, str] = {}
@@ -100,12 +208,21 @@ class ColocationProfile(_Settings, frozen=True):
         out: list[str] = []
         if not self.name:
             out.append("profile name must not be empty")
-        _percent(out, f"profile {self.name!r}: probability_percent", self.probability_percent)
+        where = f"profile {self.name!r}"
+        _percent(out, f"{where}: probability_percent", self.probability_percent)
         if self.priority is not None and self.priority_class is not None:
             lo, hi, _ = PRIORITY_RANGES.get(self.priority_class, (None, None, None))
             if lo is not None and hi is not None and not lo <= self.priority <= hi:
-                out.append(f"profile {self.name!r}: priority {self.priority} is outside "
+                out.append(f"{where}: priority {self.priority} is outside "
                            f"the {self.priority_class} range {lo}..{hi}")
+        other = sorted(self.namespace_selector.keys - {NAMESPACE_NAME_LABEL})
+        if other:
+            out.append(f"{where}: namespace_selector may only test {NAMESPACE_NAME_LABEL} (Colo knows no "
+                       f"other namespace label), got {', '.join(other)}")
+        out += label_problems(f"{where}: match_labels", self.match_labels)
+        out += label_problems(f"{where}: labels", self.labels)
+        if self.koordinator_priority is not None and not -(2**31) <= self.koordinator_priority < 2**31:
+            out.append(f"{where}: koordinator_priority {self.koordinator_priority} is outside the int32 range")
         return out
 
 
@@ -202,44 +319,113 @@ class NodeSLOStrategy(_Settings, frozen=True):
     system: SystemStrategy = SystemStrategy()
     """vm.min_free_kbytes / watermark_scale_factor; off."""
 
+    def values(self) -> dict[str, object]:
+        """NodeSLO field → value, for every strategy of the policy."""
+        return {name: getattr(self, name) for name in self.__struct_fields__}
+
+    def problems(self) -> list[str]:
+        """Every out-of-range strategy value (:func:`colo_slo_manager.strategy.strategy_problems`)."""
+        return strategy_problems(self.values(), "node_slo")
+
 
 class NodePool(_Settings, frozen=True):
-    """A node pool: nodes whose labels contain ``node_selector`` get these overrides of the cluster strategy.
+    """A node pool: nodes whose labels contain ``node_selector`` get this pool's changes to the cluster
+    strategy (Koordinator ``NodeStrategy``). The first matching pool wins; ``NodeSLO.pool`` names it.
 
-    Each strategy left None keeps the cluster's. The first matching pool wins; its name is
-    recorded in ``NodeSLO.pool``.
+    Each strategy is a *partial* strategy: a mapping of only the fields the pool changes, in the
+    strategy's shape (``cpu_suppress: {threshold_percent: 50}``), merged onto the cluster strategy
+    field by field (:func:`colo_slo_manager.strategy.merge_patch`); None or ``{}`` keeps the
+    cluster's. In Python a strategy struct may be given instead: it sets every field (it replaces the
+    cluster's strategy whole). Unknown fields and values of the wrong type are refused here; the
+    merged result is range-checked by :class:`SloManagerSettings`.
     """
 
     name: str
     """Pool name."""
     node_selector: dict[str, str] = {}
     """Node labels (``matchLabels``) selecting the pool's nodes; empty selects every node."""
-    cpu_suppress: CPUSuppressStrategy | None = None
-    """Override of the CPU suppress strategy."""
-    memory_evict: MemoryEvictStrategy | None = None
-    """Override of the memory eviction strategy."""
-    cpu_evict: CPUEvictStrategy | None = None
-    """Override of the CPU eviction strategy."""
-    cpu_burst: CPUBurstStrategy | None = None
-    """Override of the CPU burst strategy."""
-    memory_qos: MemoryQoSStrategy | None = None
-    """Override of the memory QoS strategy."""
+    cpu_suppress: Patch | None = None
+    """Fields of the CPU suppress strategy (:class:`colo.messages.CPUSuppressStrategy`) to change."""
+    memory_evict: Patch | None = None
+    """Fields of the memory eviction strategy (:class:`colo.messages.MemoryEvictStrategy`) to change."""
+    cpu_evict: Patch | None = None
+    """Fields of the CPU eviction strategy (:class:`colo.messages.CPUEvictStrategy`) to change."""
+    cpu_burst: Patch | None = None
+    """Fields of the CPU burst strategy (:class:`colo.messages.CPUBurstStrategy`) to change."""
+    memory_qos: Patch | None = None
+    """Fields of the memory QoS strategy (:class:`colo.messages.MemoryQoSStrategy`) to change."""
     be_cpu_idle: bool | None = None
     """Override of ``be_cpu_idle``."""
     be_cpu_shares: Literal["requests", "min"] | None = None
     """Override of ``be_cpu_shares``."""
-    cpuset: CPUSetStrategy | None = None
-    """Override of the cpuset strategy."""
-    resctrl: ResctrlStrategy | None = None
-    """Override of the resctrl strategy."""
-    blkio: BlkIOStrategy | None = None
-    """Override of the BE block I/O strategy."""
-    system: SystemStrategy | None = None
-    """Override of the system strategy."""
+    cpuset: Patch | None = None
+    """Fields of the cpuset strategy (:class:`colo.messages.CPUSetStrategy`) to change."""
+    resctrl: Patch | None = None
+    """Fields of the resctrl strategy (:class:`colo.messages.ResctrlStrategy`) to change."""
+    blkio: Patch | None = None
+    """Fields of the BE block I/O strategy (:class:`colo.messages.BlkIOStrategy`) to change."""
+    system: Patch | None = None
+    """Fields of the system strategy (:class:`colo.messages.SystemStrategy`) to change."""
+
+    def __post_init__(self) -> None:
+        for field in STRATEGY_TYPES:  # a whole strategy given in Python: every field set
+            value = getattr(self, field)
+            if isinstance(value, msgspec.Struct):
+                msgspec.structs.force_setattr(self, field, full_patch(value))
+        super().__post_init__()
 
     def problems(self) -> list[str]:
-        """Every constraint violation of the pool."""
-        return [] if self.name else ["node pool name must not be empty"]
+        """Every problem of the pool: no name, invalid selector labels, unknown fields or values of the
+        wrong type in a partial strategy."""
+        out = [] if self.name else ["node pool name must not be empty"]
+        where = f"node pool {self.name!r}"
+        out += label_problems(f"{where}: node_selector", self.node_selector)
+        for field, tp in STRATEGY_TYPES.items():
+            patch = getattr(self, field)
+            if patch is not None:
+                out += patch_problems(tp, patch, f"{where}: {field}")
+        return out
+
+    def over(self, cluster: NodeSLOStrategy) -> dict[str, object]:
+        """NodeSLO field → value of this pool's nodes: ``cluster`` with the pool's partial strategies
+        merged on. Raises msgspec.ValidationError for a patch :meth:`problems` would refuse."""
+        values = cluster.values()
+        for field in STRATEGY_TYPES:
+            patch = getattr(self, field)
+            if patch:
+                values[field] = merge_patch(getattr(cluster, field), patch)
+        if self.be_cpu_idle is not None:
+            values["be_cpu_idle"] = self.be_cpu_idle
+        if self.be_cpu_shares is not None:
+            values["be_cpu_shares"] = self.be_cpu_shares
+        return values
+
+
+class ConfigReloadSettings(_Settings, frozen=True):
+    """Where a running slo-manager takes new policy from (not itself reloadable: read at start)."""
+
+    file_poll_s: float = 5.0
+    """Seconds between checks of the YAML file named by ``COLO_SLO_MANAGER_CONFIG`` (content hash);
+    0 = do not watch it."""
+    kv_bucket: str = "colo-config"
+    """JetStream key-value bucket holding a configuration that overrides the file (created when
+    missing); empty = no key-value configuration."""
+    kv_key: str = "slo-manager"
+    """Key of the slo-manager's configuration in ``kv_bucket``: YAML or JSON of the settings' shape."""
+
+    def problems(self) -> list[str]:
+        """Negative poll period, bucket or key names NATS refuses."""
+        out: list[str] = []
+        if self.file_poll_s < 0:
+            out.append(f"config_reload.file_poll_s must be >= 0, got {self.file_poll_s}")
+        if self.kv_bucket and not re.match(r"^[A-Za-z0-9_-]+$", self.kv_bucket):
+            out.append(f"config_reload.kv_bucket {self.kv_bucket!r} must be letters, digits, '_' or '-'")
+        key_ok = re.match(r"^[-/_=.A-Za-z0-9]+$", self.kv_key) and not self.kv_key.startswith(".") \
+            and not self.kv_key.endswith(".")
+        if self.kv_bucket and not key_ok:
+            out.append(f"config_reload.kv_key {self.kv_key!r} must be letters, digits or '-/_=.', "
+                       "not starting or ending with '.'")
+        return out
 
 
 class SloManagerSettings(_Settings, frozen=True):
@@ -265,9 +451,13 @@ class SloManagerSettings(_Settings, frozen=True):
     node_slo: NodeSLOStrategy = NodeSLOStrategy()
     """Cluster-wide node QoS strategy rendered into every NodeSLO."""
     node_pools: list[NodePool] = []
-    """Node pools overriding parts of the cluster strategy, first match wins."""
+    """Node pools changing parts of the cluster strategy (partial strategies merged onto it), first
+    match wins."""
     tick_interval_s: float = 60.0
-    """Period of the recompute loop under the wall clock, seconds (one NodeMetric report interval)."""
+    """Period of the recompute loop under the wall clock, seconds (one NodeMetric report interval).
+    Not reloadable."""
+    config_reload: ConfigReloadSettings = ConfigReloadSettings()
+    """Sources of configuration changes while running (YAML file, NATS key-value). Not reloadable."""
 
     def problems(self) -> list[str]:
         """Every constraint violation of the top-level fields (nested structs check themselves)."""
@@ -283,4 +473,24 @@ class SloManagerSettings(_Settings, frozen=True):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             out.append(f"duplicate profile names: {', '.join(dupes)}")
+        pools = [p.name for p in self.node_pools]
+        dupes = sorted({n for n in pools if pools.count(n) > 1})
+        if dupes:
+            out.append(f"duplicate node pool names: {', '.join(dupes)}")
+        out += self.pool_problems()
+        return out
+
+    def pool_problems(self) -> list[str]:
+        """Out-of-range values of each pool's merged strategies that the cluster strategy alone does not
+        have (those are reported once, by ``node_slo``)."""
+        cluster = set(self.node_slo.problems())
+        out: list[str] = []
+        for i, pool in enumerate(self.node_pools):
+            try:
+                merged = pool.over(self.node_slo)
+            except msgspec.ValidationError as exc:
+                out.append(f"node_pools[{i}] ({pool.name}): {exc}")
+                continue
+            out += [f"node_pools[{i}] ({pool.name}) merged onto the cluster: {p.removeprefix('node_slo.')}"
+                    for p in strategy_problems(merged, "node_slo") if p not in cluster]
         return out
