@@ -555,6 +555,27 @@ class Store:
                                       mid_memory=v[5], pods=v[6])
         return out
 
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_key(self, name: str) -> str:
+        """Key of the checkpoint blob of ``name`` (``{prefix}:checkpoint:{name}``, a string).
+        Raises ValueError unless ``name`` is letters, digits, '.', '_', '-'."""
+        if not name or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+            raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_', '-'")
+        return f"{self.keys.prefix}:checkpoint:{name}"
+
+    async def put_checkpoint(self, name: str, blob: bytes) -> None:
+        """Replace the checkpoint ``name`` by ``blob`` in one SET: a reader gets the old or the new blob whole,
+        never a mix. Raises ValueError for a bad name."""
+        await self.redis.set(self.checkpoint_key(name), blob)
+
+    async def get_checkpoint(self, name: str) -> bytes | None:
+        """The checkpoint blob ``name``, or None when there is none. Raises ValueError for a bad name."""
+        raw = await self.redis.get(self.checkpoint_key(name))
+        if isinstance(raw, str):  # Store.connect never decodes responses; a client that does would corrupt blobs
+            raise TypeError("the Redis client decodes responses: checkpoints need bytes")
+        return raw
+
     async def delete_all(self) -> int:
         """Delete every key under the prefix; returns how many were deleted."""
         n = 0

@@ -96,6 +96,8 @@ NODE_METRIC = _s("node.metric.{node}", m.NodeMetric, METRICS, "node metric repor
 NODE_QOS = _s("node.qos.{node}", m.QoSEvent, EVENTS, "node agent QoS actions")
 
 PROFILE_NODE = _s("profile.node.{node}", m.NodeProfile, PROFILES, "per-node predictions")
+PROFILE_WORKLOAD = _s("profile.workload.{namespace}", m.WorkloadProfile, PROFILES,
+                      "per-workload (namespace/app) replica predictions")
 
 DEAD_LETTER = _s("dlq.{service}", m.DeadLetter, DLQ, "undecodable or failed messages")
 

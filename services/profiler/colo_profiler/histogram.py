@@ -148,6 +148,19 @@ class HistogramBank:
         self.weights[row] = 0.0
         self._free.append(row)
 
+    def restore(self, weights: FloatArray, ref: float | None, in_use: npt.NDArray[np.bool_]) -> None:
+        """Replace the whole state (a checkpoint restore): ``weights`` shape ``(capacity, num_buckets)``,
+        the reference time ``ref`` (seconds) they are relative to, ``in_use`` shape ``(capacity,)`` the rows
+        handed out. Raises ValueError on shape mismatch or weights in rows not in use."""
+        if weights.ndim != 2 or weights.shape[1] != self.buckets.num_buckets or in_use.shape != weights.shape[:1]:
+            raise ValueError(f"weights {weights.shape} and in_use {in_use.shape} do not fit "
+                             f"{self.buckets.num_buckets} buckets")
+        if (weights.any(axis=1) & ~in_use).any():
+            raise ValueError("weights in rows not in use")
+        self.weights = weights
+        self.ref = ref
+        self._free = np.flatnonzero(~in_use)[::-1].tolist()
+
     @property
     def rows_in_use(self) -> int:
         """Number of allocated rows."""

@@ -1,10 +1,15 @@
-"""The profiler's state: usage models per pod, per priority class and per node system.
+"""The profiler's state: usage models per pod, per workload, per priority class and per node system.
 
-Pure (no I/O): feed it pod events and NodeMetrics, ask it for :class:`NodeProfile`s.
-Each NodeMetric is one sample for every model of its node (REFERENCE.md §7; our
-reports are 60 s windows, so the sample is the reported usage). CPU histograms hold
+Pure (no I/O): feed it pod events and NodeMetrics, ask it for :class:`NodeProfile`s and
+:class:`WorkloadProfile`s. Each NodeMetric is one sample for every model of its node (REFERENCE.md §7;
+our reports are 60 s windows, so the sample is the reported usage). CPU histograms hold
 cores (first bucket 0.025 core, up to 1024 cores), memory histograms bytes (first
 bucket 5 MiB, up to 2 TiB), both growing 5 % per bucket.
+
+A workload is (namespace, ``PodSpec.app``), the pods' owner. Its model receives every per-pod
+sample of every one of its pods, on whatever node: it is the usage distribution of *one replica*,
+which is what a new replica needs (not the sum over replicas, which depends on how many there are
+and where they run). A pod without app has no workload model.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from colo.messages import NodeMetric, NodeProfile, PodPrediction, PriorityClass, Usage
+from colo.messages import (
+    NodeMetric,
+    NodeProfile,
+    PodPrediction,
+    PriorityClass,
+    Usage,
+    WorkloadPrediction,
+    WorkloadProfile,
+)
 from colo_profiler.histogram import ExponentialBuckets, HistogramBank
 from colo_profiler.reclaim import prod_reclaimable
 from colo_profiler.settings import ProfilerSettings
@@ -31,6 +44,22 @@ FLUSH_SAMPLES = 8192
 
 PRIORITY_CLASSES: tuple[PriorityClass, ...] = ("prod", "mid", "batch", "free", "none")
 
+WorkloadKey = tuple[str, str]
+"""(namespace, app) of a workload, the owner of its pods (as the descheduler's workloads)."""
+
+
+@dataclass
+class WorkloadModel:
+    """One workload's model: a row fed with the usage samples of all its pods; times in seconds."""
+
+    key: WorkloadKey
+    row: int
+    first_seen: float
+    """Time of its first sample: the model is warm ``cold_start_s`` later."""
+    last_seen: float
+    pods: set[str] = field(default_factory=set)
+    """Pods whose samples currently go to this row."""
+
 
 @dataclass
 class PodModel:
@@ -45,6 +74,10 @@ class PodModel:
     last_seen: float = 0.0
     row: int = -1
     """Row in both banks, -1 until its first sample."""
+    workload: WorkloadKey | None = None
+    """(namespace, app) from the pod's spec; None = no workload model."""
+    wl: WorkloadModel | None = None
+    """The workload model its samples go to, set at its first sample after the workload is known."""
 
 
 @dataclass
@@ -64,7 +97,7 @@ class NodeModel:
 
 
 class ProfileModel:
-    """Decaying usage models of every node, pod and priority class (REFERENCE.md §7).
+    """Decaying usage models of every node, pod, workload and priority class (REFERENCE.md §7).
 
     Rows of the CPU and memory banks are allocated in pairs (same index in both).
     """
@@ -76,7 +109,17 @@ class ProfileModel:
         self.nodes: dict[str, NodeModel] = {}
         self.pods: dict[str, PodModel] = {}
         self.allocatable: dict[str, Usage] = {}
+        self.workloads: dict[WorkloadKey, WorkloadModel] = {}
+        self.waiting: dict[str, set[str]] = {}
+        """Pods bound to a node not reported yet, per node name."""
         self.samples = 0
+        """Samples ingested: per NodeMetric one per pod, per priority class and for the system."""
+        self.workload_samples = 0
+        """Per-pod samples also added to a workload model."""
+        self.workloads_published: float | None = None
+        """When workload profiles were last computed, seconds."""
+        self.workloads_sent: dict[str, WorkloadProfile] = {}
+        """The last WorkloadProfile published per namespace."""
         self._rows: list[int] = []
         self._cpu: list[int] = []
         self._mem: list[int] = []
@@ -101,6 +144,9 @@ class ProfileModel:
         if node is None:
             node = NodeModel(name, {c: self._alloc() for c in PRIORITY_CLASSES}, self._alloc(), now,
                              allocatable=self.allocatable.get(name))
+            # pods bound before the node's first report belong to it too
+            pods = self.pods
+            node.pods = {u for u in self.waiting.pop(name, ()) if u in pods and pods[u].node == name}
             self.nodes[name] = node
         return node
 
@@ -113,8 +159,9 @@ class ProfileModel:
             self.nodes[name].allocatable = allocatable
 
     def pod_bound(self, uid: str, node: str, cpu_request: int, memory_request: int,
-                  priority_class: PriorityClass, at: float) -> None:
-        """A pod was bound (or reported running): its requests, class and start time."""
+                  priority_class: PriorityClass, at: float, workload: WorkloadKey | None = None) -> None:
+        """A pod was bound (or reported running): its requests, class, start time and, when known (not
+        None), its workload (namespace, app)."""
         pod = self.pods.get(uid)
         if pod is None:
             pod = self.pods[uid] = PodModel(uid, node, started_at=at, last_seen=at)
@@ -126,23 +173,56 @@ class ProfileModel:
         if pod.started_at is None or at < pod.started_at:
             pod.started_at = at
         pod.last_seen = max(pod.last_seen, at)
+        if workload is not None and workload != pod.workload:
+            self._leave_workload(pod)
+            pod.workload = workload
         if node in self.nodes:
             self.nodes[node].pods.add(uid)
+        else:
+            self.waiting.setdefault(node, set()).add(uid)
 
     def pod_ended(self, uid: str) -> None:
-        """A pod terminated: drop it and its model."""
+        """A pod terminated: drop it and its model (its workload's model stays)."""
         pod = self.pods.pop(uid, None)
         if pod is not None:
             self._detach(pod)
+            self._leave_workload(pod)
             self._free(pod.row)
+
+    def _leave_workload(self, pod: PodModel) -> None:
+        if pod.wl is not None:
+            pod.wl.pods.discard(pod.uid)
+            pod.wl = None
+
+    def _attach(self, pod: PodModel, priority_class: PriorityClass | None, t: float) -> None:
+        """Give ``pod`` its row at its first sample, and join its workload's model (created if new)."""
+        if pod.row < 0:
+            pod.row = self._alloc()
+            if pod.priority_class is None:
+                pod.priority_class = priority_class
+        if pod.wl is None and pod.workload is not None:
+            wl = self.workloads.get(pod.workload)
+            if wl is None:
+                wl = self.workloads[pod.workload] = WorkloadModel(pod.workload, self._alloc(), t, t)
+            elif t < wl.first_seen:
+                wl.first_seen = t
+            wl.pods.add(pod.uid)
+            pod.wl = wl
 
     def _detach(self, pod: PodModel) -> None:
         node = self.nodes.get(pod.node)
         if node is not None:
             node.pods.discard(pod.uid)
+        else:
+            waiting = self.waiting.get(pod.node)
+            if waiting is not None:
+                waiting.discard(pod.uid)
+                if not waiting:
+                    del self.waiting[pod.node]
 
     def ingest(self, metric: NodeMetric) -> int:
-        """Queue one sample per pod, per priority class and for the system; returns the sample count.
+        """Queue one sample per pod, per priority class and for the system; returns that count (each pod's
+        sample also goes to its workload's model, counted in :attr:`workload_samples`).
 
         Samples are buffered and added to the histograms in one vectorized call per
         :data:`FLUSH_SAMPLES` samples or before any query (:meth:`flush`).
@@ -155,6 +235,7 @@ class ProfileModel:
         class_cpu = dict.fromkeys(PRIORITY_CLASSES, 0)
         class_mem = dict.fromkeys(PRIORITY_CLASSES, 0)
         pods, name = self.pods, node.name
+        extra = 0
         for pm in metric.pods:
             pod = pods.get(pm.uid)
             if pod is None:
@@ -166,10 +247,8 @@ class ProfileModel:
                 node.pods.add(pm.uid)
             elif pod.uid not in node.pods:
                 node.pods.add(pm.uid)
-            if pod.row < 0:
-                pod.row = self._alloc()
-                if pod.priority_class is None:
-                    pod.priority_class = pm.priority_class
+            if pod.row < 0 or (pod.wl is None and pod.workload is not None):
+                self._attach(pod, pm.priority_class, t)
             if t > pod.last_seen:
                 pod.last_seen = t
             cls = pod.priority_class or pm.priority_class or "none"
@@ -178,6 +257,14 @@ class ProfileModel:
             rows.append(pod.row)
             cpu.append(pm.cpu)
             mem.append(pm.memory)
+            wl = pod.wl
+            if wl is not None:
+                rows.append(wl.row)
+                cpu.append(pm.cpu)
+                mem.append(pm.memory)
+                if t > wl.last_seen:
+                    wl.last_seen = t
+                extra += 1
         for cls, row in node.class_rows.items():
             rows.append(row)
             cpu.append(class_cpu[cls])
@@ -186,8 +273,9 @@ class ProfileModel:
         cpu.append(metric.system_usage.cpu)
         mem.append(metric.system_usage.memory)
         n = len(metric.pods) + len(PRIORITY_CLASSES) + 1
-        self._times.append((t, n))
+        self._times.append((t, n + extra))
         self.samples += n
+        self.workload_samples += extra
         if len(rows) >= FLUSH_SAMPLES:
             self.flush()
         return n
@@ -209,11 +297,18 @@ class ProfileModel:
         self.memory.add_unchecked(rows, mem, times)
 
     def expire(self, now: float) -> list[str]:
-        """Drop pods and nodes unseen for ``expiry_s``; returns the expired node names."""
+        """Drop pods, workloads and nodes unseen for ``expiry_s``; returns the expired node names."""
         self.flush()
         limit = now - self.settings.expiry_s
         for uid in [u for u, p in self.pods.items() if p.last_seen < limit]:
             self.pod_ended(uid)
+        for key in [k for k, wl in self.workloads.items() if wl.last_seen < limit]:
+            wl = self.workloads.pop(key)
+            for uid in wl.pods:  # bound again lately but not sampled: rejoin a fresh model when sampled
+                pod = self.pods.get(uid)
+                if pod is not None:
+                    pod.wl = None
+            self._free(wl.row)
         gone = [n for n, node in self.nodes.items() if node.last_seen < limit]
         for name in gone:
             node = self.nodes.pop(name)
@@ -234,6 +329,10 @@ class ProfileModel:
         mem = self.memory.percentiles(rows, s.memory_percentile) * scale
         return np.rint(cpu).astype(int).tolist(), np.rint(mem).astype(int).tolist()
 
+    def workload_warm(self, wl: WorkloadModel, now: float) -> bool:
+        """Whether ``wl`` has been observed for at least ``cold_start_s`` (the period a pod's own model needs)."""
+        return now - wl.first_seen >= self.settings.cold_start_s
+
     def profile(self, name: str, now: float) -> NodeProfile:
         """The NodeProfile of node ``name`` at ``now``. Raises KeyError for an unknown node."""
         return self.profiles([name], now)[0]
@@ -242,21 +341,34 @@ class ProfileModel:
         """The NodeProfiles of nodes ``names`` at ``now`` (same order), with one percentile pass per bank
         for all of them. Raises KeyError for an unknown node."""
         nodes = [self.nodes[n] for n in names]
+        cold_start_s = self.settings.cold_start_s
         per_node: list[tuple[NodeModel, list[PodModel], list[PodModel], int]] = []
         rows: list[int] = []
+        wanted: dict[WorkloadKey, WorkloadModel] = {}
         for node in nodes:
             pods = sorted((self.pods[u] for u in node.pods if u in self.pods), key=lambda p: p.uid)
             modelled = [p for p in pods if p.row >= 0]
             per_node.append((node, pods, modelled, len(rows)))
             rows += [p.row for p in modelled]
             rows += [node.class_rows["prod"], node.system_row]
+            if self.settings.cold_start_from_workload:
+                for p in pods:
+                    wl = self.workloads.get(p.workload) if p.workload is not None else None
+                    if (wl is not None and (p.row < 0 or p.started_at is None or now - p.started_at < cold_start_s)
+                            and self.workload_warm(wl, now)):
+                        wanted[wl.key] = wl
+        base = len(rows)
+        rows += [wl.row for wl in wanted.values()]
         cpu_peaks, mem_peaks = self._peaks(rows)
-        return [self._build(node, pods, modelled, cpu_peaks, mem_peaks, base, now)
-                for node, pods, modelled, base in per_node]
+        wl_peaks = {key: (cpu_peaks[base + i], mem_peaks[base + i]) for i, key in enumerate(wanted)}
+        return [self._build(node, pods, modelled, cpu_peaks, mem_peaks, first, wl_peaks, now)
+                for node, pods, modelled, first in per_node]
 
     def _build(self, node: NodeModel, pods: list[PodModel], modelled: list[PodModel], cpu_peaks: list[int],
-               mem_peaks: list[int], base: int, now: float) -> NodeProfile:
-        """One NodeProfile from the peaks of its rows, which start at ``base`` (modelled pods, prod, system)."""
+               mem_peaks: list[int], base: int, wl_peaks: dict[WorkloadKey, tuple[int, int]],
+               now: float) -> NodeProfile:
+        """One NodeProfile from the peaks of its rows, which start at ``base`` (modelled pods, prod, system);
+        ``wl_peaks`` are the peaks of the warm workloads of its pods that lack a usable model of their own."""
         k = len(modelled)
         peak_of = {p.uid: (cpu_peaks[base + i], mem_peaks[base + i]) for i, p in enumerate(modelled)}
         prod_cpu, prod_mem = cpu_peaks[base + k], mem_peaks[base + k]
@@ -266,33 +378,61 @@ class ProfileModel:
         req_mem: list[int] = []
         peak_cpu: list[int] = []
         peak_mem: list[int] = []
-        warm_cpu = warm_mem = 0
+        warm_cpu = warm_mem = extra_cpu = extra_mem = 0
         cold_start_s = self.settings.cold_start_s
         for p in pods:
             cold = p.started_at is None or now - p.started_at < cold_start_s
-            if cold or p.uid not in peak_of:
-                c, m = p.cpu_request, p.memory_request
+            own = peak_of.get(p.uid)
+            wp = wl_peaks.get(p.workload) if p.workload is not None else None
+            from_workload = False
+            if not cold and own is not None:
+                c, m = own
+            elif wp is not None:
+                # The replica's distribution; the pod's own peak so far if higher; never above the request.
+                c, m = (max(wp[0], own[0]), max(wp[1], own[1])) if own is not None else wp
+                c = min(c, p.cpu_request) if p.cpu_request > 0 else c
+                m = min(m, p.memory_request) if p.memory_request > 0 else m
+                from_workload = True
             else:
-                c, m = peak_of[p.uid]
-            predictions.append(PodPrediction(uid=p.uid, cpu_peak=c, memory_peak=m, cold=cold))
+                c, m = p.cpu_request, p.memory_request
+            predictions.append(PodPrediction(uid=p.uid, cpu_peak=c, memory_peak=m, cold=cold,
+                                             from_workload=from_workload))
             if p.priority_class == "prod":
                 req_cpu.append(p.cpu_request)
                 req_mem.append(p.memory_request)
                 peak_cpu.append(c)
                 peak_mem.append(m)
-                if not cold:
+                if not cold or from_workload:
                     warm_cpu += p.cpu_request
                     warm_mem += p.memory_request
+                if from_workload:  # its usage so far is in the class peak too: counted twice, on purpose
+                    extra_cpu += c
+                    extra_mem += m
         alloc = node.allocatable
         reclaim = Usage(
-            cpu=prod_reclaimable(req_cpu, peak_cpu, warm_cpu, sys_cpu, prod_cpu,
+            cpu=prod_reclaimable(req_cpu, peak_cpu, warm_cpu, sys_cpu, prod_cpu + extra_cpu,
                                  alloc.cpu if alloc else None),
-            memory=prod_reclaimable(req_mem, peak_mem, warm_mem, sys_mem, prod_mem,
+            memory=prod_reclaimable(req_mem, peak_mem, warm_mem, sys_mem, prod_mem + extra_mem,
                                     alloc.memory if alloc else None),
         )
         return NodeProfile(node=node.name, at=now, prod_reclaimable=reclaim,
                            system_peak=Usage(cpu=sys_cpu, memory=sys_mem),
                            prod_peak=Usage(cpu=prod_cpu, memory=prod_mem), pods=predictions)
+
+    def workload_profiles(self, now: float) -> list[WorkloadProfile]:
+        """One WorkloadProfile per namespace with a workload model, sorted by namespace, workloads by app;
+        one percentile pass per bank for all of them."""
+        keys = sorted(self.workloads)
+        cpu, mem = self._peaks([self.workloads[k].row for k in keys])
+        by_ns: dict[str, list[WorkloadPrediction]] = {}
+        for (ns, app), c, m in zip(keys, cpu, mem):
+            wl = self.workloads[(ns, app)]
+            by_ns.setdefault(ns, []).append(WorkloadPrediction(
+                app=app, cpu_peak=c, memory_peak=m, pods=len(wl.pods), since=wl.first_seen,
+                warm=self.workload_warm(wl, now)))
+        return [WorkloadProfile(namespace=ns, at=now, workloads=w) for ns, w in by_ns.items()]
+
+    # ------------------------------------------------------------------ publishing
 
     def due(self, now: float) -> list[str]:
         """Nodes whose last profile is at least ``publish_interval_s`` old (sorted)."""
@@ -312,8 +452,29 @@ class ProfileModel:
         """Whether ``profile`` must be published: it differs from the last one sent for its node in anything
         but ``at``, or that one is at least ``republish_interval_s`` old (always when the interval is 0)."""
         node = self.nodes.get(profile.node)
-        last = node.last_sent if node is not None else None
+        return self._worth(node.last_sent if node is not None else None, profile)
+
+    def _worth(self, last: NodeProfile | WorkloadProfile | None, new: NodeProfile | WorkloadProfile) -> bool:
         iv = self.settings.republish_interval_s
-        if last is None or iv <= 0 or profile.at - last.at >= iv:
+        if last is None or iv <= 0 or new.at - last.at >= iv:
             return True
-        return bool(msgspec.structs.replace(profile, at=last.at) != last)
+        return bool(msgspec.structs.replace(new, at=last.at) != last)
+
+    def workload_updates(self, now: float) -> list[WorkloadProfile]:
+        """The WorkloadProfiles to publish at ``now``, recorded as sent: none until ``publish_interval_s``
+        has passed since the last computation; then each namespace's profile when worth sending (as
+        :meth:`worth_sending`), and an empty one for a namespace whose workloads all expired."""
+        last = self.workloads_published
+        if last is not None and now - last < self.settings.publish_interval_s:
+            return []
+        self.workloads_published = now
+        current = self.workload_profiles(now)
+        names = {p.namespace for p in current}
+        out = [p for p in current if self._worth(self.workloads_sent.get(p.namespace), p)]
+        out += [WorkloadProfile(namespace=ns, at=now) for ns in sorted(self.workloads_sent) if ns not in names]
+        for p in out:
+            if p.workloads:
+                self.workloads_sent[p.namespace] = p
+            else:
+                self.workloads_sent.pop(p.namespace, None)
+        return out

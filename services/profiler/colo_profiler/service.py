@@ -1,15 +1,22 @@
-"""The profiler service: NodeMetrics and pod events in, NodeProfiles out (REFERENCE.md §7).
+"""The profiler service: NodeMetrics and pod events in, NodeProfiles and WorkloadProfiles out (REFERENCE.md §7).
 
 Consumes ``node.metric.*``, ``pod.bound.*``, ``pod.status.*`` and ``node.registered.*``
 (for allocatable, the cap of the reclaimable formulas); every ``publish_interval_s``
 computes one :class:`NodeProfile` per live node and publishes it on ``profile.node.<node>`` when it differs
 from the last one sent (``at`` aside) or that one is ``republish_interval_s`` old: consumers keep the newest
-profile per node, so an unchanged profile carries no news.
+profile per node, so an unchanged profile carries no news. Workload predictions go the same way, one
+:class:`WorkloadProfile` per namespace on ``profile.workload.<namespace>``.
+
+The model is checkpointed to Redis (one blob, :mod:`colo_profiler.checkpoint`) every
+``checkpoint_interval_s`` and on stop, and restored on start before subscribing; a checkpoint that cannot
+be restored is logged and ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from typing import Any
 
 from colo import subjects
@@ -17,6 +24,7 @@ from colo.bus import MessageInfo
 from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
 from colo.runtime import ServiceContext
+from colo_profiler import checkpoint
 from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
 
@@ -32,6 +40,19 @@ def metric_problem(metric: NodeMetric) -> str:
     return ""
 
 
+def _is_token(namespace: str) -> bool:
+    """Whether ``namespace`` can name a ``profile.workload.<namespace>`` subject (Kubernetes namespaces can)."""
+    try:
+        subjects.PROFILE_WORKLOAD.format(namespace=namespace)
+    except ValueError:
+        return False
+    return True
+
+
+CHECKPOINT_NAME = "profiler"
+"""Name of the profiler's checkpoint in the store (key ``<prefix>:checkpoint:profiler``)."""
+
+
 class ProfilerService:
     """The profiler (``python -m colo_profiler``); see module docstring."""
 
@@ -44,11 +65,23 @@ class ProfilerService:
         self.ctx: ServiceContext | None = None
         self.published = 0
         self.rejected = 0
+        self.checkpoints = 0
+        self.checkpoint_bytes = 0
+        self.checkpoint_s = 0.0
+        """Wall time of the last checkpoint write, seconds."""
+        self.restored_from: float | None = None
+        """``saved_at`` of the checkpoint restored on start, None if none was."""
+        self.last_checkpoint: float | None = None
+        """Clock time of the last checkpoint written, seconds."""
+        self._checkpoint_from: float | None = None
+        self._expire_from = -math.inf
         self._started = False
 
     async def start(self, ctx: ServiceContext) -> None:
-        """Load nodes from the store, then subscribe to metrics and pod events."""
+        """Restore the checkpoint, load nodes from the store, then subscribe to metrics and pod events."""
         self.ctx = ctx
+        if self.settings.checkpoint_interval_s > 0:
+            await self._restore(ctx)
         for spec in await ctx.store.list_nodes():
             self._node(spec)
         ctx.bus.subscribe(subjects.NODE_REGISTERED, self.on_node, durable="nodes")
@@ -56,6 +89,38 @@ class ProfilerService:
         ctx.bus.subscribe(subjects.POD_STATUS, self.on_status, durable="pod-status")
         ctx.bus.subscribe(subjects.NODE_METRIC, self.on_metric, durable="metrics")
         self._started = True
+
+    async def _restore(self, ctx: ServiceContext) -> None:
+        """Replace the empty model by the stored checkpoint, if any; an unusable one is logged and ignored."""
+        blob = await ctx.store.get_checkpoint(CHECKPOINT_NAME)
+        if blob is None:
+            ctx.log.info("profiler: no checkpoint, starting empty")
+            return
+        try:
+            cp = checkpoint.decode(blob)
+            self.model = checkpoint.restore(cp, self.settings)
+        except checkpoint.CheckpointError as exc:
+            ctx.log.warning("profiler: ignoring checkpoint %s (%d bytes), starting empty: %s",
+                            ctx.store.checkpoint_key(CHECKPOINT_NAME), len(blob), exc)
+            return
+        self.restored_from = cp.saved_at
+        # The models were not "unseen" while no profiler ran: let the metrics backlog arrive before expiring.
+        self._expire_from = ctx.clock.now() + self.settings.expiry_s
+        ctx.log.info("profiler: restored checkpoint of %.1f (%d bytes): %d nodes, %d pods, %d workloads",
+                     cp.saved_at, len(blob), len(self.model.nodes), len(self.model.pods), len(self.model.workloads))
+
+    async def write_checkpoint(self, now: float) -> int:
+        """Write the model to Redis as one blob (msgpack and zlib in a worker thread); returns its size, bytes."""
+        assert self.ctx is not None
+        started = time.perf_counter()
+        cp = checkpoint.snapshot(self.model, now)
+        blob = await asyncio.to_thread(checkpoint.encode, cp)
+        await self.ctx.store.put_checkpoint(CHECKPOINT_NAME, blob)
+        self.checkpoints += 1
+        self.checkpoint_bytes = len(blob)
+        self.checkpoint_s = time.perf_counter() - started
+        self.last_checkpoint = self._checkpoint_from = now
+        return len(blob)
 
     async def _reject(self, msg: Any, info: MessageInfo, reason: str) -> None:
         """Dead-letter a message that decoded but makes no sense; it is then acked, not retried."""
@@ -81,7 +146,9 @@ class ProfilerService:
             await self._reject(msg, info, "PodBound needs spec.uid, node and a finite at")
             return
         r = msg.spec.requests
-        self.model.pod_bound(msg.spec.uid, msg.node, r.cpu, r.memory, priority_class_of(msg.spec), msg.at)
+        workload = (msg.spec.namespace, msg.spec.app) if msg.spec.app and _is_token(msg.spec.namespace) else None
+        self.model.pod_bound(msg.spec.uid, msg.node, r.cpu, r.memory, priority_class_of(msg.spec), msg.at,
+                             workload)
 
     async def on_status(self, msg: PodStatus, info: MessageInfo) -> None:
         """Pod lifecycle: Running refreshes what we know, Succeeded/Failed drop the pod."""
@@ -111,16 +178,20 @@ class ProfilerService:
     # ------------------------------------------------------------------ lifecycle
 
     async def tick(self, now: float) -> dict[str, float]:
-        """Expire old models, publish the NodeProfiles that are due; returns counters."""
+        """Expire old models, publish the NodeProfiles and WorkloadProfiles that are due, checkpoint when
+        due; returns counters."""
         assert self.ctx is not None
-        expired = self.model.expire(now)
+        expired = self.model.expire(now) if now >= self._expire_from else []
         due = self.model.due(now)
-        items = []
+        items: list[tuple[Any, Any, str, dict[str, str]]] = []
         sent = []
         for name, profile in zip(due, self.model.profiles(due, now)):
             if self.model.worth_sending(profile):
                 items.append((subjects.PROFILE_NODE, profile, f"profile-{name}-{now:.3f}", {"node": name}))
                 sent.append(profile)
+        workloads = self.model.workload_updates(now)
+        items += [(subjects.PROFILE_WORKLOAD, w, f"workloads-{w.namespace}-{now:.3f}", {"namespace": w.namespace})
+                  for w in workloads]
         if items:
             await self.ctx.bus.publish_many(items)
             self.published += len(items)
@@ -128,13 +199,23 @@ class ProfilerService:
             self.model.mark_published(profile.node, now, profile)
         for name in due:  # unchanged ones count as done for this interval too
             self.model.mark_published(name, now)
-        return {"profiles": float(len(items)), "profiles_total": float(self.published),
-                "nodes": float(len(self.model.nodes)), "pods": float(len(self.model.pods)),
+        iv = self.settings.checkpoint_interval_s
+        if iv > 0:
+            if self._checkpoint_from is None:
+                self._checkpoint_from = now  # the first one an interval after start
+            elif now - self._checkpoint_from >= iv:
+                await self.write_checkpoint(now)
+        return {"profiles": float(len(sent)), "workload_profiles": float(len(workloads)),
+                "profiles_total": float(self.published), "nodes": float(len(self.model.nodes)),
+                "pods": float(len(self.model.pods)), "workloads": float(len(self.model.workloads)),
                 "samples_total": float(self.model.samples), "expired_nodes": float(len(expired)),
-                "rejected_total": float(self.rejected)}
+                "rejected_total": float(self.rejected), "checkpoints_total": float(self.checkpoints)}
 
     async def stop(self) -> None:
-        """Nothing to flush: models live in memory (see docs/profiler.md on restarts)."""
+        """Write a last checkpoint (consumers have stopped, so it holds everything acknowledged)."""
+        if self.ctx is not None and self._started and self.settings.checkpoint_interval_s > 0:
+            size = await self.write_checkpoint(self.ctx.clock.now())
+            self.ctx.log.info("profiler: checkpoint on stop, %d bytes in %.3f s", size, self.checkpoint_s)
 
     def ready(self) -> bool:
         """Ready once subscribed."""
@@ -146,8 +227,15 @@ class ProfilerService:
             "nodes": {n: {"pods": len(node.pods), "last_seen": node.last_seen,
                           "last_published": node.last_published} for n, node in self.model.nodes.items()},
             "pods": len(self.model.pods),
+            "workloads": {f"{ns}/{app}": {"pods": len(wl.pods), "first_seen": wl.first_seen,
+                                          "last_seen": wl.last_seen}
+                          for (ns, app), wl in sorted(self.model.workloads.items())},
             "histogram_rows": self.model.cpu.rows_in_use,
             "samples_total": self.model.samples,
+            "workload_samples_total": self.model.workload_samples,
             "published_total": self.published,
             "rejected_total": self.rejected,
+            "checkpoint": {"written_total": self.checkpoints, "last_bytes": self.checkpoint_bytes,
+                           "last_s": self.checkpoint_s, "last_at": self.last_checkpoint,
+                           "restored_from": self.restored_from},
         }

@@ -37,3 +37,11 @@ class ProfilerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     0 sends every due profile (this project's choice: consumers keep the newest profile per node)."""
     tick_interval_s: Seconds = 10.0
     """Period of tick() under the wall clock, seconds (this project's choice)."""
+    cold_start_from_workload: bool = True
+    """A pod without a usable model of its own (cold start) whose workload (namespace, app) has a warm model
+    is predicted from the workload's peak, capped by its request (this project's choice); False = the
+    reference: such a pod counts at its full request."""
+    checkpoint_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    """Period of the model checkpoint to Redis, seconds; one is also written on stop and restored on start.
+    0 = checkpoints off: none written, none restored (REFERENCE.md §7 asks for checkpoints; the period is
+    this project's choice)."""
