@@ -8,8 +8,10 @@ capacity, safety margin, node reserved, system used, high-priority (HP) pods.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
@@ -28,6 +30,13 @@ from colo_slo_manager.settings import BatchConfig, MidConfig
 
 _CPU_LIST = re.compile(r"^\d+(-\d+)?$")
 _LOW_PRIORITY: frozenset[str] = frozenset({"batch", "free"})
+_ACTIVE: frozenset[str] = frozenset({"Running", "Pending"})
+_PROD_NONE: frozenset[str] = frozenset({"prod", "none"})
+_NO_USAGE = Usage()
+_UID = attrgetter("uid")
+_HP_ENTRY = attrgetter("hp_entry")
+_PROD_REQUEST = attrgetter("prod_request")
+_0, _1, _2 = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,22 @@ class PodView:
     priority_class: PriorityClass
     qos_class: QoSClass
     requests: Resources
+    hp_entry: tuple[str, int, int, bool] | None = field(init=False, repr=False, compare=False)
+    """For a high-priority pod ``(uid, request cpu m, request memory B, is LSE)``, requests native +
+    mid-* (REFERENCE.md §3), else None. Worked out once with the view (one per pod event), so that
+    :class:`NodePods` only gathers."""
+    prod_request: tuple[int, int] | None = field(init=False, repr=False, compare=False)
+    """For an active prod/none pod its native ``(cpu m, memory B)`` requests (mid's Unallocated), else None."""
+
+    def __post_init__(self) -> None:
+        hp = prod = None
+        if self.phase in _ACTIVE and self.priority_class not in _LOW_PRIORITY:
+            r = self.requests
+            hp = (self.uid, r.cpu + r.mid_cpu, r.memory + r.mid_memory, self.qos_class == "LSE")
+            if self.priority_class in _PROD_NONE:
+                prod = (r.cpu, r.memory)
+        object.__setattr__(self, "hp_entry", hp)
+        object.__setattr__(self, "prod_request", prod)
 
     @classmethod
     def of_spec(cls, spec: PodSpec, phase: PodPhase = "Pending") -> PodView:
@@ -139,13 +164,55 @@ class HighPrioritySums:
     max_request_used: Usage
 
 
+def _reports_by_uid(metric: NodeMetric) -> dict[str, PodMetric]:
+    # A metric lists a pod once; should it repeat one, its last report counts (once).
+    pods = metric.pods
+    return dict(zip(map(_UID, pods), pods))
+
+
+def _unique_uids(views: Sequence[PodView]) -> frozenset[str]:
+    uids = frozenset(p.uid for p in views)
+    if len(uids) != len(views):
+        dupes = sorted(uid for uid, n in Counter(p.uid for p in views).items() if n > 1)
+        raise ValueError(f"pod uid listed more than once on a node: {', '.join(dupes)}")
+    return uids
+
+
 def high_priority_sums(pods: Iterable[PodView], metric: NodeMetric) -> HighPrioritySums:
     """Σ request, Σ used and Σ max(request, used) of the node's HP pods (REFERENCE.md §3).
 
-    Used is the pod's reported usage, or its request without a metric; LSE pods count
-    CPU at request. Pods in ``metric`` but not in ``pods`` count as used unless batch/free.
+    The formula as written, pod by pod: an HP pod is Running or Pending and not batch/free; its
+    request is native + mid-*; used is its reported usage, or its request without a metric; LSE
+    pods count CPU at request. Pods in ``metric`` but not in ``pods`` (just deleted) count as used
+    unless reported batch/free (or, without a class, BE). A uid reported twice counts once, with
+    its last report. Raises ValueError when ``pods`` lists a uid twice.
     """
-    return high_priority_sums_of(NodePods.of(pods), metric)
+    views = list(pods)
+    listed = _unique_uids(views)
+    reports = _reports_by_uid(metric)
+    req_c = req_m = used_c = used_m = max_c = max_m = 0
+    for pod in views:
+        if not pod.high_priority:
+            continue
+        req = _hp_request(pod)
+        pm = reports.get(pod.uid)
+        cpu, mem = (pm.cpu, pm.memory) if pm is not None else (req.cpu, req.memory)
+        if pod.qos_class == "LSE":
+            cpu = req.cpu
+        req_c += req.cpu
+        req_m += req.memory
+        used_c += cpu
+        used_m += mem
+        max_c += max(req.cpu, cpu)
+        max_m += max(req.memory, mem)
+    for uid, pm in reports.items():
+        if uid not in listed and _metric_only_counts(pm):
+            used_c += pm.cpu
+            used_m += pm.memory
+            max_c += pm.cpu
+            max_m += pm.memory
+    return HighPrioritySums(request=Usage(cpu=req_c, memory=req_m), used=Usage(cpu=used_c, memory=used_m),
+                            max_request_used=Usage(cpu=max_c, memory=max_m))
 
 
 def _batch_one(capacity: int, reclaim_percent: int, reserved: int, system_used: int,
@@ -247,48 +314,70 @@ class NodePods:
 
     ``known`` every pod uid on the node (any phase); ``hp`` per high-priority pod
     ``(uid, request cpu m, request memory B, is LSE)`` with mid-* requests included (as
-    :func:`high_priority_sums`); ``prod_requests`` Σ native requests of active prod/none pods
-    (as :func:`mid_allocatable`).
+    :func:`high_priority_sums`), in the order of the views; ``hp_by_uid`` the same keyed by uid;
+    ``hp_request`` Σ of those requests; ``prod_requests`` Σ native requests of active prod/none
+    pods (as :func:`mid_allocatable`).
     """
 
     known: frozenset[str]
     hp: tuple[tuple[str, int, int, bool], ...]
     prod_requests: Usage
+    hp_by_uid: dict[str, tuple[str, int, int, bool]] = field(compare=False, default_factory=dict)
+    hp_request: Usage = Usage()
 
     @classmethod
     def of(cls, pods: Iterable[PodView]) -> NodePods:
-        """The summary of ``pods`` (the views of one node)."""
-        views = list(pods)
-        hp = []
-        for pod in views:
-            if pod.high_priority:
-                req = _hp_request(pod)
-                hp.append((pod.uid, req.cpu, req.memory, pod.qos_class == "LSE"))
-        return cls(known=frozenset(p.uid for p in views), hp=tuple(hp), prod_requests=_prod_none_requests(views))
+        """The summary of ``pods`` (the views of one node). Raises ValueError when a uid is listed twice.
+
+        Gathers the views' :attr:`PodView.hp_entry` and :attr:`PodView.prod_request` with builtins
+        (``map``/``filter``/``sum``): no per-pod Python code runs here.
+        """
+        views = pods if isinstance(pods, (list, tuple)) else list(pods)
+        known = _unique_uids(views)
+        hp = tuple(filter(None, map(_HP_ENTRY, views)))
+        prod = list(filter(None, map(_PROD_REQUEST, views)))
+        return cls(known=known, hp=hp, prod_requests=Usage(cpu=sum(map(_0, prod)), memory=sum(map(_1, prod))),
+                   hp_by_uid=dict(zip(map(_0, hp), hp)),
+                   hp_request=Usage(cpu=sum(map(_1, hp)), memory=sum(map(_2, hp))))
 
 
-def high_priority_sums_of(summary: NodePods, metric: NodeMetric) -> HighPrioritySums:
-    """:func:`high_priority_sums` over a precomputed :class:`NodePods`; same formulas and result."""
-    usage = {pm.uid: pm for pm in metric.pods}
-    req_c = req_m = used_c = used_m = max_c = max_m = 0
-    for uid, rc, rm, lse in summary.hp:
-        pm = usage.get(uid)
-        cpu, mem = (pm.cpu, pm.memory) if pm is not None else (rc, rm)
-        if lse:
-            cpu = rc
-        req_c += rc
-        req_m += rm
-        used_c += cpu
-        used_m += mem
-        max_c += max(rc, cpu)
-        max_m += max(rm, mem)
-    known = summary.known
-    for pm in metric.pods:
-        if pm.uid not in known and _metric_only_counts(pm):
+def _hp_totals(summary: NodePods, metric: NodeMetric) -> tuple[int, int, int, int, int, int]:
+    """(Σ request cpu, memory, Σ used cpu, memory, Σ max(request, used) cpu, memory) of the HP pods.
+
+    Starts from every HP pod at its request (what a pod without a report counts) and corrects by
+    the reports: used − request, and max(used − request, 0) for the max sum; LSE CPU stays at request.
+    The reports that matter are found by set operations on uids (HP pods with a report; reported
+    pods not on the node), so the Python loops visit only those.
+    """
+    req_c, req_m = summary.hp_request.cpu, summary.hp_request.memory
+    used_c, used_m, max_c, max_m = req_c, req_m, req_c, req_m
+    reports = _reports_by_uid(metric)
+    hp = summary.hp_by_uid
+    for uid in hp.keys() & reports.keys():
+        _, rc, rm, lse = hp[uid]
+        pm = reports[uid]
+        if not lse:
+            d = pm.cpu - rc
+            used_c += d
+            if d > 0:
+                max_c += d
+        d = pm.memory - rm
+        used_m += d
+        if d > 0:
+            max_m += d
+    for uid in reports.keys() - summary.known:
+        pm = reports[uid]
+        if _metric_only_counts(pm):
             used_c += pm.cpu
             used_m += pm.memory
             max_c += pm.cpu
             max_m += pm.memory
+    return req_c, req_m, used_c, used_m, max_c, max_m
+
+
+def high_priority_sums_of(summary: NodePods, metric: NodeMetric) -> HighPrioritySums:
+    """:func:`high_priority_sums` over a precomputed :class:`NodePods`; same formulas and result."""
+    req_c, req_m, used_c, used_m, max_c, max_m = _hp_totals(summary, metric)
     return HighPrioritySums(request=Usage(cpu=req_c, memory=req_m), used=Usage(cpu=used_c, memory=used_m),
                             max_request_used=Usage(cpu=max_c, memory=max_m))
 
@@ -297,27 +386,27 @@ def compute_allocatable_of(node: NodeSpec, reserved: Usage, metric: NodeMetric, 
                            profile: NodeProfile | None, batch: BatchConfig, mid: MidConfig) -> Allocatable:
     """:func:`compute_allocatable` from precomputed inputs: ``reserved`` = :func:`node_reserved` of
     ``node`` and ``summary`` = :class:`NodePods` of its pods. Same formulas (REFERENCE.md §3) and result;
-    only the per-pod work that does not depend on ``metric`` is done once per pod-list change."""
+    only the per-pod work that does not depend on ``metric`` is done once per pod-list change, and the
+    per-report work is one pass (see docs/slo-manager.md "Speed")."""
     cap = node.capacity
-    hp = high_priority_sums_of(summary, metric)
+    req_c, req_m, used_c, used_m, max_c, max_m = _hp_totals(summary, metric)
     system = metric.system_usage
     hosts = metric.host_apps_usage
-    batch_cpu = _batch_one(cap.cpu, batch.cpu_reclaim_threshold_percent, reserved.cpu, system.cpu + hosts.cpu,
-                           hp.request.cpu, hp.used.cpu, hp.max_request_used.cpu, batch.cpu_policy,
-                           batch.cpu_threshold_percent)
-    batch_memory = _batch_one(cap.memory, batch.memory_reclaim_threshold_percent, reserved.memory,
-                              system.memory + hosts.memory, hp.request.memory, hp.used.memory,
-                              hp.max_request_used.memory, batch.memory_policy, batch.memory_threshold_percent)
+    sys_c, sys_m = system.cpu + hosts.cpu, system.memory + hosts.memory
+    batch_cpu = _batch_one(cap.cpu, batch.cpu_reclaim_threshold_percent, reserved.cpu, sys_c,
+                           req_c, used_c, max_c, batch.cpu_policy, batch.cpu_threshold_percent)
+    batch_memory = _batch_one(cap.memory, batch.memory_reclaim_threshold_percent, reserved.memory, sys_m,
+                              req_m, used_m, max_m, batch.memory_policy, batch.memory_threshold_percent)
     if mid.mode == "static":
         mid_cpu = min(cap.cpu * mid.cpu_static_percent // 100, cap.cpu * mid.cpu_threshold_percent // 100)
         mid_memory = min(cap.memory * mid.memory_static_percent // 100,
                          cap.memory * mid.memory_threshold_percent // 100)
     else:
-        reclaimable = profile.prod_reclaimable if profile is not None else Usage()
+        reclaimable = profile.prod_reclaimable if profile is not None else _NO_USAGE
         prod = summary.prod_requests
-        mid_cpu = _mid_one(cap.cpu, metric.node_usage.cpu, reclaimable.cpu, reserved.cpu, system.cpu + hosts.cpu,
+        used = metric.node_usage
+        mid_cpu = _mid_one(cap.cpu, used.cpu, reclaimable.cpu, reserved.cpu, sys_c,
                            prod.cpu, mid.cpu_unallocated_percent, mid.cpu_threshold_percent)
-        mid_memory = _mid_one(cap.memory, metric.node_usage.memory, reclaimable.memory, reserved.memory,
-                              system.memory + hosts.memory, prod.memory, mid.memory_unallocated_percent,
-                              mid.memory_threshold_percent)
+        mid_memory = _mid_one(cap.memory, used.memory, reclaimable.memory, reserved.memory,
+                              sys_m, prod.memory, mid.memory_unallocated_percent, mid.memory_threshold_percent)
     return Allocatable(batch_cpu=batch_cpu, batch_memory=batch_memory, mid_cpu=mid_cpu, mid_memory=mid_memory)

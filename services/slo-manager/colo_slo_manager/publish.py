@@ -10,8 +10,6 @@ from __future__ import annotations
 from colo.messages import NodeMetric, NodeResource
 from colo_slo_manager.allocatable import Allocatable
 
-_FIELDS = ("batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
-
 
 def differs(old: int, new: int, threshold_percent: int) -> bool:
     """True when ``new`` differs from ``old`` by more than ``threshold_percent`` of ``old``.
@@ -41,9 +39,15 @@ def publish_reason(last: NodeResource | None, new: Allocatable, now: float,
         return "initial"
     if last.reset:
         return "recovered"
-    for field in _FIELDS:
-        if differs(getattr(last, field), getattr(new, field), diff_threshold_percent):
-            return f"changed {field}"
+    # field by field rather than by getattr: this runs for every node on every tick
+    if differs(last.batch_cpu, new.batch_cpu, diff_threshold_percent):
+        return "changed batch_cpu"
+    if differs(last.batch_memory, new.batch_memory, diff_threshold_percent):
+        return "changed batch_memory"
+    if differs(last.mid_cpu, new.mid_cpu, diff_threshold_percent):
+        return "changed mid_cpu"
+    if differs(last.mid_memory, new.mid_memory, diff_threshold_percent):
+        return "changed mid_memory"
     if now - last.at > max_age_s:
         return "refresh"
     return ""

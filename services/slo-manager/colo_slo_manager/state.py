@@ -51,6 +51,9 @@ class ClusterState:
         self._by_node: dict[str, set[str]] = {}
         self._summaries: dict[str, NodePods] = {}
         """Cached :class:`NodePods` per node; dropped whenever a pod on that node changes."""
+        self._finished: dict[str, float] = {}
+        """uid → ``updated_at`` of every pod whose phase is Succeeded or Failed: what
+        :meth:`forget_finished` looks at, rather than every pod of the cluster each tick."""
 
     # ------------------------------------------------------------------ nodes, metrics, profiles
 
@@ -82,6 +85,10 @@ class ClusterState:
             self._by_node.get(old.node, set()).discard(uid)
             self._summaries.pop(old.node, None)
         self.pods[uid] = entry
+        if entry.view.active:
+            self._finished.pop(uid, None)
+        else:
+            self._finished[uid] = entry.updated_at
         if entry.node:
             self._by_node.setdefault(entry.node, set()).add(uid)
             self._summaries.pop(entry.node, None)
@@ -140,9 +147,9 @@ class ClusterState:
 
     def forget_finished(self, now: float, retention_s: float = TERMINAL_RETENTION_S) -> int:
         """Drop finished pods last updated more than ``retention_s`` seconds before ``now``; returns the count."""
-        gone = [uid for uid, e in self.pods.items()
-                if not e.view.active and now - e.updated_at > retention_s]
+        gone = [uid for uid, at in self._finished.items() if now - at > retention_s]
         for uid in gone:
+            del self._finished[uid]
             entry = self.pods.pop(uid)
             self._by_node.get(entry.node, set()).discard(uid)
             self._summaries.pop(entry.node, None)
