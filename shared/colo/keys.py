@@ -15,6 +15,7 @@ Layout (``{p}`` = prefix)::
     {p}:binding:{uid}         hash  node, at and the bound requests (freed exactly once by release)
     {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
     {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
+    {p}:checkpoint:{name}     str   a service's checkpoint blob (the profiler's models), replaced in one SET
 """
 
 from __future__ import annotations
@@ -89,3 +90,11 @@ class Keys:
     def lease_fence(self, name: str) -> str:
         """Counter of fencing tokens of the lease ``name`` (each acquisition takes the next one)."""
         return f"{self.prefix}:leasefence:{name}"
+
+    def checkpoint(self, name: str) -> str:
+        """Checkpoint blob of the service state ``name`` (e.g. ``profiler``).
+
+        Raises ValueError unless ``name`` is letters, digits, '.', '_', '-'."""
+        if not name or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+            raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_', '-'")
+        return f"{self.prefix}:checkpoint:{name}"

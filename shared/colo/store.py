@@ -560,9 +560,7 @@ class Store:
     def checkpoint_key(self, name: str) -> str:
         """Key of the checkpoint blob of ``name`` (``{prefix}:checkpoint:{name}``, a string).
         Raises ValueError unless ``name`` is letters, digits, '.', '_', '-'."""
-        if not name or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
-            raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_', '-'")
-        return f"{self.keys.prefix}:checkpoint:{name}"
+        return self.keys.checkpoint(name)
 
     async def put_checkpoint(self, name: str, blob: bytes) -> None:
         """Replace the checkpoint ``name`` by ``blob`` in one SET: a reader gets the old or the new blob whole,
