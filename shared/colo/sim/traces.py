@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 CACHE_DIR = Path.home() / ".cache" / "colo" / "traces"
 """Where ``colo traces fetch`` downloads the traces."""
 
@@ -231,3 +234,59 @@ def _load_vm(vm: str, path: Path) -> VMSeries:
             mem.append(last_mem)
     return VMSeries(vm, tuple(cpu), tuple(mem))
 
+
+
+@dataclass(frozen=True)
+class VMSamples:
+    """One Bitbrains VM's valid 300 s samples in the trace's own units, gap rows left out.
+
+    Every array has shape ``(n,)`` in timestamp order and is read-only (the result is
+    cached): ``at_s`` Unix seconds; ``cores``; ``cpu_capacity_mhz`` (CPU capacity
+    provisioned); ``cpu_usage_mhz``; ``memory_provisioned_kb``; ``memory_usage_kb``
+    (KB = 1024 bytes). ``gap_rows`` counts the rows skipped because they report 0 cores
+    or 0 provisioned memory (README §5: gaps or powered-off intervals, ~6 % of rows) —
+    they are missing data, not zero usage.
+    """
+
+    vm: str
+    at_s: npt.NDArray[np.float64]
+    cores: npt.NDArray[np.float64]
+    cpu_capacity_mhz: npt.NDArray[np.float64]
+    cpu_usage_mhz: npt.NDArray[np.float64]
+    memory_provisioned_kb: npt.NDArray[np.float64]
+    memory_usage_kb: npt.NDArray[np.float64]
+    gap_rows: int
+
+
+def load_vm_samples(vm: str, root: Path | None = None) -> VMSamples:
+    """The raw valid samples of VM ``vm`` (columns 0–3, 5, 6 of ``<vm>.csv.gz``, separator ``;\\t``).
+
+    Unlike :func:`load_vm`, nothing is normalized or filled: gap rows are dropped and
+    counted. Raises TraceError when the file is missing or has no valid row.
+    """
+    return _load_vm_samples(vm, trace_path(f"{BITBRAINS_DIR}/{vm}.csv.gz", root))
+
+
+@lru_cache(maxsize=256)
+def _load_vm_samples(vm: str, path: Path) -> VMSamples:
+    rows: list[tuple[float, float, float, float, float, float]] = []
+    gaps = 0
+    with gzip.open(path, "rt") as f:
+        next(f)  # header row
+        for line in f:
+            cols = line.split(";")
+            if len(cols) < 7:
+                continue
+            cores, mem_prov = float(cols[1]), float(cols[5])
+            if cores <= 0 or mem_prov <= 0:
+                gaps += 1
+                continue
+            rows.append((float(cols[0]), cores, float(cols[2]), float(cols[3]), mem_prov, float(cols[6])))
+    if not rows:
+        raise TraceError(f"{path}: no valid sample (every row reports 0 cores or 0 memory)")
+    table = np.array(rows, dtype=np.float64)
+    table = table[np.argsort(table[:, 0], kind="stable")]
+    table.setflags(write=False)
+    return VMSamples(vm, at_s=table[:, 0], cores=table[:, 1], cpu_capacity_mhz=table[:, 2],
+                     cpu_usage_mhz=table[:, 3], memory_provisioned_kb=table[:, 4],
+                     memory_usage_kb=table[:, 5], gap_rows=gaps)
