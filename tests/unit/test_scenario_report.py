@@ -124,7 +124,7 @@ def test_report_files(tmp_path: Path) -> None:
     assert data["ratio_colo_over_baseline"]["cpu_util_avg"] == pytest.approx(2.0)
     assert data["scenario"] == {"nodes": 2}
     page = (tmp_path / "report.html").read_text()
-    assert page.count("<svg") == 7 and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert page.count("<svg") == 9 and "http" not in page.replace("http://www.w3.org/2000/svg", "")
     assert summary["runs"].keys() == {"baseline", "colo"}
     assert render_html(summary_dict(runs, {}), runs).startswith("<!DOCTYPE html>")
 

@@ -4,6 +4,8 @@
 submissions, every :class:`~colo.messages.TickAck` and every ``PodBound``,
 ``PodUnschedulable``, ``PodStatus`` and ``QoSEvent`` it sees. It is pure bookkeeping
 (no I/O) so that it is tested on its own. Definitions are in docs/scenario.md.
+The batch and mid resources offered over time come from slo-manager's tick stats (the
+Σ of the NodeResource values it last published for live nodes).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
-    "pods_pending", "wall_s",
+    "pods_pending", "batch_mid_cpu_offered_cores", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
@@ -27,8 +29,11 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
     "be_oom_kills": False, "be_suppress_events": False, "sched_latency_p50_ms": False,
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
-    "pods_pending": False, "wall_s": False,
+    "pods_pending": False, "batch_mid_cpu_offered_cores": True, "wall_s": False,
 }
+
+MILLI_PER_CORE = 1000.0
+BYTES_PER_GIB = float(1 << 30)
 
 
 @dataclass
@@ -43,6 +48,14 @@ class Sample:
     batch_completed: int
     suppress_events: int
     evictions: int
+    batch_cpu_cores: float = 0.0
+    """batch-cpu offered over the cluster (Σ of slo-manager's published NodeResource.batch_cpu), cores."""
+    mid_cpu_cores: float = 0.0
+    """mid-cpu offered over the cluster, cores."""
+    batch_memory_gib: float = 0.0
+    """batch-memory offered over the cluster, GiB (2^30 bytes)."""
+    mid_memory_gib: float = 0.0
+    """mid-memory offered over the cluster, GiB."""
 
 
 @dataclass
@@ -141,13 +154,20 @@ class RunMetrics:
             self.suppress_events += 1
 
     def on_ticks(self, t: float, acks: list[TickAck]) -> None:
-        """The acks of every service for the tick ending at ``t``; appends one time-series sample."""
+        """The acks of every service for the tick ending at ``t``; appends one time-series sample.
+
+        Usage comes from the node agent's stats, the batch/mid resources offered from slo-manager's
+        (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent).
+        """
         stats: dict[str, float] = {}
+        offered: dict[str, float] = {}
         for ack in acks:
             if ack.error:
                 self.tick_errors.append(f"{ack.service}@{t:.0f}: {ack.error}")
             if ack.service == "node-agent":
                 stats = ack.stats
+            elif ack.service == "slo-manager":
+                offered = ack.stats
         cap = stats.get("cpu_capacity_milli", 0.0)
         used = stats.get("cpu_used_milli", 0.0)
         mcap = stats.get("mem_capacity_bytes", 0.0)
@@ -170,6 +190,10 @@ class RunMetrics:
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
             batch_completed=self._batch_completed,
             suppress_events=self.suppress_events, evictions=self.evictions,
+            batch_cpu_cores=offered.get("batch_cpu", 0.0) / MILLI_PER_CORE,
+            mid_cpu_cores=offered.get("mid_cpu", 0.0) / MILLI_PER_CORE,
+            batch_memory_gib=offered.get("batch_memory", 0.0) / BYTES_PER_GIB,
+            mid_memory_gib=offered.get("mid_memory", 0.0) / BYTES_PER_GIB,
         ))
 
     # ------------------------------------------------------------------ results
@@ -192,8 +216,15 @@ class RunMetrics:
         return [uid for uid in self.submitted_at
                 if uid not in self.bound_node and self.phase.get(uid) not in ("Succeeded",)]
 
+    def offered(self) -> dict[str, float]:
+        """Means over the run's ticks of the batch/mid resources offered: ``batch_cpu_cores``,
+        ``mid_cpu_cores``, ``batch_memory_gib``, ``mid_memory_gib`` (0 without ticks)."""
+        n = len(self.series)
+        fields = ("batch_cpu_cores", "mid_cpu_cores", "batch_memory_gib", "mid_memory_gib")
+        return {f: sum(getattr(s, f) for s in self.series) / n if n else 0.0 for f in fields}
+
     def summary(self) -> dict[str, float]:
-        """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds)."""
+        """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""
         slowdowns = [
             (done - self.submitted_at[uid]) / self.batch_duration_s[uid]
             for uid, done in self.completed_at.items()
@@ -201,6 +232,7 @@ class RunMetrics:
         ]
         lat = np.array(self.attempt_ms) if self.attempt_ms else np.zeros(1)
         unsched = [uid for uid in self.unschedulable if uid not in self.bound_node]
+        offered = self.offered()
         return {
             "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
             "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
@@ -215,5 +247,6 @@ class RunMetrics:
             "pods_bound": float(len(self.bind_events)),
             "pods_unschedulable": float(len(unsched)),
             "pods_pending": float(len(self.pending())),
+            "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
             "wall_s": self.wall_s,
         }

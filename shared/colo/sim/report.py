@@ -1,8 +1,9 @@
 """The demo report: terminal table, ``summary.json`` and a self-contained ``report.html``.
 
 Charts are inline SVG written here (no plotting dependency): utilization over time, LS
-CPU satisfaction, batch pods running/completed, suppress events and evictions, each
-baseline vs colo. The page embeds the scenario description (docs/scenario.md). The table
+CPU satisfaction, batch pods running/completed, suppress events and evictions, and the
+batch and mid resources slo-manager offered (CPU cores, memory GiB), each baseline vs
+colo. The page embeds the scenario description (docs/scenario.md). The table
 marks for every metric whether higher or lower is better (:data:`HIGHER_IS_BETTER`) and is
 followed by one line per metric whose value needs reading (:data:`METRIC_NOTES`).
 """
@@ -44,7 +45,8 @@ def ratio(colo: float, baseline: float) -> float | None:
 
 def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> dict[str, Any]:
     """The content of ``summary.json``: scenario description, per-run metrics, which way each metric is
-    better, the notes, colo/baseline ratios, time series, tick errors and per-service tick time."""
+    better, the notes, colo/baseline ratios, mean batch/mid resources offered per run, time series, tick errors
+    and per-service tick time."""
     metrics = {r.name: r.summary() for r in runs}
     out: dict[str, Any] = {"scenario": description, "runs": metrics,
                            "higher_is_better": {k: HIGHER_IS_BETTER[k] for k in METRIC_NAMES},
@@ -53,6 +55,7 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
         out["ratio_colo_over_baseline"] = {
             k: ratio(metrics["colo"][k], metrics["baseline"][k]) for k in METRIC_NAMES
         }
+    out["offered"] = {r.name: r.offered() for r in runs}
     out["series"] = {r.name: [asdict(s) for s in r.series] for r in runs}
     out["tick_errors"] = {r.name: r.tick_errors[:50] for r in runs}
     out["tick_wall_s"] = {r.name: {k: round(v, 2) for k, v in r.tick_wall_s.items()} for r in runs}
@@ -64,6 +67,8 @@ def _fmt(name: str, value: float) -> str:
         return f"{value:.1%}"
     if name.endswith("_ms"):
         return f"{value:.2f}"
+    if name.endswith("_cores"):
+        return f"{value:.1f}"
     if name == "wall_s" or name == "batch_slowdown_avg":
         return f"{value:.2f}"
     return f"{value:.0f}"
@@ -107,8 +112,12 @@ def nice_step(span: float, target: int = 4) -> float:
 
 
 def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str,
-               y_max: float | None = None, width: int = 560, height: int = 220) -> str:
-    """An inline SVG line chart; ``series`` maps a run name to (hours, value) points."""
+               y_max: float | None = None, width: int = 560, height: int = 220,
+               styles: dict[str, tuple[str, str]] | None = None) -> str:
+    """An inline SVG line chart; ``series`` maps a name (a run, or ``<run> <part>``) to (hours, value) points.
+
+    ``styles`` gives a series' (colour, SVG dash pattern, "" = solid); by default the run's colour, solid.
+    """
     pad_l, pad_r, pad_t, pad_b = 50, 10, 24, 30
     xs = [x for pts in series.values() for x, _ in pts] or [0.0, 1.0]
     ys = [y for pts in series.values() for _, y in pts] or [0.0, 1.0]
@@ -141,12 +150,15 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
     parts.append(f'<text x="{pad_l + w / 2}" y="{height - 4}" text-anchor="middle">hours (virtual time)</text>')
     parts.append(f'<text x="12" y="{pad_t + h / 2}" transform="rotate(-90 12 {pad_t + h / 2})" '
                  f'text-anchor="middle">{html.escape(y_label)}</text>')
-    for k, (name, pts) in enumerate(series.items()):
-        color = COLORS.get(name, "#d62728")
+    legend_x = pad_l + 8
+    for name, pts in series.items():
+        color, dash = (styles or {}).get(name, (COLORS.get(name, "#d62728"), ""))
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         if pts:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{path}"/>')
-        parts.append(f'<text x="{pad_l + 8 + k * 80}" y="{pad_t + 14}" fill="{color}">{html.escape(name)}</text>')
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6"{dash_attr} points="{path}"/>')
+        parts.append(f'<text x="{legend_x}" y="{pad_t + 14}" fill="{color}">{html.escape(name)}</text>')
+        legend_x += max(80, 7 * len(name) + 16)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -158,6 +170,15 @@ def _charts(runs: Sequence[RunMetrics]) -> list[str]:
     def chart(title: str, attr: str, label: str, y_max: float | None = None) -> str:
         return _svg_chart(title, {r.name: pts(r, attr) for r in runs}, label, y_max)
 
+    def offered(title: str, batch_attr: str, mid_attr: str, label: str) -> str:
+        series: dict[str, list[tuple[float, float]]] = {}
+        styles: dict[str, tuple[str, str]] = {}
+        for r in runs:
+            color = COLORS.get(r.name, "#d62728")
+            series[f"{r.name} batch"], styles[f"{r.name} batch"] = pts(r, batch_attr), (color, "")
+            series[f"{r.name} mid"], styles[f"{r.name} mid"] = pts(r, mid_attr), (color, "5,3")
+        return _svg_chart(title, series, label, styles=styles)
+
     return [
         chart("CPU utilization (used / capacity)", "cpu_util", "fraction", 1.0),
         chart("Memory utilization (used / capacity)", "mem_util", "fraction", 1.0),
@@ -166,6 +187,8 @@ def _charts(runs: Sequence[RunMetrics]) -> list[str]:
         chart("Batch pods completed (cumulative)", "batch_completed", "pods"),
         chart("BE suppress events (cumulative)", "suppress_events", "events"),
         chart("BE evictions (cumulative)", "evictions", "pods"),
+        offered("Batch and mid resources offered (cores)", "batch_cpu_cores", "mid_cpu_cores", "cores"),
+        offered("Batch and mid memory offered (GiB)", "batch_memory_gib", "mid_memory_gib", "GiB"),
     ]
 
 

@@ -53,6 +53,12 @@ RUN_ENV: dict[str, dict[str, str]] = {
 }
 """Service settings per run: baseline = no co-location (no batch resources, no descheduler)."""
 
+SIM_ENV: dict[str, str] = {"COLO_PROFILER_COLD_START_S": "3600"}
+"""Service settings common to every run. The profiler counts a pod at its full request for its first
+``cold_start_s`` (24 h by default, REFERENCE.md §7): longer than a demo, so prod-reclaimable and with it
+mid resources would stay 0 throughout. The demo's online pods stand for services that run for days
+before the window starts; one virtual hour of samples (60 NodeMetrics) stands for that history."""
+
 NODES_FILE_ENV = "COLO_NODE_AGENT_NODES_FILE"
 """The node agent setting naming the JSON list of NodeSpec it simulates."""
 
@@ -108,7 +114,7 @@ def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
 async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, work_dir: Path,
                    progress: Progress | None = None, hook: StepHook | None = None,
                    extra_env: dict[str, str] | None = None, tick_timeout_s: float = 120.0) -> RunResult:
-    """One run of ``scenario`` with the settings of ``RUN_ENV[run]`` against the given servers.
+    """One run of ``scenario`` with the settings of :data:`SIM_ENV` and ``RUN_ENV[run]`` against the given servers.
 
     Raises ServiceError when a service dies or does not become ready, TimeoutError when a
     tick is not answered within ``tick_timeout_s`` (wall seconds).
@@ -119,7 +125,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     env = {
         "COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url, "COLO_SIM": "1",
         "COLO_STORE_PREFIX": prefix, "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "INFO"),
-        NODES_FILE_ENV: str(nodes_file), **RUN_ENV.get(run, {}), **(extra_env or {}),
+        NODES_FILE_ENV: str(nodes_file), **SIM_ENV, **RUN_ENV.get(run, {}), **(extra_env or {}),
     }
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
