@@ -313,6 +313,21 @@ class Store:
         })
         await pipe.execute()
 
+    async def put_node_resources(self, resources: Sequence[NodeResource], chunk: int = 1000) -> None:
+        """Store many nodes' batch/mid allocatable, as :meth:`put_node_resource` each, in pipelines of
+        ``chunk`` nodes: one connection, one round trip and one MULTI/EXEC per chunk, so a reader sees
+        each node's value and bind limits change together. Empty ``resources`` does nothing."""
+        k = self.keys
+        for start in range(0, len(resources), chunk):
+            pipe = self.redis.pipeline(transaction=True)
+            for res in resources[start:start + chunk]:
+                pipe.set(k.node_resource(res.node), codec.encode(res))
+                pipe.hset(k.limits(res.node), mapping={
+                    "batch_cpu": res.batch_cpu, "batch_memory": res.batch_memory,
+                    "mid_cpu": res.mid_cpu, "mid_memory": res.mid_memory,
+                })
+            await pipe.execute()
+
     async def get_node_resource(self, node: str) -> NodeResource | None:
         """The node's last NodeResource or None."""
         raw = await self.redis.get(self.keys.node_resource(node))

@@ -260,3 +260,24 @@ async def test_runs_under_the_runtime_with_virtual_ticks(bus_factory: BusFactory
         assert stored is not None and stored.at == 60.0
     finally:
         await runner.stop()
+
+
+async def test_one_tick_publishes_more_nodes_than_the_redis_pool_holds(harness: Harness) -> None:
+    # redis-py's default pool holds 100 connections: one write per node in parallel exhausted it
+    # (MaxConnectionsError on the first tick of a 101-node cluster). The tick writes in pipelines.
+    h = harness
+    names = [f"n{i:03d}" for i in range(250)]
+    for name in names:
+        spec = NodeSpec(name=name, capacity=NODE.capacity, allocatable=NODE.allocatable)
+        await h.client.publish(subjects.NODE_REGISTERED, spec, node=name)
+        await h.client.publish(subjects.NODE_METRIC, NodeMetric(
+            node=name, at=T0, node_usage=Usage(cpu=10_000, memory=10 * G),
+            system_usage=Usage(cpu=1_000, memory=G)), node=name)
+    stats = await h.tick(T0 + 30)
+    assert stats["resources_published"] == 250
+    stored = [await h.store.get_node_resource(name) for name in names]
+    # 100 − 40 (margin) − 1 (system) = 59 CPU; 120 − 42 − 1 = 77G, on every node
+    assert {(r.batch_cpu, r.batch_memory) if r else None for r in stored} == {(59_000, 77 * G)}
+    limits = await h.store.redis.hgetall(h.store.keys.limits(names[-1]))
+    assert int(limits[b"batch_cpu"]) == 59_000
+    assert len(h.seen["resource"]) == 250

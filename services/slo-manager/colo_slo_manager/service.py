@@ -13,7 +13,6 @@ The policy settings are hot-reloaded from the YAML file and a NATS key-value ent
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -309,7 +308,7 @@ class SloManagerService:
             if out is not None:
                 resources.append(out)
         # The store first: a scheduler that hears of the change must find it when binding.
-        await asyncio.gather(*(self.ctx.store.put_node_resource(r) for r in resources))
+        await self.ctx.store.put_node_resources(resources)
         items = slos + [(subjects.NODE_RESOURCE, r, _msg_id("resource", f"{r.node}-{now:.3f}"), {"node": r.node})
                         for r in resources]
         if items:
