@@ -25,6 +25,10 @@ import yaml
 from colo.settings import SettingsError, build_settings, load_settings
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 
+MAX_VALUES = 200_000
+"""Most values (mappings, lists, scalars, keys) a configuration may hold after YAML aliases are
+expanded; a 1 MB value (NATS's default max payload) of plain YAML holds about 100,000."""
+
 NOT_RELOADABLE = ("tick_interval_s", "config_reload")
 """Settings read once at start: the tick loop's period and the configuration sources themselves."""
 
@@ -59,7 +63,43 @@ def parse_overlay(text: bytes | str, where: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise SettingsError([f"{where}: top level must be a mapping, got {type(loaded).__name__}"],
                             what=f"configuration ({where})")
+    size = _expanded_size(loaded, {})
+    if size > MAX_VALUES:
+        raise SettingsError([f"{where}: {size} values after expanding YAML aliases, at most {MAX_VALUES}"],
+                            what=f"configuration ({where})")
+    bad = _non_string_keys(loaded, "")
+    if bad:
+        raise SettingsError([f"{where}: {b}" for b in bad], what=f"configuration ({where})")
     return loaded
+
+
+def _expanded_size(value: Any, seen: dict[int, int]) -> int:
+    """How many values ``value`` holds once YAML aliases are expanded (shared objects counted per
+    reference, each computed once: a few hundred bytes of nested aliases can stand for 10⁹ values)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    known = seen.get(id(value))
+    if known is None:
+        items = value.values() if isinstance(value, dict) else value
+        known = 1 + len(value) + sum(_expanded_size(v, seen) for v in items)
+        seen[id(value)] = known
+    return known
+
+
+def _non_string_keys(value: Any, path: str) -> list[str]:
+    """Every mapping key in ``value`` that is not a string (YAML reads ``1:``, ``true:``, ``~:`` as
+    int, bool, None), as ``<path>: key <repr> must be a string``; settings names are strings only."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                out.append(f"{path or '(top level)'}: key {k!r} must be a string")
+            else:
+                out += _non_string_keys(v, f"{path}.{k}" if path else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _non_string_keys(v, f"{path}[{i}]")
+    return out
 
 
 def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,8 +116,16 @@ def load_base(path: str | None, env: Mapping[str, str]) -> SloManagerSettings:
     """Defaults, the YAML file at ``path`` (none when None), then ``COLO_SLO_MANAGER_*`` from ``env``.
 
     Raises SettingsError listing every problem, each prefixed by the file path when there is one.
+    A file that is not UTF-8 or has a non-string key is one problem (checked here first: the
+    generic loader reads text and expects string keys).
     """
     env = {k: v for k, v in env.items() if k != f"{ENV_PREFIX}_CONFIG"}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                parse_overlay(fh.read(), path)
+        except OSError:
+            pass  # reported, with the other problems, by load_settings
     try:
         return load_settings(SloManagerSettings, ENV_PREFIX, env=env, yaml_path=path)
     except SettingsError as exc:

@@ -6,8 +6,11 @@ and watches the key ``config_reload.kv_key`` of the bucket ``config_reload.kv_bu
 (:mod:`colo_slo_manager.config`) and hands the result to ``on_applied`` — or, when any layer is
 invalid, the complete list of problems to ``on_rejected``, and the configuration in force stays.
 A change that composes to the settings already in force is neither applied nor announced.
-Attempts run one at a time, in the order the changes were seen. A file change is taken when two
-polls in a row read the same new content (1 to 2 poll periods after the write).
+Attempts run one at a time, in the order the changes were seen, and compose in a worker thread (a
+large value takes seconds to parse and validate). A file change is taken when two polls in a row
+read the same new content (1 to 2 poll periods after the write). The watch is reopened after every
+reconnect and every :data:`KV_RESYNC_S` (a nats-server restart or a deleted and recreated bucket
+leaves the old watch silent); the value then found is tried when it differs from the last seen.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ KV_INIT_TIMEOUT_S = 5.0
 """How long :meth:`ConfigWatcher.start` waits for the key-value watch to deliver the current value."""
 KV_POLL_S = 0.5
 """Longest wait for a key-value update before checking whether the watcher is stopping."""
+KV_RESYNC_S = 30.0
+"""Period of reopening the key-value watch even without a reconnect (a deleted and recreated
+bucket leaves the old watch silent without any error)."""
+KV_RETRY_S = 1.0
+"""Wait before trying again to reopen a watch that failed."""
 
 Applied = Callable[[Composed, str], Awaitable[None]]
 Rejected = Callable[[list[str], str], Awaitable[None]]
@@ -73,7 +81,10 @@ class ConfigWatcher:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._watcher: KeyValue.KeyWatcher | None = None
+        self._bus: Bus | None = None
         self._stopping = False
+        self._reconnects = 0
+        self._next_resync = 0.0
         self.attempts = 0
         self._attempted = asyncio.Condition()
 
@@ -106,17 +117,8 @@ class ConfigWatcher:
         Raises nats errors when the bucket cannot be opened or created.
         """
         if bus is not None and self.reload.kv_bucket:
-            self._kv = await bus.key_value(self.reload.kv_bucket)
-            self._watcher = await self._kv.watch(self.reload.kv_key)
-            while True:  # the current value (if any), then the end-of-initial-values marker
-                try:
-                    entry = await self._watcher.updates(timeout=KV_INIT_TIMEOUT_S)  # type: ignore[no-untyped-call]
-                except nats.errors.TimeoutError:
-                    log.warning("%s: no initial value from the key-value watch", self.kv_where)
-                    break
-                if entry is None:
-                    break
-                self._take(entry)
+            self._bus = bus
+            await self._open_watch()
             if self._kv_value is not None:
                 await self._attempt("kv")
             self._tasks.append(asyncio.create_task(self._watch_kv(), name="config:kv"))
@@ -130,12 +132,7 @@ class ConfigWatcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self._watcher is not None:
-            try:
-                await self._watcher.stop()  # type: ignore[no-untyped-call]
-            except Exception:  # connection already closed
-                pass
-            self._watcher = None
+        await self._close_watch()
 
     async def wait_attempts(self, n: int, timeout_s: float = 30.0) -> None:
         """Return once ``n`` changes have been tried (applied, rejected or found unchanged).
@@ -155,17 +152,84 @@ class ConfigWatcher:
             self._kv_value = entry.value or b""
         self._kv_revision = int(entry.revision or 0)
 
-    async def _watch_kv(self) -> None:
-        assert self._watcher is not None
-        while not self._stopping:
+    async def _open_watch(self) -> bool:
+        """(Re)open the bucket (created when missing) and a watch of the key; record the key's current
+        value (none when the key or the bucket is empty). False when the initial value did not come
+        within :data:`KV_INIT_TIMEOUT_S` (the value recorded before is kept).
+
+        Raises nats errors when the bucket cannot be opened or created.
+        """
+        assert self._bus is not None
+        await self._close_watch()
+        self._kv = await self._bus.key_value(self.reload.kv_bucket)
+        self._watcher = await self._kv.watch(self.reload.kv_key)
+        self._reconnects = self._bus.nc.stats["reconnects"]
+        entries: list[KeyValue.Entry] = []
+        while True:  # the current value (if any), then the end-of-initial-values marker
             try:
-                entry = await self._watcher.updates(timeout=KV_POLL_S)  # type: ignore[no-untyped-call]
+                entry = await self._watcher.updates(timeout=KV_INIT_TIMEOUT_S)  # type: ignore[no-untyped-call]
             except nats.errors.TimeoutError:
-                continue
+                log.warning("%s: no initial value from the key-value watch", self.kv_where)
+                for e in entries:
+                    self._take(e)
+                return False
             if entry is None:
-                continue
-            self._take(entry)
+                break
+            entries.append(entry)
+        if not entries:
+            self._kv_value, self._kv_revision = None, 0
+        for e in entries:
+            self._take(e)
+        return True
+
+    async def _close_watch(self) -> None:
+        if self._watcher is not None:
+            try:
+                await self._watcher.stop()  # type: ignore[no-untyped-call]
+            except Exception:  # connection closed, subscription gone with the server
+                pass
+            self._watcher = None
+
+    async def _reopen(self, why: str) -> None:
+        """Watch anew after a reconnect or every :data:`KV_RESYNC_S` (an ordered consumer does not
+        survive a nats-server restart or the bucket's deletion and then stays silent); try the value
+        found when it differs from the one last seen. A failure is logged and retried after
+        :data:`KV_RETRY_S`; the configuration in force stays."""
+        before = (self._kv_value, self._kv_revision)
+        try:
+            complete = await self._open_watch()
+        except Exception as exc:  # JetStream not back yet, bucket being recreated, ...
+            log.warning("%s: cannot watch (%s): %s; retrying", self.kv_where, why, exc)
+            self._next_resync = asyncio.get_running_loop().time() + KV_RETRY_S
+            return
+        self._next_resync = asyncio.get_running_loop().time() + (KV_RESYNC_S if complete else KV_RETRY_S)
+        if (self._kv_value, self._kv_revision) != before:
+            log.info("%s: watch reopened (%s), revision %d", self.kv_where, why, self._kv_revision)
             await self._attempt("kv")
+
+    async def _watch_kv(self) -> None:
+        assert self._bus is not None
+        loop = asyncio.get_running_loop()
+        self._next_resync = loop.time() + KV_RESYNC_S
+        while not self._stopping:
+            entry = None
+            if self._watcher is not None:
+                try:
+                    entry = await self._watcher.updates(timeout=KV_POLL_S)  # type: ignore[no-untyped-call]
+                except nats.errors.TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(KV_POLL_S)
+            if entry is not None and isinstance(entry, KeyValue.Entry):
+                self._take(entry)
+                await self._attempt("kv")
+                continue
+            if self._stopping:
+                break
+            if self._bus.nc.stats["reconnects"] != self._reconnects:
+                await self._reopen("reconnected")
+            elif loop.time() >= self._next_resync:
+                await self._reopen("periodic check")
 
     async def _poll_file(self) -> None:
         """Take a changed file once two polls in a row read the same content, so that a file caught
@@ -186,10 +250,14 @@ class ConfigWatcher:
         """Compose from every layer; hand over the result or the problems (one attempt at a time)."""
         async with self._lock:
             try:
-                base = await asyncio.to_thread(load_base, self.path, self.env) if self.path else self._start_base
-                composed = compose(base, self._kv_value, self.kv_where, self.current.settings)
+                # off the event loop: a large value takes seconds of YAML parsing and validation
+                composed = await asyncio.to_thread(self._compose, self._kv_value, self.current.settings)
             except SettingsError as exc:
                 await self._report(self._on_rejected(exc.errors, trigger))
+            except Exception as exc:  # a loader defect must not end the watch: rejected like bad input
+                log.exception("configuration change (%s) could not be composed", trigger)
+                await self._report(self._on_rejected([f"{trigger}: cannot compose: {type(exc).__name__}: {exc}"],
+                                                     trigger))
             else:
                 if composed.version != self.current.version:
                     self.current = composed
@@ -199,6 +267,10 @@ class ConfigWatcher:
             async with self._attempted:
                 self.attempts += 1
                 self._attempted.notify_all()
+
+    def _compose(self, kv_value: bytes | None, running: SloManagerSettings) -> Composed:
+        base = load_base(self.path, self.env) if self.path else self._start_base
+        return compose(base, kv_value, self.kv_where, running)
 
     async def _report(self, call: Awaitable[None]) -> None:
         try:

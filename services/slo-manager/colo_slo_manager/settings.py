@@ -19,6 +19,7 @@ the service runs (:mod:`colo_slo_manager.config`, docs/slo-manager.md "Configura
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -416,8 +417,8 @@ class ConfigReloadSettings(_Settings, frozen=True):
     def problems(self) -> list[str]:
         """Negative poll period, bucket or key names NATS refuses."""
         out: list[str] = []
-        if self.file_poll_s < 0:
-            out.append(f"config_reload.file_poll_s must be >= 0, got {self.file_poll_s}")
+        if not (0 <= self.file_poll_s < math.inf):
+            out.append(f"config_reload.file_poll_s must be a finite number >= 0, got {self.file_poll_s}")
         if self.kv_bucket and not re.match(r"^[A-Za-z0-9_-]+$", self.kv_bucket):
             out.append(f"config_reload.kv_bucket {self.kv_bucket!r} must be letters, digits, '_' or '-'")
         key_ok = re.match(r"^[-/_=.A-Za-z0-9]+$", self.kv_key) and not self.kv_key.startswith(".") \
@@ -463,12 +464,10 @@ class SloManagerSettings(_Settings, frozen=True):
         """Every constraint violation of the top-level fields (nested structs check themselves)."""
         out: list[str] = []
         _percent(out, "diff_threshold_percent", self.diff_threshold_percent, hi=1000)
-        if self.max_publish_age_s <= 0:
-            out.append(f"max_publish_age_s must be > 0, got {self.max_publish_age_s}")
-        if self.metric_stale_reset_s <= 0:
-            out.append(f"metric_stale_reset_s must be > 0, got {self.metric_stale_reset_s}")
-        if self.tick_interval_s <= 0:
-            out.append(f"tick_interval_s must be > 0, got {self.tick_interval_s}")
+        for name in ("max_publish_age_s", "metric_stale_reset_s", "tick_interval_s"):
+            value = getattr(self, name)
+            if not (0 < value < math.inf):  # NaN compares false both ways: it would never age anything
+                out.append(f"{name} must be a finite number > 0, got {value}")
         names = [p.name for p in self.profiles]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
