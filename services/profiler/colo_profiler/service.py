@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from typing import Any
 
@@ -35,18 +36,29 @@ def metric_problem(metric: NodeMetric) -> str:
         return f"NodeMetric.at is not a finite time: {metric.at}"
     if not metric.node:
         return "NodeMetric.node is empty"
+    if not _is_token(metric.node, NODE_NAME_MAX):
+        return (f"NodeMetric.node {metric.node[:80]!r} cannot name a profile.node subject (letters, digits, "
+                f"'_' and '-', at most {NODE_NAME_MAX} characters)")
     if any(not p.uid for p in metric.pods):
         return "NodeMetric.pods has a pod without uid"
     return ""
 
 
-def _is_token(namespace: str) -> bool:
-    """Whether ``namespace`` can name a ``profile.workload.<namespace>`` subject (Kubernetes namespaces can)."""
-    try:
-        subjects.PROFILE_WORKLOAD.format(namespace=namespace)
-    except ValueError:
-        return False
-    return True
+NAMESPACE_MAX = 63
+"""Longest namespace taken for a workload model (a Kubernetes namespace is a DNS-1123 label, ≤ 63 characters)."""
+NODE_NAME_MAX = 253
+"""Longest node name taken (a Kubernetes node name is a DNS-1123 subdomain, ≤ 253 characters)."""
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _is_token(name: str, max_len: int = NAMESPACE_MAX) -> bool:
+    """Whether ``name`` can be the last token of ``profile.workload.<namespace>`` or ``profile.node.<node>``.
+
+    Checked here in full (``re.fullmatch``: a trailing newline passes a ``$``-anchored pattern and nats-py
+    then refuses the subject) and with a length cap (a subject over nats-server's 4 KiB protocol line gets
+    the connection closed): one such name must not fail every tick's publishing.
+    """
+    return len(name) <= max_len and _TOKEN.fullmatch(name) is not None
 
 
 CHECKPOINT_NAME = "profiler"
@@ -68,6 +80,8 @@ class ProfilerService:
         self.checkpoints = 0
         self.checkpoint_bytes = 0
         self.checkpoint_s = 0.0
+        self.checkpoint_failures = 0
+        """Periodic checkpoint writes that failed (each retried at the next tick)."""
         """Wall time of the last checkpoint write, seconds."""
         self.restored_from: float | None = None
         """``saved_at`` of the checkpoint restored on start, None if none was."""
@@ -204,12 +218,18 @@ class ProfilerService:
             if self._checkpoint_from is None:
                 self._checkpoint_from = now  # the first one an interval after start
             elif now - self._checkpoint_from >= iv:
-                await self.write_checkpoint(now)
+                try:
+                    await self.write_checkpoint(now)
+                except Exception as exc:  # Redis down or slow: this tick's profiles are out; the next tick retries
+                    self.checkpoint_failures += 1
+                    self.ctx.log.warning("profiler: checkpoint at %.1f failed (%s: %s); retrying next tick",
+                                         now, type(exc).__name__, exc)
         return {"profiles": float(len(sent)), "workload_profiles": float(len(workloads)),
                 "profiles_total": float(self.published), "nodes": float(len(self.model.nodes)),
                 "pods": float(len(self.model.pods)), "workloads": float(len(self.model.workloads)),
                 "samples_total": float(self.model.samples), "expired_nodes": float(len(expired)),
-                "rejected_total": float(self.rejected), "checkpoints_total": float(self.checkpoints)}
+                "rejected_total": float(self.rejected), "checkpoints_total": float(self.checkpoints),
+                "checkpoint_failures_total": float(self.checkpoint_failures)}
 
     async def stop(self) -> None:
         """Write a last checkpoint (consumers have stopped, so it holds everything acknowledged)."""
@@ -235,7 +255,8 @@ class ProfilerService:
             "workload_samples_total": self.model.workload_samples,
             "published_total": self.published,
             "rejected_total": self.rejected,
-            "checkpoint": {"written_total": self.checkpoints, "last_bytes": self.checkpoint_bytes,
+            "checkpoint": {"written_total": self.checkpoints, "failed_total": self.checkpoint_failures,
+                           "last_bytes": self.checkpoint_bytes,
                            "last_s": self.checkpoint_s, "last_at": self.last_checkpoint,
                            "restored_from": self.restored_from},
         }

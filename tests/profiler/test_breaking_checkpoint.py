@@ -1,0 +1,127 @@
+"""The profiler's checkpoints and workload models under what breaks in operation: Redis down when a checkpoint is
+due, namespaces and node names that cannot name a subject (real NATS and Redis; an own redis-server where it is
+stopped and restarted)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+from profiler_helpers import GI, busy_series
+
+from colo import subjects
+from colo.clock import VirtualClock
+from colo.embedded import ServerHandle, start_redis
+from colo.messages import NodeMetric, PodBound, PodMetric, PodSpec, Resources, Usage
+from colo.runtime import ServiceRunner
+from colo.settings import RuntimeSettings
+from colo.store import Store
+from colo.testing.fixtures import BusFactory, service_context
+from colo_profiler import checkpoint
+from colo_profiler.service import CHECKPOINT_NAME, ProfilerService
+from colo_profiler.settings import ProfilerSettings
+
+pytestmark = pytest.mark.integration
+
+SETTINGS = ProfilerSettings(checkpoint_interval_s=60, expiry_s=86_400)
+
+
+@pytest_asyncio.fixture
+async def own_redis() -> AsyncIterator[list[ServerHandle]]:
+    """A redis-server of this test's own (a list: the test may replace it by a restarted one)."""
+    handles = [start_redis()]
+    try:
+        yield handles
+    finally:
+        for h in handles:
+            h.stop()
+
+
+async def _until(cond: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_redis_down_at_checkpoint_time_tick_goes_on_and_retries(bus_factory: BusFactory,
+                                                                      own_redis: list[ServerHandle]) -> None:
+    url = own_redis[0].url
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    bus = await bus_factory("profiler")
+    store = await Store.connect(url, prefix="breaking")
+    clock = VirtualClock(1000.0)
+    svc = ProfilerService(SETTINGS)
+    try:
+        await svc.start(service_context(bus, store, clock))
+        for m in busy_series(1, 2, 3, 5, 700.0, 60.0):
+            svc.model.ingest(m)
+        await svc.tick(1000.0)
+        clock.advance_to(1100.0)
+        assert (await svc.tick(1100.0))["checkpoints_total"] == 1
+
+        own_redis[0].stop()
+        clock.advance_to(1200.0)
+        stats = await svc.tick(1200.0)  # raised ConnectionError before: the tick was reported failed
+        assert stats["checkpoints_total"] == 1 and stats["checkpoint_failures_total"] == 1
+        assert stats["nodes"] == 2  # the rest of the tick was done
+
+        own_redis.append(start_redis(port=port))  # back, empty (no persistence)
+        clock.advance_to(1210.0)
+        stats = await svc.tick(1210.0)  # retried at the next tick, not an interval later
+        assert stats["checkpoints_total"] == 2 and stats["checkpoint_failures_total"] == 1
+        blob = await store.get_checkpoint(CHECKPOINT_NAME)
+        assert blob is not None
+        restored = checkpoint.load(blob, SETTINGS)
+        assert sorted(restored.nodes) == sorted(svc.model.nodes) and restored.samples == svc.model.samples
+        cp_debug = svc.debug()["checkpoint"]
+        assert isinstance(cp_debug, dict) and cp_debug["failed_total"] == 1
+    finally:
+        await svc.stop()
+        await store.close()
+
+
+@pytest.mark.parametrize("namespace", [
+    pytest.param("shop\n", id="trailing-newline"),  # passes the subject pattern's `$`, nats-py refuses it
+    pytest.param("n" * 5000, id="5000-characters"),  # over nats-server's 4 KiB protocol line: disconnected
+    pytest.param("n" * 64, id="64-characters"),
+])
+async def test_namespace_that_cannot_name_a_subject_keeps_publishing(bus_factory: BusFactory, store: Store,
+                                                                     namespace: str) -> None:
+    bus = await bus_factory("profiler")
+    clock = VirtualClock(1000.0)
+    svc = ProfilerService(ProfilerSettings(checkpoint_interval_s=0))
+    await svc.start(service_context(bus, store, clock))
+    for uid, ns in (("odd", namespace), ("fine", "shop")):
+        await svc.on_bound(PodBound(spec=PodSpec(uid=uid, name=uid, namespace=ns, app="web",
+                                                 requests=Resources(cpu=1000, memory=GI)), node="n1", at=1000.0),
+                           None)  # type: ignore[arg-type]
+    await svc.on_metric(NodeMetric(node="n1", at=1000.0, window_s=60, system_usage=Usage(cpu=100, memory=GI),
+                                   pods=[PodMetric(uid="odd", cpu=500, memory=GI),
+                                         PodMetric(uid="fine", cpu=500, memory=GI)]), None)  # type: ignore[arg-type]
+    stats = await svc.tick(1000.0)
+    assert (stats["profiles"], stats["workload_profiles"]) == (1, 1)
+    assert list(svc.model.workloads) == [("shop", "web")]
+    assert svc.model.pods["odd"].workload is None  # modelled as a pod, without a workload
+    assert bus.nc.is_connected and bus.nc.stats["reconnects"] == 0
+
+
+async def test_node_name_that_cannot_name_a_subject_is_dead_lettered(nats_url: str, redis_url: str, store: Store,
+                                                                     bus_factory: BusFactory) -> None:
+    client = await bus_factory("tester")
+    svc = ProfilerService(ProfilerSettings(checkpoint_interval_s=0))
+    runner = ServiceRunner(svc, RuntimeSettings(nats_url=nats_url, redis_url=redis_url, sim=True,
+                                                store_prefix=store.keys.prefix))
+    await runner.start()
+    try:
+        for node in ("n1", "a.b", "n1\n", "n" * 300):
+            await client.publish(subjects.NODE_METRIC, NodeMetric(node=node, at=1000.0, window_s=60,
+                                                                  system_usage=Usage(cpu=100, memory=GI)), node="n1")
+        await _until(lambda: svc.rejected == 3 and "n1" in svc.model.nodes, "three metrics refused, one taken")
+        stats = await svc.tick(1000.0)  # ValueError / BadSubjectError for every tick before
+        assert stats["profiles"] == 1 and sorted(svc.model.nodes) == ["n1"]
+    finally:
+        await runner.stop()
