@@ -12,13 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from colo import subjects
 from colo.bus import Bus
+from colo.clock import VirtualClock
 from colo.embedded import start_nats
+from colo.messages import ConfigRejected
 from colo.settings import SettingsError
-from colo.testing.fixtures import BusFactory
+from colo.store import Store
+from colo.testing.fixtures import BusFactory, service_context
 from colo_slo_manager import reload
 from colo_slo_manager.config import Composed, compose, load_base
 from colo_slo_manager.reload import ConfigWatcher
+from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import SloManagerSettings
 
 KEY = "slo-manager"
@@ -252,3 +257,34 @@ async def test_nats_restart_watch_resumes_and_keeps_the_last_good(tmp_path: Path
         await admin.close()
         await bus.close()
         server.stop()
+
+
+@pytest.mark.integration
+async def test_rejection_of_thousands_of_problems_still_announced(bus_factory: BusFactory, store: Store) -> None:
+    """5,000 unknown keys (44 kB) are 5,000 problems, 1.1 MB as one ConfigRejected: over NATS's max payload."""
+    bucket = f"cfg-{uuid.uuid4().hex[:10]}"
+    env = {"COLO_SLO_MANAGER_CONFIG_RELOAD__KV_BUCKET": bucket}
+    admin = await bus_factory("test-admin")
+    bus = await bus_factory("slo-manager")
+    client = await bus_factory("test-client")
+    rejected: list[ConfigRejected] = []
+
+    async def collect(msg: ConfigRejected) -> None:
+        rejected.append(msg)
+
+    await client.subscribe(subjects.CONFIG_REJECTED, collect, durable="rejected")
+    service = SloManagerService(load_base(None, env), env=env)
+    await service.start(service_context(bus, store, VirtualClock(1000.0)))
+    try:
+        kv = await admin.key_value(bucket)
+        await kv.put(KEY, "".join(f"k{i}: 1\n" for i in range(5000)).encode())
+        assert service.config is not None
+        await service.config.wait_attempts(1)
+        await _until(lambda: len(rejected) == 1, "the rejection announced")
+        errors = rejected[0].errors
+        assert len(errors) == 101 and "k0: unknown setting" in errors[0]
+        assert errors[-1].startswith("… and 4900 more problems")
+        assert service.config_rejected == 1
+    finally:
+        await service.stop()
+        await admin.js.delete_key_value(bucket)

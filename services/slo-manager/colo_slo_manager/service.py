@@ -65,6 +65,22 @@ def _msg_id(prefix: str, key: str) -> str:
     return f"{prefix}-h{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 
 
+MAX_ANNOUNCED_ERRORS = 100
+"""Most problems a ConfigRejected lists (the log has them all)."""
+MAX_ERROR_CHARS = 1000
+"""Longest problem text in a ConfigRejected: 100 of them stay far under NATS's 1 MB default max payload."""
+
+
+def announced_errors(errors: list[str]) -> list[str]:
+    """``errors`` as a ConfigRejected carries them: the first :data:`MAX_ANNOUNCED_ERRORS`, each cut to
+    :data:`MAX_ERROR_CHARS`, then one ``… and N more`` line. A 44 kB value of 5,000 unknown keys
+    gives 5,000 problems, 1.1 MB: over the max payload, the rejection would not be announced at all."""
+    out = [e if len(e) <= MAX_ERROR_CHARS else e[:MAX_ERROR_CHARS - 1] + "…" for e in errors[:MAX_ANNOUNCED_ERRORS]]
+    if len(errors) > MAX_ANNOUNCED_ERRORS:
+        out.append(f"… and {len(errors) - MAX_ANNOUNCED_ERRORS} more problems (all in the slo-manager log)")
+    return out
+
+
 class SloManagerService:
     """slo-manager as a :class:`colo.runtime.Service` (see docs/slo-manager.md).
 
@@ -179,9 +195,10 @@ class SloManagerService:
         self.config_rejected += 1
         _rejected.labels(self.name, trigger).inc()
         now = self.ctx.clock.now()
-        self.last_rejection = {"at": now, "trigger": trigger, "errors": list(errors)}
+        announced = announced_errors(errors)
+        self.last_rejection = {"at": now, "trigger": trigger, "errors": announced}
         await self.ctx.bus.publish(subjects.CONFIG_REJECTED, ConfigRejected(
-            service=self.name, trigger=trigger, errors=list(errors), version_in_force=version, at=now),
+            service=self.name, trigger=trigger, errors=announced, version_in_force=version, at=now),
             service=self.name)
 
     async def _announce(self, trigger: str, composed: Composed) -> None:
