@@ -10,17 +10,19 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from colo import subjects
 from colo.bus import Bus
 from colo.clock import VirtualClock
 from colo.embedded import start_nats
-from colo.messages import ConfigRejected
+from colo.messages import ConfigRejected, PodSpec, Resources
 from colo.settings import SettingsError
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
 from colo_slo_manager import reload
+from colo_slo_manager.admission import basic_problems
 from colo_slo_manager.config import Composed, compose, load_base
 from colo_slo_manager.reload import ConfigWatcher
 from colo_slo_manager.service import SloManagerService
@@ -60,6 +62,15 @@ def _alias_bomb(levels: int) -> str:
     pytest.param(b"config_reload: {file_poll_s: .nan}\n", "file_poll_s must be a finite number >= 0",
                  id="nan-poll"),
     pytest.param(_alias_bomb(6).encode(), "values after expanding YAML aliases", id="alias-bomb"),
+    # A block scalar (`- |`) ends in a newline, which a `$`-anchored pattern lets through: the profile never matched.
+    pytest.param(b"profiles: [{name: x, match_expressions: [{key: app, operator: In, values: [\"web\\n\"]}], "
+                 b"qos_class: BE, priority_class: batch}]\n", "'web\\n' is not a valid label value",
+                 id="label-value-newline"),
+    pytest.param(b"profiles: [{name: x, match_expressions: [{key: \"app\\n\", operator: Exists}], qos_class: BE, "
+                 b"priority_class: batch}]\n", "'app\\n' is not a valid label key", id="label-key-newline"),
+    pytest.param(b"profiles: [{name: x, match_labels: {app: \"web\\n\"}, qos_class: BE, priority_class: batch}]\n",
+                 "not a valid", id="match-labels-newline"),
+    pytest.param(b"config_reload: {kv_key: \"slo-manager\\n\"}\n", "config_reload.kv_key", id="kv-key-newline"),
 ])
 def test_kv_value_rejected_with_a_settings_error(text: bytes, fragment: str) -> None:
     base = load_base(None, {})
@@ -81,6 +92,14 @@ def test_file_rejected_with_a_settings_error(tmp_path: Path, content: bytes, fra
     with pytest.raises(SettingsError) as err:
         load_base(str(path), {})
     assert fragment in err.value.errors[0] and err.value.errors[0].startswith(str(path))
+
+
+@pytest.mark.parametrize("field", ["uid", "name", "namespace"])
+def test_admission_refuses_identifiers_ending_in_a_newline(field: str) -> None:
+    pod = PodSpec(**{"uid": "p1", "name": "p1", "namespace": "default", field: "p1\n"},  # type: ignore[arg-type]
+                  requests=Resources(cpu=1000))
+    assert any(field in p and "not a valid identifier" in p for p in basic_problems(pod))
+    assert basic_problems(msgspec.structs.replace(pod, **{field: "p1"})) == []
 
 
 def test_aliases_of_ordinary_size_still_work() -> None:

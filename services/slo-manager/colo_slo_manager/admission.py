@@ -144,7 +144,7 @@ def basic_problems(pod: PodSpec) -> list[str]:
         value = getattr(pod, field)
         if not value:
             out.append(f"{field} must not be empty")
-        elif not _IDENT.match(value):
+        elif not _IDENT.fullmatch(value):  # fullmatch: `$` lets a trailing newline through
             out.append(f"{field} {value!r} is not a valid identifier (letters, digits, '_', '.', '-')")
     for kind, res in (("request", pod.requests), ("limit", pod.limits)):
         for f in (*_RESOURCE_FIELDS, "pods"):

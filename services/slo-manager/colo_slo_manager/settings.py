@@ -86,9 +86,9 @@ def label_problems(where: str, labels: dict[str, str]) -> list[str]:
     """Keys and values of ``labels`` that are not valid Kubernetes label keys/values."""
     out: list[str] = []
     for k, v in labels.items():
-        if not _LABEL_KEY.match(k):
+        if not _LABEL_KEY.fullmatch(k):
             out.append(f"{where}: {k!r} is not a valid label key")
-        if not _LABEL_VALUE.match(v):
+        if not _LABEL_VALUE.fullmatch(v):
             out.append(f"{where}: {v!r} (key {k!r}) is not a valid label value")
     return out
 
@@ -107,14 +107,14 @@ class LabelSelectorRequirement(_Settings, frozen=True):
     def problems(self) -> list[str]:
         """Every problem of the requirement (Kubernetes ValidateLabelSelectorRequirement)."""
         out: list[str] = []
-        if not _LABEL_KEY.match(self.key):
+        if not _LABEL_KEY.fullmatch(self.key):
             out.append(f"{self.key!r} is not a valid label key")
         if self.operator in ("In", "NotIn") and not self.values:
             out.append(f"key {self.key!r}: operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             out.append(f"key {self.key!r}: operator {self.operator} takes no values")
         out += [f"key {self.key!r}: {v!r} is not a valid label value" for v in self.values
-                if not _LABEL_VALUE.match(v)]
+                if not _LABEL_VALUE.fullmatch(v)]
         return out
 
     def matches(self, labels: dict[str, str]) -> bool:
@@ -419,9 +419,9 @@ class ConfigReloadSettings(_Settings, frozen=True):
         out: list[str] = []
         if not (0 <= self.file_poll_s < math.inf):
             out.append(f"config_reload.file_poll_s must be a finite number >= 0, got {self.file_poll_s}")
-        if self.kv_bucket and not re.match(r"^[A-Za-z0-9_-]+$", self.kv_bucket):
+        if self.kv_bucket and not re.fullmatch(r"[A-Za-z0-9_-]+", self.kv_bucket):
             out.append(f"config_reload.kv_bucket {self.kv_bucket!r} must be letters, digits, '_' or '-'")
-        key_ok = re.match(r"^[-/_=.A-Za-z0-9]+$", self.kv_key) and not self.kv_key.startswith(".") \
+        key_ok = re.fullmatch(r"[-/_=.A-Za-z0-9]+", self.kv_key) and not self.kv_key.startswith(".") \
             and not self.kv_key.endswith(".")
         if self.kv_bucket and not key_ok:
             out.append(f"config_reload.kv_key {self.kv_key!r} must be letters, digits or '-/_=.', "
