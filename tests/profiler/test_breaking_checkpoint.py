@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
-from profiler_helpers import GI, busy_series
+from profiler_helpers import GI, busy_series, metric
 
 from colo import subjects
 from colo.clock import VirtualClock
@@ -21,6 +21,7 @@ from colo.settings import RuntimeSettings
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
 from colo_profiler import checkpoint
+from colo_profiler.model import ProfileModel
 from colo_profiler.service import CHECKPOINT_NAME, ProfilerService
 from colo_profiler.settings import ProfilerSettings
 
@@ -125,3 +126,30 @@ async def test_node_name_that_cannot_name_a_subject_is_dead_lettered(nats_url: s
         assert stats["profiles"] == 1 and sorted(svc.model.nodes) == ["n1"]
     finally:
         await runner.stop()
+
+
+async def test_checkpoint_of_an_earlier_profiler_with_unpublishable_names(bus_factory: BusFactory,
+                                                                          store: Store) -> None:
+    """An earlier profiler took node ``a.b`` and namespace ``shop\\n`` into its model and checkpoint; restored as
+    is, every tick of its successor failed. Those models are dropped at restore, the rest is kept."""
+    old = ProfileModel(SETTINGS)
+    old.pod_bound("odd", "n1", 1000, GI, "prod", 1000.0, ("shop\n", "web"))
+    old.pod_bound("fine", "n1", 1000, GI, "prod", 1000.0, ("shop", "web"))
+    for node, pods in (("n1", {"odd": (500, GI), "fine": (400, GI)}), ("a.b", {"x": (300, GI)})):
+        old.ingest(metric(node, 1000.0, (100, GI), pods))
+    await store.put_checkpoint(CHECKPOINT_NAME, checkpoint.dump(old, 1000.0))
+
+    bus = await bus_factory("profiler")
+    svc = ProfilerService(SETTINGS)
+    await svc.start(service_context(bus, store, VirtualClock(1010.0)))
+    try:
+        assert svc.restored_from == 1000.0
+        assert sorted(svc.model.nodes) == ["n1"] and list(svc.model.workloads) == [("shop", "web")]
+        assert svc.model.pods["odd"].workload is None and "x" not in svc.model.pods
+        stats = await svc.tick(1010.0)
+        assert (stats["profiles"], stats["workload_profiles"]) == (1, 1)
+        svc.model.ingest(metric("n1", 1020.0, (100, GI), {"odd": (500, GI)}))
+        assert list(svc.model.workloads) == [("shop", "web")]  # the odd pod does not bring its workload back
+        checkpoint.load(checkpoint.dump(svc.model, 1030.0), SETTINGS)  # still a consistent model
+    finally:
+        await svc.stop()

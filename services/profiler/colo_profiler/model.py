@@ -318,6 +318,26 @@ class ProfileModel:
                 self.pod_ended(uid)
         return gone
 
+    def forget(self, nodes: list[str], workloads: list[WorkloadKey]) -> None:
+        """Drop the models of ``nodes`` (with their pods) and of ``workloads`` (their pods stay, without
+        a workload: a later sample does not bring the workload back), as :meth:`expire` would."""
+        self.flush()
+        for key in workloads:
+            wl = self.workloads.pop(key, None)
+            for pod in self.pods.values():
+                if pod.workload == key:
+                    pod.workload, pod.wl = None, None
+            if wl is not None:
+                self._free(wl.row)
+        for name in nodes:
+            node = self.nodes.pop(name, None)
+            if node is None:
+                continue
+            for row in (*node.class_rows.values(), node.system_row):
+                self._free(row)
+            for uid in list(node.pods):
+                self.pod_ended(uid)
+
     # ------------------------------------------------------------------ predictions
 
     def _peaks(self, rows: list[int]) -> tuple[list[int], list[int]]:

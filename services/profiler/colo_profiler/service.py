@@ -117,6 +117,15 @@ class ProfilerService:
             ctx.log.warning("profiler: ignoring checkpoint %s (%d bytes), starting empty: %s",
                             ctx.store.checkpoint_key(CHECKPOINT_NAME), len(blob), exc)
             return
+        # A checkpoint of an earlier profiler may hold names that cannot name a subject (it took them):
+        # dropped, or every tick's publishing would fail.
+        bad_nodes = [n for n in self.model.nodes if not _is_token(n, NODE_NAME_MAX)]
+        bad_workloads = [k for k in self.model.workloads if not _is_token(k[0])]
+        if bad_nodes or bad_workloads:
+            ctx.log.warning("profiler: checkpoint models dropped, their names cannot name a subject: nodes %s, "
+                            "workload namespaces %s", [n[:80] for n in bad_nodes],
+                            sorted({k[0][:80] for k in bad_workloads}))
+            self.model.forget(bad_nodes, bad_workloads)
         self.restored_from = cp.saved_at
         # The models were not "unseen" while no profiler ran: let the metrics backlog arrive before expiring.
         self._expire_from = ctx.clock.now() + self.settings.expiry_s
