@@ -307,3 +307,31 @@ async def test_rejection_of_thousands_of_problems_still_announced(bus_factory: B
     finally:
         await service.stop()
         await admin.js.delete_key_value(bucket)
+
+
+@pytest.mark.integration
+async def test_sources_name_the_layers_in_force_not_the_rejected_ones(bus_factory: BusFactory,
+                                                                      tmp_path: Path) -> None:
+    bucket = f"cfg-{uuid.uuid4().hex[:10]}"
+    path = tmp_path / "slo-manager.yaml"
+    path.write_bytes(_policy(50))
+    admin = await bus_factory("test-admin")
+    bus = await bus_factory("slo-manager")
+    seen = Seen()
+    w = _watcher(bucket, seen, path)
+    await w.start(bus)
+    try:
+        kv = await admin.key_value(bucket)
+        revision = await kv.put(KEY, _policy(44))
+        await w.wait_attempts(1)
+        good = dict(w.sources)
+        assert good["kv"].endswith(f"revision {revision}")
+        await kv.put(KEY, b"batch: {cpu_policy: sometimes}\n")
+        await w.wait_attempts(2)
+        path.write_bytes(b"mid: {mode: sometimes}\n")
+        await w.wait_attempts(3)
+        assert [e[:2] for e in seen.events] == [("applied", "kv"), ("rejected", "kv"), ("rejected", "file")]
+        assert w.sources == good and _threshold(w) == 44  # before: the rejected revision and file hash
+    finally:
+        await w.stop()
+        await admin.js.delete_key_value(bucket)

@@ -75,6 +75,8 @@ class ConfigWatcher:
         self._on_applied = on_applied
         self._on_rejected = on_rejected
         self._file_state = _file_state(path) if path else ""
+        self._in_force: tuple[str, bytes | None, int] = (self._file_state, None, 0)
+        """File state, key-value value and revision of the configuration in force."""
         self._kv: KeyValue | None = None
         self._kv_value: bytes | None = None
         self._kv_revision = 0
@@ -95,16 +97,18 @@ class ConfigWatcher:
 
     @property
     def sources(self) -> dict[str, str]:
-        """Each layer in force and its identity: ``file`` (path and content hash), ``kv`` (bucket/key
-        and revision; ``none`` when the key holds nothing), ``env`` (how many variables)."""
+        """Each layer of the configuration in force and its identity: ``file`` (path and content hash),
+        ``kv`` (bucket/key and revision; ``none`` when the key holds nothing), ``env`` (how many
+        variables). A rejected change does not alter them."""
+        file_state, kv_value, kv_revision = self._in_force
         out: dict[str, str] = {}
         if self.path:
-            out["file"] = f"{self.path} sha256:{self._file_state[:16]}"
+            out["file"] = f"{self.path} sha256:{file_state[:16]}"
         env = sorted(k for k in self.env if k.startswith("COLO_SLO_MANAGER_") and k != "COLO_SLO_MANAGER_CONFIG")
         if env:
             out["env"] = f"{len(env)} COLO_SLO_MANAGER_* variables"
         if self.reload.kv_bucket:
-            rev = f"revision {self._kv_revision}" if self._kv_value is not None else "none"
+            rev = f"revision {kv_revision}" if kv_value is not None else "none"
             out["kv"] = f"{self.reload.kv_bucket}/{self.reload.kv_key} {rev}"
         return out
 
@@ -249,9 +253,10 @@ class ConfigWatcher:
     async def _attempt(self, trigger: str) -> None:
         """Compose from every layer; hand over the result or the problems (one attempt at a time)."""
         async with self._lock:
+            seen = (self._file_state, self._kv_value, self._kv_revision)
             try:
                 # off the event loop: a large value takes seconds of YAML parsing and validation
-                composed = await asyncio.to_thread(self._compose, self._kv_value, self.current.settings)
+                composed = await asyncio.to_thread(self._compose, seen[1], self.current.settings)
             except SettingsError as exc:
                 await self._report(self._on_rejected(exc.errors, trigger))
             except Exception as exc:  # a loader defect must not end the watch: rejected like bad input
@@ -259,6 +264,7 @@ class ConfigWatcher:
                 await self._report(self._on_rejected([f"{trigger}: cannot compose: {type(exc).__name__}: {exc}"],
                                                      trigger))
             else:
+                self._in_force = seen
                 if composed.version != self.current.version:
                     self.current = composed
                     await self._report(self._on_applied(composed, trigger))
