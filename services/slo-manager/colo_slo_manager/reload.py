@@ -9,8 +9,9 @@ A change that composes to the settings already in force is neither applied nor a
 Attempts run one at a time, in the order the changes were seen, and compose in a worker thread (a
 large value takes seconds to parse and validate). A file change is taken when two polls in a row
 read the same new content (1 to 2 poll periods after the write). The watch is reopened after every
-reconnect and every :data:`KV_RESYNC_S` (a nats-server restart or a deleted and recreated bucket
-leaves the old watch silent); the value then found is tried when it differs from the last seen.
+reconnect and when its consumer is found gone (checked every :data:`KV_RESYNC_S`: a deleted and
+recreated bucket leaves the old watch silent); the value then found is tried when it differs from
+the last seen.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ KV_INIT_TIMEOUT_S = 5.0
 KV_POLL_S = 0.5
 """Longest wait for a key-value update before checking whether the watcher is stopping."""
 KV_RESYNC_S = 30.0
-"""Period of reopening the key-value watch even without a reconnect (a deleted and recreated
-bucket leaves the old watch silent without any error)."""
+"""Period of checking that the key-value watch's consumer still exists, reopening it when not (a
+deleted and recreated bucket leaves the old watch silent without any error)."""
 KV_RETRY_S = 1.0
 """Wait before trying again to reopen a watch that failed."""
 
@@ -195,8 +196,8 @@ class ConfigWatcher:
             self._watcher = None
 
     async def _reopen(self, why: str) -> None:
-        """Watch anew after a reconnect or every :data:`KV_RESYNC_S` (an ordered consumer does not
-        survive a nats-server restart or the bucket's deletion and then stays silent); try the value
+        """Watch anew after a reconnect or when the watch's consumer is gone (an ordered consumer is
+        slow to recover from a nats-server restart and stays silent after the bucket's deletion); try the value
         found when it differs from the one last seen. A failure is logged and retried after
         :data:`KV_RETRY_S`; the configuration in force stays."""
         before = (self._kv_value, self._kv_revision)
@@ -233,7 +234,21 @@ class ConfigWatcher:
             if self._bus.nc.stats["reconnects"] != self._reconnects:
                 await self._reopen("reconnected")
             elif loop.time() >= self._next_resync:
-                await self._reopen("periodic check")
+                if self._watcher is not None and await self._watch_alive():
+                    self._next_resync = loop.time() + KV_RESYNC_S
+                else:
+                    await self._reopen("watch lost")
+
+    async def _watch_alive(self) -> bool:
+        """Whether the watch's consumer still exists on the server (deleting the bucket deletes it)."""
+        sub = self._watcher._sub if self._watcher is not None else None
+        if sub is None:
+            return False
+        try:
+            await sub.consumer_info()  # nats-py's KeyValue.keys() asks its watcher's subscription the same way
+        except Exception:
+            return False
+        return True
 
     async def _poll_file(self) -> None:
         """Take a changed file once two polls in a row read the same content, so that a file caught
