@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 
+import msgspec
 import pytest
 import pytest_asyncio
 from profiler_helpers import GI, busy_series, metric
@@ -151,5 +153,33 @@ async def test_checkpoint_of_an_earlier_profiler_with_unpublishable_names(bus_fa
         svc.model.ingest(metric("n1", 1020.0, (100, GI), {"odd": (500, GI)}))
         assert list(svc.model.workloads) == [("shop", "web")]  # the odd pod does not bring its workload back
         checkpoint.load(checkpoint.dump(svc.model, 1030.0), SETTINGS)  # still a consistent model
+    finally:
+        await svc.stop()
+
+
+def _with_bad_utf8(model: ProfileModel) -> bytes:
+    """A checkpoint of ``model`` (whose node ``né`` holds the only non-ASCII text) with ``é`` replaced by bytes that
+    are not UTF-8, CRC recomputed: what a writer that damaged its memory before the CRC would leave."""
+    blob = checkpoint.dump(model, 1000.0)
+    body = msgspec.msgpack.decode(blob[len(checkpoint.MAGIC) + 4:])
+    meta = zlib.decompress(body[1])
+    assert meta.count("é".encode()) == 2  # the node, and the node of its pod
+    body[1] = zlib.compress(meta.replace("é".encode(), b"\xff\xfe"))
+    raw = msgspec.msgpack.encode(body)
+    return checkpoint.MAGIC + zlib.crc32(raw).to_bytes(4, "big") + raw
+
+
+async def test_checkpoint_with_text_that_is_not_utf8_is_ignored(bus_factory: BusFactory, store: Store) -> None:
+    old = ProfileModel(SETTINGS)
+    old.ingest(metric("né", 1000.0, (100, GI), {"p": (300, GI)}))
+    blob = _with_bad_utf8(old)
+    with pytest.raises(checkpoint.CheckpointError, match="unreadable checkpoint"):  # UnicodeDecodeError before
+        checkpoint.load(blob, SETTINGS)
+    await store.put_checkpoint(CHECKPOINT_NAME, blob)
+    bus = await bus_factory("profiler")
+    svc = ProfilerService(SETTINGS)
+    await svc.start(service_context(bus, store, VirtualClock(1010.0)))  # raised before: the service did not start
+    try:
+        assert svc.ready() and svc.restored_from is None and not svc.model.nodes
     finally:
         await svc.stop()

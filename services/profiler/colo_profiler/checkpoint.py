@@ -187,7 +187,7 @@ def decode(blob: bytes) -> Checkpoint:
         cpu = msgspec.structs.replace(cp.cpu, index_deltas=zlib.decompress(env.cpu_index), weights=env.cpu_weights)
         memory = msgspec.structs.replace(cp.memory, index_deltas=zlib.decompress(env.memory_index),
                                          weights=env.memory_weights)
-    except (zlib.error, msgspec.DecodeError) as exc:
+    except (zlib.error, msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the last for bad UTF-8
         raise CheckpointError(f"unreadable checkpoint: {exc}") from exc
     if cp.version != VERSION:
         raise CheckpointError(f"checkpoint format {cp.version}, this profiler reads {VERSION}")
