@@ -5,9 +5,11 @@ stopped and restarted)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import msgspec
 import pytest
@@ -30,6 +32,8 @@ from colo_profiler.settings import ProfilerSettings
 pytestmark = pytest.mark.integration
 
 SETTINGS = ProfilerSettings(checkpoint_interval_s=60, expiry_s=86_400)
+NO_INFO: Any = None
+"""Handlers called directly: no delivery info (only a dead-letter would use it)."""
 
 
 @pytest_asyncio.fixture
@@ -101,10 +105,10 @@ async def test_namespace_that_cannot_name_a_subject_keeps_publishing(bus_factory
     for uid, ns in (("odd", namespace), ("fine", "shop")):
         await svc.on_bound(PodBound(spec=PodSpec(uid=uid, name=uid, namespace=ns, app="web",
                                                  requests=Resources(cpu=1000, memory=GI)), node="n1", at=1000.0),
-                           None)  # type: ignore[arg-type]
+                           NO_INFO)
     await svc.on_metric(NodeMetric(node="n1", at=1000.0, window_s=60, system_usage=Usage(cpu=100, memory=GI),
                                    pods=[PodMetric(uid="odd", cpu=500, memory=GI),
-                                         PodMetric(uid="fine", cpu=500, memory=GI)]), None)  # type: ignore[arg-type]
+                                         PodMetric(uid="fine", cpu=500, memory=GI)]), NO_INFO)
     stats = await svc.tick(1000.0)
     assert (stats["profiles"], stats["workload_profiles"]) == (1, 1)
     assert list(svc.model.workloads) == [("shop", "web")]
@@ -166,7 +170,7 @@ def _with_bad_utf8(model: ProfileModel) -> bytes:
     assert meta.count("é".encode()) == 2  # the node, and the node of its pod
     body[1] = zlib.compress(meta.replace("é".encode(), b"\xff\xfe"))
     raw = msgspec.msgpack.encode(body)
-    return checkpoint.MAGIC + zlib.crc32(raw).to_bytes(4, "big") + raw
+    return bytes(checkpoint.MAGIC + zlib.crc32(raw).to_bytes(4, "big") + raw)
 
 
 async def test_checkpoint_with_text_that_is_not_utf8_is_ignored(bus_factory: BusFactory, store: Store) -> None:
@@ -183,3 +187,42 @@ async def test_checkpoint_with_text_that_is_not_utf8_is_ignored(bus_factory: Bus
         assert svc.ready() and svc.restored_from is None and not svc.model.nodes
     finally:
         await svc.stop()
+
+
+def test_damaged_checkpoints_with_a_valid_crc_are_restored_or_refused() -> None:
+    """Seeded fuzzing: 1 to 4 random bytes of the metadata (and sometimes of an index array) changed, the CRC
+    recomputed; each blob is refused with CheckpointError or gives a model that works, never another error."""
+    model = ProfileModel(SETTINGS)
+    for m in busy_series(1, 2, 3, 10, 1000.0, 60.0):
+        model.ingest(m)
+    model.pod_bound("n0-p0", "n0", 1000, GI, "prod", 1000.0, ("shop", "web"))
+    for m in busy_series(2, 2, 3, 3, 2000.0, 60.0):
+        model.ingest(m)
+    blob = checkpoint.dump(model, 3000.0)
+    envelope = msgspec.msgpack.decode(blob[len(checkpoint.MAGIC) + 4:])
+    meta = zlib.decompress(envelope[1])
+    rng = random.Random(7)
+    outcomes = {"restored": 0, "refused": 0}
+    for _ in range(1000):
+        damaged = bytearray(meta)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        body = list(envelope)
+        body[1] = zlib.compress(bytes(damaged))
+        if rng.random() < 0.3:
+            k = rng.choice([2, 4])
+            index = bytearray(zlib.decompress(body[k]))
+            index[rng.randrange(len(index))] = rng.randrange(256)
+            body[k] = zlib.compress(bytes(index))
+        raw = msgspec.msgpack.encode(body)
+        try:
+            restored = checkpoint.load(checkpoint.MAGIC + zlib.crc32(raw).to_bytes(4, "big") + raw, SETTINGS)
+        except checkpoint.CheckpointError:
+            outcomes["refused"] += 1
+            continue
+        restored.profiles(sorted(restored.nodes), 3100.0)
+        restored.workload_profiles(3100.0)
+        restored.expire(10.0**7)
+        checkpoint.dump(restored, 3100.0)
+        outcomes["restored"] += 1
+    assert outcomes["refused"] > 500 and outcomes["restored"] > 50  # both paths exercised

@@ -135,7 +135,7 @@ def _watcher(bucket: str, seen: Seen, path: Path | None = None) -> ConfigWatcher
 
 
 def _threshold(w: ConfigWatcher) -> int:
-    return w.current.settings.node_slo.cpu_suppress.threshold_percent
+    return int(w.current.settings.node_slo.cpu_suppress.threshold_percent)
 
 
 async def _until(cond: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
