@@ -230,12 +230,31 @@ def _build_checked(cls: type[S], data: Mapping[str, Any], path: str, sources: di
         return None, True
 
 
+def non_string_keys(value: Any, path: str = "") -> list[str]:
+    """Every mapping key in ``value`` that is not a string (YAML reads ``1:``, ``true:``, ``~:`` as
+    int, bool, None), as ``<path>: key <repr> must be a string``; settings names are strings only."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                out.append(f"{path or '(top level)'}: key {k!r} must be a string")
+            else:
+                out += non_string_keys(v, f"{path}.{k}" if path else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += non_string_keys(v, f"{path}[{i}]")
+    return out
+
+
 def _read_yaml(path: str, errors: list[str]) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
             loaded = yaml.safe_load(fh)
     except OSError as exc:
         errors.append(f"{path}: cannot read settings file: {exc.strerror or exc}")
+        return {}
+    except UnicodeDecodeError as exc:
+        errors.append(f"{path}: settings file is not UTF-8 text: {exc.reason} at byte {exc.start}")
         return {}
     except yaml.YAMLError as exc:
         errors.append(f"{path}: invalid YAML: {exc}")
@@ -244,6 +263,10 @@ def _read_yaml(path: str, errors: list[str]) -> dict[str, Any]:
         return {}
     if not isinstance(loaded, dict):
         errors.append(f"{path}: top level must be a mapping, got {type(loaded).__name__}")
+        return {}
+    bad = non_string_keys(loaded)
+    if bad:
+        errors.extend(f"{path}: {b}" for b in bad)
         return {}
     return loaded
 

@@ -21,7 +21,7 @@ from colo import messages as m
 T = TypeVar("T")
 
 PREFIX = "colo.v1"
-_TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Subject(Generic[T]):
         if set(keys) != set(self.keys):
             raise ValueError(f"{self.pattern}: keys {sorted(keys)} != {sorted(self.keys)}")
         for k, v in keys.items():
-            if not _TOKEN.match(v):
+            if not _TOKEN.fullmatch(v):
                 raise ValueError(f"{self.pattern}: {k}={v!r} is not a subject token")
         return self.pattern.format(**keys)
 

@@ -117,6 +117,9 @@ def test_yaml_then_env_on_top(tmp_path: Path) -> None:
                       "profiles[2].extra: unknown setting"], id="every-list-item-error"),
         pytest.param("- a\n- b\n", ["top level must be a mapping"], id="not-a-mapping"),
         pytest.param("a: [unclosed\n", ["invalid YAML"], id="bad-yaml"),
+        pytest.param("1: x\nload_aware:\n  true: 2\n  ~: 3\n",
+                     ["(top level): key 1 must be a string", "load_aware: key True must be a string",
+                      "load_aware: key None must be a string"], id="non-string-keys"),
     ],
 )
 def test_yaml_errors(tmp_path: Path, yaml_text: str, fragments: list[str]) -> None:
@@ -127,6 +130,13 @@ def test_yaml_errors(tmp_path: Path, yaml_text: str, fragments: list[str]) -> No
     assert len(info.value.errors) == len(fragments), info.value.errors
     for fragment in fragments:
         assert fragment in str(info.value)
+
+
+def test_yaml_file_not_utf8_is_an_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "demo.yaml"
+    cfg.write_bytes(b"batch_size: 3\nname: \xff\xfe\n")
+    with pytest.raises(SettingsError, match="not UTF-8 text"):
+        load_settings(Demo, P, env={}, yaml_path=str(cfg))
 
 
 def test_missing_yaml_file_is_an_error(tmp_path: Path) -> None:

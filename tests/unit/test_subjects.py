@@ -30,6 +30,7 @@ def test_format(subject: Subject[object], keys: dict[str, str], expected: str) -
         pytest.param(subjects.POD_BOUND, {"node": "*"}, id="wildcard-token"),
         pytest.param(subjects.POD_BOUND, {"node": ""}, id="empty-token"),
         pytest.param(subjects.POD_BOUND, {"node": "a b"}, id="space"),
+        pytest.param(subjects.POD_BOUND, {"node": "n1\n"}, id="trailing-newline"),
     ],
 )
 def test_format_rejects_bad_keys(subject: Subject[object], keys: dict[str, str]) -> None:

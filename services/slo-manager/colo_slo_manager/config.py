@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from colo.settings import SettingsError, build_settings, load_settings
+from colo.settings import SettingsError, build_settings, load_settings, non_string_keys
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 
 MAX_VALUES = 200_000
@@ -67,7 +67,7 @@ def parse_overlay(text: bytes | str, where: str) -> dict[str, Any]:
     if size > MAX_VALUES:
         raise SettingsError([f"{where}: {size} values after expanding YAML aliases, at most {MAX_VALUES}"],
                             what=f"configuration ({where})")
-    bad = _non_string_keys(loaded, "")
+    bad = non_string_keys(loaded)
     if bad:
         raise SettingsError([f"{where}: {b}" for b in bad], what=f"configuration ({where})")
     return loaded
@@ -84,22 +84,6 @@ def _expanded_size(value: Any, seen: dict[int, int]) -> int:
         known = 1 + len(value) + sum(_expanded_size(v, seen) for v in items)
         seen[id(value)] = known
     return known
-
-
-def _non_string_keys(value: Any, path: str) -> list[str]:
-    """Every mapping key in ``value`` that is not a string (YAML reads ``1:``, ``true:``, ``~:`` as
-    int, bool, None), as ``<path>: key <repr> must be a string``; settings names are strings only."""
-    out: list[str] = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                out.append(f"{path or '(top level)'}: key {k!r} must be a string")
-            else:
-                out += _non_string_keys(v, f"{path}.{k}" if path else k)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += _non_string_keys(v, f"{path}[{i}]")
-    return out
 
 
 def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
