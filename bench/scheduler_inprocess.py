@@ -14,7 +14,10 @@ Prints per-pod decision latency percentiles, pods/s (scheduling cycles only, and
 queue intake), and ``speedup_vs_loop``: the same decisions made by the per-node Python loop of
 :mod:`colo_scheduler.loop`, timed on a subsample of pods in this run. The last line is JSON.
 
-Run: ``.venv/bin/python bench/scheduler_inprocess.py --nodes 5000 --pods 50000``.
+Run: ``.venv/bin/python bench/scheduler_inprocess.py --nodes 5000 --pods 50000``; with
+``--compare-pick 3`` it also runs the framework's array pick and its score-bucket pick (same
+decisions) side by side, cycle for cycle, three times, and prints their ratios. ``pods_per_cpu_s`` divides by
+the process's CPU time in the cycles, the steadier figure when other work shares the CPUs.
 """
 
 from __future__ import annotations
@@ -147,9 +150,10 @@ def bench_profile(settings: SchedulerSettings) -> ProfileConfig:
 
 
 def run_vectorized(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings,
-                   profile: ProfileConfig | None = None) -> dict[str, float]:
-    """Schedule every pod; wall times of intake and cycles, per-pod decision latencies."""
-    core = Scheduler(settings, profile or bench_profile(settings))
+                   profile: ProfileConfig | None = None, use_score_buckets: bool = True) -> dict[str, float]:
+    """Schedule every pod; wall and CPU times of intake and cycles, per-pod decision latencies.
+    ``use_score_buckets`` False picks with passes over the class arrays (the reference path)."""
+    core = Scheduler(settings, profile or bench_profile(settings), use_score_buckets=use_score_buckets)
     load(core, cluster)
     t0 = time.perf_counter()
     for p in pods:
@@ -157,12 +161,13 @@ def run_vectorized(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSet
     intake_s = time.perf_counter() - t0
     latencies: list[float] = []
     placed = failed = 0
-    cycles_s = 0.0
+    cycles_s = cycles_cpu_s = 0.0
     now = NOW
     while len(core.queue.lengths()) and core.queue.lengths()["active"]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = core.schedule_cycle(now)
         cycles_s += time.perf_counter() - t0
+        cycles_cpu_s += time.process_time() - c0
         latencies.extend(p.decision_ms for p in out.placements)
         latencies.extend(f.decision_ms for f in out.failures)
         placed += len(out.placements)
@@ -171,7 +176,7 @@ def run_vectorized(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSet
     lat = np.array(latencies)
     return {
         "placed": placed, "unschedulable": failed, "cycles_s": cycles_s, "intake_s": intake_s,
-        "pods_per_s": (placed + failed) / cycles_s,
+        "pods_per_s": (placed + failed) / cycles_s, "pods_per_cpu_s": (placed + failed) / cycles_cpu_s,
         "pods_per_s_with_intake": (placed + failed) / (cycles_s + intake_s),
         "decision_p50_ms": float(np.percentile(lat, 50)), "decision_p99_ms": float(np.percentile(lat, 99)),
         "decision_max_ms": float(lat.max()),
@@ -216,6 +221,9 @@ def main() -> None:
     ap.add_argument("--detail", choices=("summary", "nodes"), default="summary",
                     help="decision record detail of placed pods")
     ap.add_argument("--records", type=int, default=10000, help="decision records kept (0 = off)")
+    ap.add_argument("--compare-pick", type=int, default=0, metavar="ROUNDS",
+                    help="also run the array pick and the score-bucket pick side by side (cycles in turn) "
+                         "ROUNDS times and report their ratios")
     args = ap.parse_args()
 
     cluster = build_cluster(args.nodes, args.seed)
@@ -229,6 +237,7 @@ def main() -> None:
     out = {
         "bench": "scheduler_inprocess", "nodes": args.nodes, "pods": args.pods,
         "pods_per_s": round(res["pods_per_s"]), "pods_per_s_with_intake": round(res["pods_per_s_with_intake"]),
+        "pods_per_cpu_s": round(res["pods_per_cpu_s"]),
         "decision_p50_ms": round(res["decision_p50_ms"], 4), "decision_p99_ms": round(res["decision_p99_ms"], 4),
         "decision_max_ms": round(res["decision_max_ms"], 3),
         "placed": res["placed"], "unschedulable": res["unschedulable"],
@@ -247,7 +256,62 @@ def main() -> None:
           "disagreed")
     print("(pods/s counts scheduling cycles; 'with queue intake' adds building each pod's scheduling state on "
           "arrival. The workload fills the cluster on purpose, so later pods are unschedulable: a decision too.)")
+    if args.compare_pick:
+        out["compare_pick"] = compare_pick(cluster, pods, settings, args.compare_pick)
+        c = out["compare_pick"]
+        print(f"score buckets vs array pick over {args.compare_pick} round(s): pods/s ×{c['ratio_pods_per_s']}, "
+              f"pods per CPU second ×{c['ratio_pods_per_cpu_s']}, decision p50 ×{c['ratio_p50']} "
+              f"p99 ×{c['ratio_p99']}")
     print(json.dumps(out))
+
+
+def compare_pick(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings,
+                 rounds: int) -> dict[str, object]:
+    """The array pick against the score-bucket pick, ``rounds`` times: two cores (the same pods,
+    seed and profile; ``use_score_buckets`` False and True) run their scheduling cycles in turn,
+    swapping which goes first every cycle, so that both see the same load of a shared machine.
+    Per path: pods/s (wall), pods per CPU second, decision p50/p99 (ms) of the median round, and the
+    ratios bucket/array per round and their median. Every cycle must place and fail the same pods
+    on the same nodes in both (raises RuntimeError otherwise)."""
+    rows: list[dict[str, dict[str, float]]] = []
+    for _ in range(rounds):
+        cores = {name: Scheduler(settings, bench_profile(settings), use_score_buckets=flag)
+                 for name, flag in (("array", False), ("buckets", True))}
+        wall = dict.fromkeys(cores, 0.0)
+        cpu = dict.fromkeys(cores, 0.0)
+        lat: dict[str, list[float]] = {name: [] for name in cores}
+        for core in cores.values():
+            load(core, cluster)
+            for p in pods:
+                core.add_pod(p, NOW)
+        now, cycle = NOW, 0
+        while cores["array"].queue.lengths()["active"]:
+            order = list(cores) if cycle % 2 == 0 else list(reversed(cores))
+            seen = {}
+            for name in order:
+                t0, c0 = time.perf_counter(), time.process_time()
+                cyc = cores[name].schedule_cycle(now)
+                wall[name] += time.perf_counter() - t0
+                cpu[name] += time.process_time() - c0
+                lat[name].extend([p.decision_ms for p in cyc.placements] + [f.decision_ms for f in cyc.failures])
+                seen[name] = ([(p.pod.uid, p.node) for p in cyc.placements], [f.pod.uid for f in cyc.failures])
+            if seen["array"] != seen["buckets"]:
+                raise RuntimeError(f"the two pick paths decided differently in cycle {cycle}")
+            now += 0.001
+            cycle += 1
+        rows.append({name: {"pods_per_s": len(lat[name]) / wall[name], "pods_per_cpu_s": len(lat[name]) / cpu[name],
+                            "decision_p50_ms": float(np.percentile(lat[name], 50)),
+                            "decision_p99_ms": float(np.percentile(lat[name], 99))} for name in cores})
+    keys = ("pods_per_s", "pods_per_cpu_s", "decision_p50_ms", "decision_p99_ms")
+    ratios = {k: [r["buckets"][k] / r["array"][k] for r in rows] for k in keys}
+    mid = sorted(range(rounds), key=lambda k: ratios["pods_per_s"][k])[rounds // 2]
+    summary: dict[str, object] = {
+        name: {k: round(v, 4 if k.endswith("_ms") else None) for k, v in rows[mid][name].items()}
+        for name in ("array", "buckets")}
+    for k, label in zip(keys, ("ratio_pods_per_s", "ratio_pods_per_cpu_s", "ratio_p50", "ratio_p99")):
+        summary[label] = round(statistics.median(ratios[k]), 3)
+        summary[label + "_rounds"] = [round(v, 3) for v in ratios[k]]
+    return summary
 
 
 if __name__ == "__main__":

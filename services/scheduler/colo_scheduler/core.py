@@ -84,15 +84,18 @@ class CycleOutcome:
 
 
 class Scheduler:
-    """Pure scheduling state machine; raises ValueError for an invalid profile at construction."""
+    """Pure scheduling state machine; raises ValueError for an invalid profile at construction.
+
+    ``use_class_cache`` and ``use_score_buckets`` False select the framework's reference paths
+    (:class:`~colo_scheduler.framework.runner.Framework`): the same decisions, slower."""
 
     def __init__(self, settings: SchedulerSettings, profile: ProfileConfig | None = None,
-                 use_class_cache: bool = True) -> None:
+                 use_class_cache: bool = True, use_score_buckets: bool = True) -> None:
         self.settings = settings
         self.table = NodeTable(report_interval_s=settings.metric_report_interval_s)
         profile_obj = build_profile(profile or profile_config(settings), new_in_tree_registry(),
                                     settings)
-        self.framework = Framework(profile_obj, self.table, settings.seed, use_class_cache)
+        self.framework = Framework(profile_obj, self.table, settings.seed, use_class_cache, use_score_buckets)
         self.decisions = DecisionLog(settings.decision_records)
         """The latest :class:`DecisionRecord` of recently attempted pods (``decision_records`` pods)."""
         self._record = settings.decision_detail if settings.decision_records > 0 else None

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from colo.messages import PodSpec
+from colo_scheduler.framework.buckets import MOVE_LIMIT, ScoreBuckets
 from colo_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -82,6 +83,8 @@ class ClassEntry:
     NormalizeScore; ``masked`` (n,) = total where feasible, else −1. ``lent`` holds the indices
     of masks a decision record references: they are copied before their next change
     (copy-on-write), so records share a mask for as long as no verdict in it flips.
+    ``buckets`` the best rows of ``masked`` by score (:mod:`.buckets`), built by the first pick
+    that uses them and moved with every re-synced row (None: not built, or dropped).
     """
 
     seq: int
@@ -93,6 +96,7 @@ class ClassEntry:
     total: IntArray
     masked: IntArray
     lent: set[int] = field(default_factory=set)
+    buckets: ScoreBuckets | None = None
 
     def lend(self, k: int) -> BoolArray | None:
         """Mask ``k`` for a record to keep: the entry copies it before changing it."""
@@ -234,9 +238,31 @@ class ClassCache:
                     check_range(self.scores[j][0].name, np.array([v], np.int64))
                 total += w * v
         entry.total[i] = total
-        entry.masked[i] = total if ok else -1
+        new = total if ok else -1
+        buckets = entry.buckets
+        if buckets is not None:
+            old = int(entry.masked[i])
+            if old != new:
+                buckets.move(i, old, new)
+        entry.masked[i] = new
 
     def _rows(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
+        old: IntArray | None = None
+        if entry.buckets is not None:
+            if len(rows) > MOVE_LIMIT:
+                entry.buckets = None
+            else:
+                old = entry.masked[rows]
+        self._rows_arrays(state, pod, entry, rows)
+        if old is not None:
+            buckets = entry.buckets
+            assert buckets is not None
+            new = entry.masked[rows]
+            floor = buckets.floor
+            for k in np.flatnonzero((old != new) & ((old >= floor) | (new >= floor))).tolist():
+                buckets.move(int(rows[k]), int(old[k]), int(new[k]))
+
+    def _rows_arrays(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
         feasible_rows = entry.static[rows] if entry.static is not None else None
         for k, f, filter_rows in self._dynamic:
             if filter_rows is not None:

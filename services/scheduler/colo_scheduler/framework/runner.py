@@ -4,8 +4,9 @@
 One :class:`Framework` owns the plugins of a profile and the node table. A pod is placed
 on the highest total score among nodes passing every filter; ties are broken by a seeded
 ``random.Random``. Filter masks and raw scores of a pod class are kept across
-the pods of a cycle and brought up to date row by row (:mod:`.classcache`), so a pod
-costs a handful of small array operations plus one pass to pick the best node. When no
+the pods of a cycle and brought up to date row by row (:mod:`.classcache`), and the
+best rows of each class are kept sorted by score (:mod:`.buckets`), so a pod costs a
+handful of scalar updates and no pass over all nodes to pick the best one. When no
 node passes, each rejected node is attributed to the first filter (in profile order)
 that rejects it, and that filter explains why — the Kubernetes "0/N nodes are
 available" diagnosis — then PostFilter plugins may nominate a node.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from colo_scheduler.framework.buckets import ScoreBuckets
 from colo_scheduler.framework.classcache import ClassCache, ClassEntry, check_range, class_key
 from colo_scheduler.framework.decision import (
     DETAIL_NODES,
@@ -63,10 +65,14 @@ class Framework:
     """Runs a :class:`Profile` over a :class:`NodeTable`; ``seed`` seeds the tie-break generator.
 
     ``use_class_cache`` False recomputes every filter and score over all nodes for every pod
-    (the reference the cache is tested against; same decisions, slower).
+    (the reference the cache is tested against; same decisions, slower). ``use_score_buckets``
+    False picks with passes over the class's score array instead of its score buckets (the
+    reference the buckets are tested against: same node, same draws of the tie-break generator,
+    same runner-up); buckets are used only with the class cache and without sampling.
     """
 
-    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0, use_class_cache: bool = True) -> None:
+    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0, use_class_cache: bool = True,
+                 use_score_buckets: bool = True) -> None:
         self.profile = profile
         self.table = table
         self.rng = random.Random(seed)
@@ -83,6 +89,7 @@ class Framework:
         self._keep_classes = all(getattr(p, "tracks_cycle_rows", False) for p in self._cycle_plugins)
         self._next_start = 0
         self._score_meta = tuple((p.name, w) for p, w in profile.score)
+        self.use_score_buckets = use_score_buckets and use_class_cache and profile.percentage_of_nodes_to_score >= 100
 
     def begin_cycle(self, now: float) -> CycleState:
         """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays.
@@ -136,6 +143,8 @@ class Framework:
                 normalized[j] = s
             if final is not None:
                 masked = np.where(feasible, final, -1)
+        if masked is entry.masked and self.use_score_buckets:
+            return self._pick_bucket(state, pod, entry, normalized, record)
         if self.profile.percentage_of_nodes_to_score < 100:
             masked = self._sample(masked, feasible)
         pick = int(masked.argmax())
@@ -155,6 +164,33 @@ class Framework:
             runner_up = -1
             if n > 1:
                 masked[pick] = -1  # restored below: the array may be the cache entry's
+                runner_up = int(masked.argmax())
+                if masked[runner_up] < 0:
+                    runner_up = -1
+                masked[pick] = best_score
+            result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
+        return result
+
+    def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
+                     record: str | None) -> ScheduleResult:
+        # the pick of schedule_one over the entry's score buckets: the same rows, draws and runner-up
+        buckets = entry.buckets
+        if buckets is None or buckets.stale:
+            buckets = entry.buckets = ScoreBuckets(entry.masked)
+        pick = buckets.pick(self.rng)
+        if pick < 0:
+            return self._diagnose(state, pod, entry, record)
+        for j in self._range_checked:
+            v = entry.raw[j][pick]
+            if not 0 <= v <= 100:
+                raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
+        result = ScheduleResult(pick, feasible=-1)
+        if record is not None:
+            runner_up = buckets.runner_up(pick)
+            if runner_up is None:  # below the buckets' floor: the array has it
+                masked = entry.masked
+                best_score = masked[pick]
+                masked[pick] = -1
                 runner_up = int(masked.argmax())
                 if masked[runner_up] < 0:
                     runner_up = -1
