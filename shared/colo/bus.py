@@ -423,18 +423,22 @@ class Bus:
 
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
-                      autostart: bool = True, retry_delay_s: float = 0.1, name: str = "") -> Bus:
+                      autostart: bool = True, retry_delay_s: float = 0.1, name: str = "",
+                      connect_attempts: int = -1) -> Bus:
         """Connect to ``url`` as ``service`` (a subject token, e.g. ``"slo-manager"``).
 
         ``autostart=False`` defers consumers until :meth:`start_consumers` (the runtime uses it
         so that handlers run only after ``service.start``). ``retry_delay_s`` is the first nak
         delay of a failing handler (doubled per delivery); ``name`` the NATS client name
-        (default ``service``). Raises ValueError for a bad service
-        name and nats errors when the server is unreachable.
+        (default ``service``); ``connect_attempts`` how many times the server is tried (and, once
+        connected, reconnected) every 0.5 s before giving up, −1 = forever (services: the server may
+        start after them; a command line tool passes a few). Raises ValueError for a bad service
+        name and nats errors (``NoServersError``) when the server stays unreachable.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
-        nc = await nats.connect(url, name=name or service, connect_timeout=5, max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.5, error_cb=_log_error)
+        nc = await nats.connect(url, name=name or service, connect_timeout=5,
+                                max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
+                                error_cb=_log_error if connect_attempts < 0 else _quiet_error)
         return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
 
     async def ensure_streams(self) -> None:
@@ -746,3 +750,8 @@ def _check_pub_ack(reply: Msg) -> None:
 
 async def _log_error(exc: Exception) -> None:
     log.warning("nats: %r", exc)
+
+
+async def _quiet_error(exc: Exception) -> None:
+    """Connection errors of a short-lived client: the caller reports the final failure once."""
+    log.debug("nats: %r", exc)

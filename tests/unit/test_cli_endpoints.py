@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from colo.cli import main as cli
+from colo.embedded import free_port
 
 
 @pytest.fixture
@@ -110,3 +111,16 @@ def test_scheduler_url_variable_wins(state_dir: Path, monkeypatch: pytest.Monkey
     _write_up(state_dir, os.getpid(), {"scheduler": "http://127.0.0.1:41113"})
     monkeypatch.setenv("COLO_SCHEDULER_URL", "http://127.0.0.1:49999")
     assert cli.resolve_connection(("redis",)).scheduler_url == "http://127.0.0.1:49999"
+
+
+@pytest.mark.parametrize("argv", [["submit", "examples/pods.yaml"], ["events"]], ids=["submit", "events"])
+def test_unreachable_nats_fails_once_and_cleanly(state_dir: Path, argv: list[str]) -> None:
+    # nats-py retried forever (submit) or for minutes with tracebacks (events); a command gives up.
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "COLO_NATS_URL": f"nats://127.0.0.1:{free_port()}"}
+    proc = subprocess.run([sys.executable, "-m", "colo.cli.main", *argv], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "no servers available" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("no servers available") == 1, proc.stderr

@@ -51,6 +51,9 @@ from colo.messages import (
 from colo.quantity import format_cpu, format_memory
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
 
+CONNECT_ATTEMPTS = 3
+"""Tries of an unreachable NATS server (0.5 s apart, 5 s connect timeout each) before a command gives up."""
+
 if TYPE_CHECKING:
     from colo.store import Store
 
@@ -184,7 +187,7 @@ def _settings() -> RuntimeSettings:
 async def _publish(pods: list, nats_url: str) -> None:  # type: ignore[type-arg]
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli")
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
     try:
         await bus.ensure_streams()
         await bus.publish_many([(S.POD_SUBMITTED, p, p.uid, {}) for p in pods])
@@ -208,7 +211,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         asyncio.run(_publish(pods, connection("nats").settings.nats_url))
     except Exception as exc:  # connection problems: report, do not trace back
-        console.print(f"[red]cannot publish: {exc}[/]")
+        err_console.print(f"[red]cannot publish: {escape(str(exc))}[/]", highlight=False)
         return 1
     for p in pods:
         console.print(f"pod/{p.name} submitted ({p.uid})")
@@ -350,7 +353,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     try:
         console.print(asyncio.run(_get(args.what, conn)))
     except Exception as exc:
-        console.print(f"[red]cannot read the store: {escape(str(exc))}[/]")
+        err_console.print(f"[red]cannot read the store: {escape(str(exc))}[/]", highlight=False)
         return 1
     return 0
 
@@ -440,7 +443,11 @@ async def follow_events(nats_url: str, count: int, subject: str, write: Callable
     count was reached are not written. Returns the number of lines written."""
     import nats
 
-    nc = await nats.connect(nats_url)
+    async def quiet(exc: Exception) -> None:  # the caller reports a final failure once
+        pass
+
+    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS,
+                            reconnect_time_wait=0.5, error_cb=quiet)
     done = asyncio.Event()
     seen = 0
 
