@@ -37,7 +37,7 @@ def test_every_metric_row_says_which_way_is_better(tmp_path: Path) -> None:
 
 
 def test_notes_explain_evictions_suppress_and_pending_in_one_line_each(tmp_path: Path) -> None:
-    assert set(METRIC_NOTES) == {"be_evictions", "be_suppress_events", "pods_pending"}
+    assert set(METRIC_NOTES) == {"be_evictions", "be_suppress_events", "pods_pending", "batch_mid_cpu_offered_cores"}
     console = Console(record=True, width=200)
     write_report(tmp_path, _runs(), {}, console)
     text = console.export_text()
@@ -47,6 +47,7 @@ def test_notes_explain_evictions_suppress_and_pending_in_one_line_each(tmp_path:
     assert "memory eviction" in METRIC_NOTES["be_evictions"] and "native requests" in METRIC_NOTES["be_evictions"]
     assert "LS usage" in METRIC_NOTES["be_suppress_events"]
     assert "pods_unschedulable" in METRIC_NOTES["pods_pending"]
+    assert "same unused capacity" in METRIC_NOTES["batch_mid_cpu_offered_cores"]
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["notes"] == METRIC_NOTES
     page = (tmp_path / "report.html").read_text()

@@ -28,8 +28,7 @@ METRIC_NOTES: dict[str, str] = {
     "be_evictions": "BE memory eviction (node memory ≥ 70 %) runs in both; baseline may pack BE by native requests past it",
     "be_suppress_events": "follow LS usage only (same trace in both runs): the BE cpuset is resized with or without BE",
     "pods_pending": "pods_unschedulable + pods not yet (re)tried or rejected; equal once every waiting pod had a try",
-    "batch_mid_cpu_offered_cores": ("mean batch-cpu + mid-cpu offered; both are carved from the same unused "
-                                    "capacity, so the sum is an upper bound, not two pools"),
+    "batch_mid_cpu_offered_cores": "batch + mid cores offered; both come from the same unused capacity",
 }
 """One line for each metric whose value reads wrong without it, printed under the table and on the page;
 docs/scenario.md "Reading the table" gives the whole argument with its sources (REFERENCE.md §3, §5)."""
