@@ -192,7 +192,7 @@ def _build_checked(cls: type[S], data: Mapping[str, Any], path: str, sources: di
             default = f.default if f.default is not msgspec.NODEFAULT else (
                 f.default_factory() if f.default_factory is not msgspec.NODEFAULT else None)
             if isinstance(default, msgspec.Struct):  # unset nested fields keep the parent's default
-                v = _merge(msgspec.to_builtins(default), v)
+                v = deep_merge(msgspec.to_builtins(default), v)
             built, sub_failed = _build_checked(sub_cls, v, dotted + ".", sources, errors)
             failed = failed or sub_failed
             if built is not None:
@@ -271,11 +271,13 @@ def _read_yaml(path: str, errors: list[str]) -> dict[str, Any]:
     return loaded
 
 
-def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` laid over it: mappings merge key by key (recursively), anything else in
+    ``top`` (lists included) replaces the value in ``base``. Neither input is changed."""
     out = dict(base)
     for k, v in top.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = v
     return out
@@ -297,7 +299,7 @@ def load_settings(cls: type[S], prefix: str, env: Mapping[str, str] | None = Non
     overlay: dict[str, Any] = {}
     sources: dict[str, str] = {}
     _env_overlay(cls, prefix, env, overlay, sources, errors)
-    result = _build(cls, _merge(data, overlay), "", sources, errors)
+    result = _build(cls, deep_merge(data, overlay), "", sources, errors)
     if errors or result is None:
         raise SettingsError(errors, what=f"{cls.__name__} settings ({prefix}_*)")
     return result

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from colo.settings import SettingsError, build_settings, load_settings, non_string_keys
+from colo.settings import SettingsError, build_settings, deep_merge, load_settings, non_string_keys
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 
 MAX_VALUES = 200_000
@@ -86,16 +86,6 @@ def _expanded_size(value: Any, seen: dict[int, int]) -> int:
     return known
 
 
-def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in top.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
 def load_base(path: str | None, env: Mapping[str, str]) -> SloManagerSettings:
     """Defaults, the YAML file at ``path`` (none when None), then ``COLO_SLO_MANAGER_*`` from ``env``.
 
@@ -124,7 +114,7 @@ def overlay(base: SloManagerSettings, data: Mapping[str, Any], where: str) -> Sl
     """
     if not data:
         return base
-    merged = _merge(msgspec.to_builtins(base), data)
+    merged = deep_merge(msgspec.to_builtins(base), data)
     try:
         return build_settings(SloManagerSettings, merged, what=f"configuration ({where})")
     except SettingsError as exc:

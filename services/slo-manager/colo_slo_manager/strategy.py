@@ -30,6 +30,7 @@ from colo.messages import (
     ResctrlStrategy,
     SystemStrategy,
 )
+from colo.settings import deep_merge
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -103,16 +104,6 @@ def patch_problems(tp: type[msgspec.Struct], patch: object, where: str) -> list[
     return out
 
 
-def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in top.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
 def merge_patch(base: T, patch: Mapping[str, Any]) -> T:
     """``base`` with the fields of ``patch`` laid over it (nested mappings merged field by field).
 
@@ -121,7 +112,7 @@ def merge_patch(base: T, patch: Mapping[str, Any]) -> T:
     """
     if not patch:
         return base
-    return msgspec.convert(_merge(full_patch(base), patch), type(base), strict=False)
+    return msgspec.convert(deep_merge(full_patch(base), patch), type(base), strict=False)
 
 
 def _range(out: list[str], name: str, value: int | None, lo: int = 0, hi: int = 100) -> None:
