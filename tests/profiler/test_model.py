@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from profiler_helpers import DAY, GI, cpu_peak, feed, mem_peak
 
 from colo.messages import NodeMetric, PodMetric, Usage
-from colo_profiler.model import CPU_BUCKETS, MEMORY_BUCKETS, ProfileModel
+from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
-
-GI = 1 << 30
-DAY = 86400.0
-
-
-def _end_of_bucket(buckets: object, value: float) -> float:
-    b = buckets.find(np.array([value]))[0]  # type: ignore[attr-defined]
-    return float(buckets.ends[b])  # type: ignore[attr-defined]
-
-
-def cpu_peak(milli: int) -> int:
-    """Expected peak of a constant CPU series: bucket end × 1.10, in milli-cores."""
-    return round(_end_of_bucket(CPU_BUCKETS, milli / 1000) * 1000 * 1.1)
-
-
-def mem_peak(nbytes: int) -> int:
-    return round(_end_of_bucket(MEMORY_BUCKETS, nbytes) * 1.1)
-
-
-def feed(model: ProfileModel, node: str, start: float, n: int, system: tuple[int, int],
-         pods: dict[str, tuple[int, int]], step: float = 60.0) -> None:
-    for k in range(n):
-        model.ingest(NodeMetric(
-            node=node, at=start + k * step, window_s=60,
-            system_usage=Usage(cpu=system[0], memory=system[1]),
-            pods=[PodMetric(uid=u, cpu=c, memory=m) for u, (c, m) in pods.items()]))
 
 
 def make_model(**kw: float) -> ProfileModel:
