@@ -21,6 +21,7 @@ import numpy as np
 
 from colo.messages import PodSpec
 from colo_scheduler.framework.buckets import MOVE_LIMIT, ScoreBuckets
+from colo_scheduler.framework.decision import FilterRecord
 from colo_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -85,6 +86,8 @@ class ClassEntry:
     (copy-on-write), so records share a mask for as long as no verdict in it flips.
     ``buckets`` the best rows of ``masked`` by score (:mod:`.buckets`), built by the first pick
     that uses them and moved with every re-synced row (None: not built, or dropped).
+    ``feasible_count`` = count_nonzero(``feasible``), kept in step; ``filter_records`` the masks
+    and filter records that placed pods' decision records of this class share (runner.py).
     """
 
     seq: int
@@ -95,8 +98,10 @@ class ClassEntry:
     raw: list[IntArray]
     total: IntArray
     masked: IntArray
+    feasible_count: int = 0
     lent: set[int] = field(default_factory=set)
     buckets: ScoreBuckets | None = None
+    filter_records: tuple[tuple[BoolArray | None, ...], list[FilterRecord]] | None = None
 
     def lend(self, k: int) -> BoolArray | None:
         """Mask ``k`` for a record to keep: the entry copies it before changing it."""
@@ -206,7 +211,7 @@ class ClassCache:
                 total += w * s
             raw.append(s)
         return ClassEntry(state.table.change_seq, state.table.version, masks, static, feasible, raw, total,
-                          np.where(feasible, total, -1))
+                          np.where(feasible, total, -1), int(np.count_nonzero(feasible)))
 
     def _one(self, state: CycleState, pod: PodInfo, entry: ClassEntry, i: int) -> None:
         assert self._scalar is not None
@@ -228,7 +233,9 @@ class ClassCache:
                 continue
             m[i] = v
             ok = ok and v
-        entry.feasible[i] = ok
+        if entry.feasible[i] != ok:
+            entry.feasible[i] = ok
+            entry.feasible_count += 1 if ok else -1
         total = 0
         for j, score_node, w, normalized in scores:
             v = score_node(state, pod, i)  # type: ignore[operator]
@@ -287,10 +294,12 @@ class ClassCache:
                 assert current is not None
             current[rows] = m
             feasible_rows = m if feasible_rows is None else feasible_rows & m
+        before = int(np.count_nonzero(entry.feasible[rows]))
         if feasible_rows is None:
             entry.feasible[rows] = True
         else:
             entry.feasible[rows] = feasible_rows
+        entry.feasible_count += int(np.count_nonzero(entry.feasible[rows])) - before
         total_rows: IntArray | None = None
         for j, p, w, score_rows in self._row_scores:
             s = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]

@@ -259,9 +259,18 @@ class Framework:
     def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
         n = self.table.n
-        rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n,
-                             int(np.count_nonzero(entry.feasible)), status, message, detail)
+        rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
+                             message, detail)
+        rec.score_plugins = self._score_meta
+        for row in (node, runner_up):
+            if row >= 0:
+                rec.scores[row] = tuple(_at(normalized[j], row) if j in normalized else -1 for j in
+                                        range(len(entry.raw))) if normalized else ()
+                rec.raw_scores[row] = tuple([r.item(row) for r in entry.raw])
         nodes_detail = detail == DETAIL_NODES
+        if not nodes_detail and status == SUCCESS:
+            rec.filters = list(self._placed_filters(entry))
+            return rec
         remaining = np.ones(n, np.bool_) if nodes_detail else None
         for k, p in enumerate(self.profile.filter):
             ok = entry.masks[k]
@@ -283,13 +292,25 @@ class Framework:
                     fr.labels = (", ".join(sorted(fr.reasons)) or p.name,)
                     fr.codes = np.zeros(len(fr.rows), np.uint8)
             rec.filters.append(fr)
-        rec.score_plugins = self._score_meta
-        for row in (node, runner_up):
-            if row >= 0:
-                rec.scores[row] = tuple(_at(normalized[j], row) if j in normalized else -1 for j in
-                                        range(len(entry.raw))) if normalized else ()
-                rec.raw_scores[row] = tuple(int(r[row]) for r in entry.raw)
         return rec
+
+    def _placed_filters(self, entry: ClassEntry) -> list[FilterRecord]:
+        # Filter records of a placed pod in summary detail only reference the entry's masks and are
+        # never written after, so the pods of a class share them until a mask is replaced (a static
+        # mask never changes; a dynamic one stays lent, and the entry copies it before writing)
+        masks = entry.masks
+        kept = entry.filter_records
+        if kept is not None:
+            for a, b in zip(kept[0], masks):
+                if a is not b:
+                    break
+            else:
+                return kept[1]
+        static = self.cache.static
+        records = [FilterRecord(p.name, ok if static[k] else entry.lend(k))
+                   for k, (p, ok) in enumerate(zip(self.profile.filter, masks)) if ok is not None]
+        entry.filter_records = (tuple(masks), records)
+        return records
 
     def explain(self, state: CycleState, pod: PodInfo) -> DecisionRecord:
         """A dry-run decision of a queued pod at ``state`` with per-node detail (reserves nothing).

@@ -590,9 +590,12 @@ class LoadAware:
                 c.prod_est[i] = prod_usage(table, i, self.report_interval_s)
             self._refresh(table, slice(i, i + 1))
             return
-        est = table.estimated_usage[i]  # the plain check: two small vector operations
-        c.slack_all[i] = c.cap_all[i] - 200 * est
-        c.room_all[i] = c.alloc[i] - est
+        # the plain check, in Python ints: NumPy operations on a 2-element row cost ~1 µs each
+        e_cpu, e_mem = table.estimated_usage[i].tolist()
+        k_cpu, k_mem = c.cap_all[i].tolist()
+        a_cpu, a_mem = c.alloc[i].tolist()
+        c.slack_all[i] = (k_cpu - 200 * e_cpu, k_mem - 200 * e_mem)
+        c.room_all[i] = (a_cpu - e_cpu, a_mem - e_mem)
 
     # ------------------------------------------------------------------ filter
 

@@ -252,6 +252,8 @@ class _ResourceScore:
 
     def __init__(self, resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint] = ()) -> None:
         self.columns = kind_columns(resources)
+        self._column_ints = {kind: list(zip(cols.tolist(), weights.tolist()))
+                             for kind, (cols, weights) in self.columns.items()}
         self.shape = tuple((p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
                            for p in shape)
 
@@ -333,12 +335,11 @@ class _ResourceScore:
         integer formulas as :func:`strategy_scores`), the array path otherwise."""
         if self.strategy not in ("LeastAllocated", "MostAllocated"):
             return int(self._scores(state.table, pod, np.array([i], np.intp))[0])
-        cols, weights = self.columns[pod.kind_cols[0]]
         alloc = state.table.alloc[i].tolist()
         allocated = state.table.allocated[i].tolist()
         request = pod.request.tolist()
         num = den = 0
-        for c, w in zip(cols.tolist(), weights.tolist()):
+        for c, w in self._column_ints[pod.kind_cols[0]]:
             a = alloc[c]
             if a <= 0:
                 continue
@@ -404,7 +405,10 @@ class NodeResourcesFit(_ResourceScore):
         """:meth:`filter` on row ``i`` with Python ints (requested columns only)."""
         free = state.table.free[i].tolist()
         request = pod.request.tolist()
-        return all(free[c] >= request[c] for c in pod.request_cols.tolist())
+        for c in pod.request_cols.tolist():
+            if free[c] < request[c]:
+                return False
+        return True
 
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:
