@@ -5,7 +5,9 @@ reports plus an hour of minute reports, so rows hold realistic spreads of bucket
 :func:`checkpoint.snapshot` (on the event loop in the service), :func:`checkpoint.encode` (a worker thread in
 the service) and :func:`checkpoint.load`, and checks the restored model predicts the same. Baseline, in the same
 process: the dense banks (every weight of both banks, zlib level 1), as a checkpoint without the sparse
-encoding would be. Ends with a JSON line.
+encoding would be. ``--adaptive-days N`` builds the model with ``peak_method = "adaptive"`` and adds one report
+per node per day for N more days, so each pod holds up to N residuals per resource (28 = the full history).
+Ends with a JSON line.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import numpy as np
 from colo.messages import NodeMetric, PodMetric, Usage
 from colo_profiler import checkpoint
 from colo_profiler.model import ProfileModel
+from colo_profiler.settings import ProfilerSettings
 
 
-def build(nodes: int, pods: int, seed: int = 5) -> ProfileModel:
-    """The model after a day of hourly and an hour of minute reports from every node."""
+def build(nodes: int, pods: int, seed: int = 5, adaptive_days: int = 0) -> ProfileModel:
+    """The model after a day of hourly and an hour of minute reports from every node (then, adaptive, one report
+    per node per day for ``adaptive_days`` days)."""
     rng = np.random.default_rng(seed)
-    model = ProfileModel()
+    model = ProfileModel(ProfilerSettings(peak_method="adaptive", expiry_s=100 * 86400.0) if adaptive_days
+                         else None)
     for i in range(nodes):
         model.node_registered(f"n{i}", Usage(cpu=64000, memory=256 << 30))
         for j in range(pods):
@@ -33,6 +38,7 @@ def build(nodes: int, pods: int, seed: int = 5) -> ProfileModel:
                             workload=(f"ns{i % 20}", f"app{j % 10}"))
     base = rng.gamma(2.0, 600.0, (nodes, pods))
     times = [3600.0 * k for k in range(24)] + [86400.0 + 60.0 * k for k in range(60)]
+    times += [86400.0 * (2 + d) + 60.0 for d in range(adaptive_days)]
     for t in times:
         noise = rng.gamma(8.0, 1 / 8.0, (nodes, pods))
         cpu = (base * noise).astype(int)
@@ -61,9 +67,10 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--adaptive-days", type=int, default=0, help="peak_method adaptive with N days of residuals")
     args = ap.parse_args()
-    model = build(args.nodes, args.pods)
-    now = 86400.0 + 3600.0
+    model = build(args.nodes, args.pods, adaptive_days=args.adaptive_days)
+    now = 86400.0 * (2 + args.adaptive_days) if args.adaptive_days else 86400.0 + 3600.0
     snap_s, cp = best_of(args.repeats, lambda: checkpoint.snapshot(model, now))
     enc_s, blob = best_of(args.repeats, lambda: checkpoint.encode(cp))  # type: ignore[arg-type]
     assert isinstance(blob, bytes)
@@ -85,7 +92,8 @@ def main() -> None:
     print(f"checkpoint {len(blob) / 1e6:.2f} MB: snapshot {snap_s * 1e3:.0f} ms + encode {enc_s * 1e3:.0f} ms; "
           f"restore {load_s * 1e3:.0f} ms; identical predictions: {same}")
     print(f"dense banks baseline: {len(dense_blob) / 1e6:.2f} MB in {dense_s * 1e3:.0f} ms")
-    print(json.dumps({"nodes": args.nodes, "pods_per_node": args.pods, "rows": rows, "nonzero_weights": nonzero,
+    print(json.dumps({"nodes": args.nodes, "pods_per_node": args.pods, "adaptive_days": args.adaptive_days,
+                      "rows": rows, "nonzero_weights": nonzero,
                       "checkpoint_bytes": len(blob), "snapshot_s": round(snap_s, 4), "encode_s": round(enc_s, 4),
                       "restore_s": round(load_s, 4), "identical": same, "dense_bytes": len(dense_blob),
                       "dense_s": round(dense_s, 4), "size_vs_dense": round(len(blob) / len(dense_blob), 3),

@@ -8,6 +8,13 @@ mantissas, zlib gains under 20 % on them at several times the cost. So a restore
 weights and reference times, hence identical percentiles and predictions, and goes on identically. Free rows hold zeros, so only rows in use cost anything; a row keeps
 its index, and the free list is rebuilt from the rows the pods, nodes and workloads use.
 
+Format 2 adds the adaptive peak state (``peak_method = "adaptive"``, colo_profiler.adaptive): the margin window
+and its length, and per pod its window bases and maxima, highest sample and past residuals (one raw float64
+array, like the weights), so a restart keeps the learned margins (recomputed from the residuals with the current
+prices). Restored into a "reference"
+profiler the state is dropped; a stored window length other than the settings' keeps the residuals and opens
+a fresh window. Format 1 blobs are refused like any other version.
+
 Not stored: what was last published (a restarted profiler publishes every profile once) and samples still
 buffered (:func:`dump` flushes first).
 
@@ -36,7 +43,7 @@ from colo_profiler.settings import ProfilerSettings
 
 MAGIC = b"colo-profiler-checkpoint\n"
 """First bytes of every checkpoint blob."""
-VERSION = 1
+VERSION = 2
 """Format version; a blob of another version is refused."""
 ZLIB_LEVEL = 1
 """Fastest zlib level (metadata and indices)."""
@@ -89,6 +96,18 @@ class _Workload(msgspec.Struct, array_like=True):
     pods: list[str]
 
 
+class _Adaptive(msgspec.Struct, array_like=True):
+    window_s: float
+    window: int | None
+    residual_window: int
+    uids: list[str]
+    """The sampled pods, in the row order of ``state``."""
+    state: bytes
+    """float64 little-endian, shape ``(len(uids), 6 + 2 × residual_window)``: per pod the window base (CPU cores,
+    memory bytes), window max, highest sample, then the CPU and the memory residuals (oldest first,
+    right-aligned, NaN = none). Empty in the zlib'd meta; carried raw in the envelope."""
+
+
 class Checkpoint(msgspec.Struct, array_like=True):
     """The stored form of a model (times in seconds, CPU in milli-cores, memory in bytes)."""
 
@@ -103,6 +122,8 @@ class Checkpoint(msgspec.Struct, array_like=True):
     workloads: list[_Workload]
     allocatable: list[tuple[str, int, int]]
     """(node, cpu, memory) of every registered node."""
+    adaptive: _Adaptive | None = None
+    """Adaptive peak state; None when the profiler ran with ``peak_method = "reference"``."""
 
 
 class _Envelope(msgspec.Struct, array_like=True):
@@ -114,6 +135,8 @@ class _Envelope(msgspec.Struct, array_like=True):
     cpu_weights: bytes
     memory_index: bytes
     memory_weights: bytes
+    adaptive_state: bytes = b""
+    """The adaptive ``state``, raw (random mantissas: zlib would gain little at a high cost)."""
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -152,17 +175,62 @@ def snapshot(model: ProfileModel, at: float) -> Checkpoint:
         workloads=[_Workload(w.key[0], w.key[1], w.row, w.first_seen, w.last_seen, list(w.pods))
                    for w in model.workloads.values()],
         allocatable=[(name, a.cpu, a.memory) for name, a in model.allocatable.items()],
+        adaptive=_dump_adaptive(model),
     )
+
+
+def _dump_adaptive(model: ProfileModel) -> _Adaptive | None:
+    ad = model.adaptive
+    if ad is None:
+        return None
+    pods = [p for p in model.pods.values() if p.row >= 0]
+    rows = np.array([p.row for p in pods], dtype=np.intp)
+    data = np.concatenate([ad.base[rows], ad.window_max[rows], ad.highest[rows], ad.residuals[0, rows],
+                           ad.residuals[1, rows]], axis=1)
+    return _Adaptive(ad.window_s, ad.window, ad.residual_window, [p.uid for p in pods],
+                     data.astype("<f8").tobytes())
+
+
+def _restore_adaptive(model: ProfileModel, stored: _Adaptive | None) -> None:
+    ad = model.adaptive
+    if ad is None or stored is None:
+        return
+    n, width = len(stored.uids), 6 + 2 * stored.residual_window
+    if stored.residual_window < 1 or len(stored.state) != 8 * n * width:
+        raise CheckpointError(f"adaptive peaks: state of {len(stored.state)} bytes does not fit {n} pods × "
+                              f"{stored.residual_window} residuals")
+    data = np.frombuffer(stored.state, dtype="<f8").reshape(n, width)
+    rows: list[int] = []
+    for uid in stored.uids:
+        pod = model.pods.get(uid)
+        if pod is None or pod.row < 0:
+            raise CheckpointError(f"adaptive peaks of pod {uid!r}, which is unknown or unsampled")
+        rows.append(pod.row)
+    if len(set(rows)) != n:
+        raise CheckpointError("adaptive peaks: a pod stored twice")
+    residuals = data[:, 6:].reshape(n, 2, stored.residual_window)
+    if np.isposinf(data[:, :6]).any() or np.isinf(residuals).any():
+        raise CheckpointError("adaptive peaks: +inf state or non-finite residual")
+    index = np.array(rows, dtype=np.intp)
+    ad.window = stored.window if stored.window_s == ad.window_s else None
+    if ad.window is not None:
+        ad.base[index] = data[:, 0:2]
+        ad.window_max[index] = data[:, 2:4]
+    ad.highest[index] = data[:, 4:6]
+    ad.set_residuals(index, 0, residuals[:, 0])
+    ad.set_residuals(index, 1, residuals[:, 1])
 
 
 def encode(cp: Checkpoint) -> bytes:
     """The blob of ``cp`` (see the module docstring)."""
     bare = msgspec.structs.replace(cp, cpu=msgspec.structs.replace(cp.cpu, index_deltas=b"", weights=b""),
-                                   memory=msgspec.structs.replace(cp.memory, index_deltas=b"", weights=b""))
+                                   memory=msgspec.structs.replace(cp.memory, index_deltas=b"", weights=b""),
+                                   adaptive=msgspec.structs.replace(cp.adaptive, state=b"") if cp.adaptive else None)
     body = _encoder.encode(_Envelope(
         version=cp.version, meta=zlib.compress(_encoder.encode(bare), ZLIB_LEVEL),
         cpu_index=zlib.compress(cp.cpu.index_deltas, ZLIB_LEVEL), cpu_weights=cp.cpu.weights,
-        memory_index=zlib.compress(cp.memory.index_deltas, ZLIB_LEVEL), memory_weights=cp.memory.weights))
+        memory_index=zlib.compress(cp.memory.index_deltas, ZLIB_LEVEL), memory_weights=cp.memory.weights,
+        adaptive_state=cp.adaptive.state if cp.adaptive else b""))
     return MAGIC + zlib.crc32(body).to_bytes(4, "big") + body
 
 
@@ -191,7 +259,8 @@ def decode(blob: bytes) -> Checkpoint:
         raise CheckpointError(f"unreadable checkpoint: {exc}") from exc
     if cp.version != VERSION:
         raise CheckpointError(f"checkpoint format {cp.version}, this profiler reads {VERSION}")
-    return msgspec.structs.replace(cp, cpu=cpu, memory=memory)
+    adaptive = msgspec.structs.replace(cp.adaptive, state=env.adaptive_state) if cp.adaptive else None
+    return msgspec.structs.replace(cp, cpu=cpu, memory=memory, adaptive=adaptive)
 
 
 def _restore_bank(bank: HistogramBank, stored: _Bank, rows_used: set[int], what: str) -> None:
@@ -274,6 +343,9 @@ def restore(cp: Checkpoint, settings: ProfilerSettings | None = None) -> Profile
     _restore_bank(model.memory, cp.memory, used, "memory")
     if model.cpu.weights.shape[0] != model.memory.weights.shape[0]:
         raise CheckpointError("CPU and memory histograms differ in rows")
+    if model.adaptive is not None:
+        model.adaptive.grow(model.cpu.weights.shape[0])
+    _restore_adaptive(model, cp.adaptive)
     model.samples, model.workload_samples = cp.samples, cp.workload_samples
     return model
 

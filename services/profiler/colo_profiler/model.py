@@ -28,6 +28,7 @@ from colo.messages import (
     WorkloadPrediction,
     WorkloadProfile,
 )
+from colo_profiler.adaptive import AdaptivePeaks
 from colo_profiler.histogram import ExponentialBuckets, HistogramBank
 from colo_profiler.reclaim import prod_reclaimable
 from colo_profiler.settings import ProfilerSettings
@@ -124,6 +125,13 @@ class ProfileModel:
         self._cpu: list[int] = []
         self._mem: list[int] = []
         self._times: list[tuple[float, int]] = []
+        s = self.settings
+        self.adaptive: AdaptivePeaks | None = None
+        """Learned per-pod margins when ``peak_method`` is "adaptive" (colo_profiler.adaptive), else None."""
+        if s.peak_method == "adaptive":
+            self.adaptive = AdaptivePeaks(s.margin_window_s, s.residual_window,
+                                          (s.cpu_violation_price, s.memory_violation_price), s.min_margin,
+                                          capacity=self.cpu.weights.shape[0])
 
     # ------------------------------------------------------------------ rows
 
@@ -131,6 +139,8 @@ class ProfileModel:
         row = self.cpu.alloc()
         if self.memory.alloc() != row:  # both banks grow and free together
             raise RuntimeError("histogram banks out of step")
+        if self.adaptive is not None:
+            self.adaptive.grow(self.cpu.weights.shape[0])
         return row
 
     def _free(self, row: int) -> None:
@@ -138,6 +148,8 @@ class ProfileModel:
             self.flush()  # buffered samples may still point at this row
             self.cpu.free(row)
             self.memory.free(row)
+            if self.adaptive is not None:
+                self.adaptive.clear(row)
 
     def _node(self, name: str, now: float) -> NodeModel:
         node = self.nodes.get(name)
@@ -228,6 +240,13 @@ class ProfileModel:
         :data:`FLUSH_SAMPLES` samples or before any query (:meth:`flush`).
         """
         t = metric.at
+        ad = self.adaptive
+        if ad is not None:
+            window = ad.window_of(t)
+            if ad.window is None:
+                ad.start(window)
+            elif window > ad.window:
+                self.roll(window)
         node = self._node(metric.node, t)
         if t > node.last_seen:
             node.last_seen = t
@@ -295,6 +314,27 @@ class ProfileModel:
         self._rows, self._cpu, self._mem, self._times = [], [], [], []
         self.cpu.add_unchecked(rows, cpu, times)
         self.memory.add_unchecked(rows, mem, times)
+        if self.adaptive is not None:
+            self.adaptive.observe(rows, cpu, mem, times)
+
+    def roll(self, window: int) -> None:
+        """Adaptive: close the current margin window and open ``window`` (see colo_profiler.adaptive): every
+        sample buffered so far is added first, so the new bases come from earlier samples only."""
+        ad = self.adaptive
+        if ad is None:
+            raise RuntimeError("roll() needs peak_method = 'adaptive'")
+        self.flush()
+        pods = [p for p in self.pods.values() if p.row >= 0]
+        rows = np.array([p.row for p in pods], dtype=np.intp)
+        requests = np.array([(p.cpu_request / 1000.0, float(p.memory_request)) for p in pods],
+                            dtype=np.float64).reshape(-1, 2)
+        ad.roll(window, rows, self._bases(rows), requests)
+
+    def _bases(self, rows: np.ndarray) -> np.ndarray:
+        """Percentiles (no margin) of ``rows``, shape ``(n, 2)``: CPU cores, memory bytes."""
+        s = self.settings
+        return np.stack([self.cpu.percentiles(rows, s.cpu_percentile),
+                         self.memory.percentiles(rows, s.memory_percentile)], axis=1)
 
     def expire(self, now: float) -> list[str]:
         """Drop pods, workloads and nodes unseen for ``expiry_s``; returns the expired node names."""
@@ -380,9 +420,30 @@ class ProfileModel:
         base = len(rows)
         rows += [wl.row for wl in wanted.values()]
         cpu_peaks, mem_peaks = self._peaks(rows)
+        if self.adaptive is not None:
+            self._adapt(per_node, cpu_peaks, mem_peaks)
         wl_peaks = {key: (cpu_peaks[base + i], mem_peaks[base + i]) for i, key in enumerate(wanted)}
         return [self._build(node, pods, modelled, cpu_peaks, mem_peaks, first, wl_peaks, now)
                 for node, pods, modelled, first in per_node]
+
+    def _adapt(self, per_node: list[tuple[NodeModel, list[PodModel], list[PodModel], int]], cpu_peaks: list[int],
+               mem_peaks: list[int]) -> None:
+        """Replace the reference peaks of modelled pods that have a learned margin by their adaptive peaks."""
+        assert self.adaptive is not None
+        index = [first + i for _, _, modelled, first in per_node for i in range(len(modelled))]
+        pods = [p for _, _, modelled, _ in per_node for p in modelled]
+        if not pods:
+            return
+        rows = np.array([p.row for p in pods], dtype=np.intp)
+        requests = np.array([(p.cpu_request / 1000.0, float(p.memory_request)) for p in pods], dtype=np.float64)
+        peak, use = self.adaptive.peaks(rows, self._bases(rows), requests)
+        cpu = np.rint(peak[:, 0] * 1000.0).astype(int).tolist()
+        mem = np.rint(peak[:, 1]).astype(int).tolist()
+        for j, (i, (uc, um)) in enumerate(zip(index, use.tolist())):
+            if uc:
+                cpu_peaks[i] = cpu[j]
+            if um:
+                mem_peaks[i] = mem[j]
 
     def _build(self, node: NodeModel, pods: list[PodModel], modelled: list[PodModel], cpu_peaks: list[int],
                mem_peaks: list[int], base: int, wl_peaks: dict[WorkloadKey, tuple[int, int]],

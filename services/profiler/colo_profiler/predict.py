@@ -129,14 +129,30 @@ def choose_margins(residuals: FloatArray, violation_prices: Sequence[float], min
     smaller margin. Returns shape ``(len(violation_prices),)``; all ``inf`` when there
     is no residual (nothing to learn from).
     """
+    r = np.asarray(residuals, dtype=np.float64).reshape(1, -1)
+    prices = np.asarray(violation_prices, dtype=np.float64).reshape(1, -1)
+    return np.asarray(choose_margins_rows(r, prices, min_margin)[0])
+
+
+def choose_margins_rows(residuals: FloatArray, violation_prices: FloatArray, min_margin: float = 0.0,
+                        ) -> FloatArray:
+    """:func:`choose_margins` for many series at once: row ``i`` of ``residuals`` (shape ``(s, w)``, NaN =
+    no residual, any order) with the prices of row ``i`` of ``violation_prices`` (shape ``(s, m)``).
+
+    Returns shape ``(s, m)``, each entry equal to ``choose_margins`` of that row's residuals; ``inf`` for a
+    row without residual. Raises ValueError on shapes that do not fit.
+    """
+    r = np.sort(np.asarray(residuals, dtype=np.float64), axis=1)  # NaN last
     prices = np.asarray(violation_prices, dtype=np.float64)
-    r = np.sort(np.asarray(residuals, dtype=np.float64))
-    if r.size == 0:
-        return np.full(prices.shape, math.inf)
-    candidates = np.concatenate([[0.0], r[r > 0]]) + min_margin
-    misses = r.size - np.searchsorted(r, candidates, side="right")
-    cost = candidates[None, :] + prices[:, None] * ((misses + 1) / (r.size + 1))[None, :]
-    return np.asarray(candidates[np.argmin(cost, axis=1)])
+    if r.ndim != 2 or prices.ndim != 2 or prices.shape[0] != r.shape[0]:
+        raise ValueError(f"residuals {r.shape} and prices {prices.shape} must be (s, w) and (s, m)")
+    count = (~np.isnan(r)).sum(axis=1)
+    # candidates 0 and every positive residual, ascending among the finite ones (others cost inf)
+    candidates = np.concatenate([np.zeros((r.shape[0], 1)), np.where(r > 0, r, np.inf)], axis=1) + min_margin
+    misses = (r[:, None, :] > candidates[:, :, None]).sum(axis=2)
+    cost = candidates[:, None, :] + prices[:, :, None] * ((misses + 1) / (count[:, None] + 1))[:, None, :]
+    out = np.take_along_axis(candidates, np.argmin(cost, axis=2), axis=1)
+    return np.where(count[:, None] > 0, out, math.inf)
 
 
 def choose_margin(residuals: FloatArray, violation_price: float, min_margin: float = 0.0) -> float:

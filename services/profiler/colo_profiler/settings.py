@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
+
+from colo_profiler.predict import PeakPredictorConfig
 
 ENV_PREFIX = "COLO_PROFILER"
 """Environment prefix of the profiler's own settings."""
 
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+Price = Annotated[float, msgspec.Meta(ge=0, le=1000)]
+
+_PREDICTOR = PeakPredictorConfig()
+"""Defaults of the learned margin rule, shared with ``bench/prediction.py``'s ``ours``."""
 
 
 class ProfilerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -45,3 +51,19 @@ class ProfilerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     """Period of the model checkpoint to Redis, seconds; one is also written on stop and restored on start.
     0 = checkpoints off: none written, none restored (REFERENCE.md §7 asks for checkpoints; the period is
     this project's choice)."""
+    peak_method: Literal["reference", "adaptive"] = "reference"
+    """How a warm pod's own CPU and memory peaks are made: "reference" = percentile × (100 + margin_percent)/100
+    (REFERENCE.md §7); "adaptive" = percentile + a margin learned from the pod's own past misses
+    (colo_profiler.adaptive; this project's, measured in docs/profiler.md "Prediction accuracy")."""
+    margin_window_s: Seconds = 24 * 3600.0
+    """Adaptive: the period one residual covers (prediction at its start, actual peak over it), seconds (a day,
+    as bench/prediction.py)."""
+    residual_window: Annotated[int, msgspec.Meta(ge=1, le=1000)] = _PREDICTOR.residual_window
+    """Adaptive: residuals (periods) each margin is chosen from (28, PeakPredictorConfig)."""
+    cpu_violation_price: Price = _PREDICTOR.violation_price
+    """Adaptive: cost of one missed CPU peak, in requested CPU held for one period (0.5, PeakPredictorConfig);
+    higher → fewer misses, more headroom."""
+    memory_violation_price: Price = _PREDICTOR.violation_price
+    """Adaptive: the same for memory (0.5, PeakPredictorConfig)."""
+    min_margin: Annotated[float, msgspec.Meta(ge=0, le=10)] = _PREDICTOR.min_margin
+    """Adaptive: added to every learned margin, fraction of the request (0.002, PeakPredictorConfig)."""
