@@ -11,6 +11,8 @@ from colo import subjects as S
 from colo.cli.main import describe, follow_events
 from colo.codec import encode
 from colo.messages import (
+    ConfigApplied,
+    ConfigRejected,
     NodeMetric,
     NodeResource,
     PodBound,
@@ -48,6 +50,17 @@ GI = 1024**3
     pytest.param("colo.v1.node.qos.n1",
                  QoSEvent(node="n1", kind="evict", at=1.0, reason="BE memory eviction", pods=["a", "b", "c", "d"]),
                  ["kind=evict", "reason=BE memory eviction", "pods=a,b,c…"], id="qos"),
+    pytest.param("colo.v1.config.rejected.slo-manager",
+                 ConfigRejected(service="slo-manager", trigger="kv", version_in_force="abc123", at=1.0,
+                                errors=["kv colo-config/slo-manager: batch.bogus: unknown setting",
+                                        "kv colo-config/slo-manager: mid.mode: Invalid enum value"]),
+                 ["ConfigRejected", "trigger=kv", "in-force=abc123", "2 problem(s)", "batch.bogus: unknown setting",
+                  "mid.mode: Invalid enum value"], id="config-rejected"),
+    pytest.param("colo.v1.config.applied.slo-manager",
+                 ConfigApplied(service="slo-manager", version="abc123", trigger="file", at=1.0,
+                               restart_required=["tick_interval_s"]),
+                 ["ConfigApplied", "version=abc123", "trigger=file", "restart-required=tick_interval_s"],
+                 id="config-applied"),
 ])
 def test_lines_carry_key_fields(subject: str, msg: Any, parts: list[str]) -> None:
     line = describe(subject, encode(msg))

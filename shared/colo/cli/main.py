@@ -31,6 +31,8 @@ from colo import subjects as S
 from colo.cli.podfile import PodFileError, load_pod_file
 from colo.codec import DecodeError, decode, to_builtins
 from colo.messages import (
+    ConfigApplied,
+    ConfigRejected,
     DeadLetter,
     EvictionCommand,
     NodeMetric,
@@ -417,6 +419,12 @@ def key_fields(msg: object) -> str:
         return f"node={msg.node} prod-reclaimable cpu={format_cpu(r.cpu)} memory={_mem(r.memory)} pods={len(msg.pods)}"
     if isinstance(msg, DeadLetter):
         return f"service={msg.service} subject={msg.subject} reason={msg.reason}"
+    if isinstance(msg, ConfigApplied):
+        restart = f" restart-required={','.join(msg.restart_required)}" if msg.restart_required else ""
+        return f"service={msg.service} version={msg.version} trigger={msg.trigger}{restart}"
+    if isinstance(msg, ConfigRejected):
+        return (f"service={msg.service} trigger={msg.trigger} in-force={msg.version_in_force} "
+                f"{len(msg.errors)} problem(s): {'; '.join(msg.errors)}")
     d = to_builtins(msg)
     if isinstance(d, dict):
         return " ".join(f"{k}={v}" for k, v in d.items() if isinstance(v, (str, int, float)) and v not in ("",))
