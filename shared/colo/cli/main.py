@@ -228,8 +228,10 @@ async def _nodes_table(store: Store) -> Table:
     res = await store.list_node_resources()
     alloc = await store.all_allocated()
     t = Table(title=f"{len(nodes)} nodes")
-    for col in ("name", "cpu", "memory", "cpu alloc", "mem alloc", "pods",
-                "batch-cpu", "batch-mem", "batch-cpu alloc"):
+    # allocatable = what pods may request; requested = Σ requests of the pods bound there (kubectl's
+    # "Allocated resources"); batch offered = the slo-manager's NodeResource, batch requested its use
+    for col in ("name", "cpu allocatable", "mem allocatable", "cpu requested", "mem requested", "pods",
+                "batch-cpu offered", "batch-mem offered", "batch-cpu requested"):
         t.add_column(col, justify="left" if col == "name" else "right")
     for n in sorted(nodes, key=lambda n: n.name):
         a = alloc.get(n.name)
