@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import aiohttp
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -158,10 +159,15 @@ async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, An
 
 def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
     """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
+    err = Console(stderr=True)
     try:
-        decision = asyncio.run(fetch_ref(scheduler_url(args.scheduler, up_services), args.uid, args.live))
+        url = scheduler_url(args.scheduler, up_services)
+        source = ("--scheduler" if args.scheduler else
+                  "COLO_SCHEDULER_URL" if os.environ.get("COLO_SCHEDULER_URL") else "the running `colo up`")
+        err.print(f"[dim]using scheduler {escape(url)} from {source}[/]", highlight=False, soft_wrap=True)
+        decision = asyncio.run(fetch_ref(url, args.uid, args.live))
     except ExplainError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1
     if args.json:
         print(json.dumps(decision, indent=2))
