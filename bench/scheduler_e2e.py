@@ -196,6 +196,14 @@ async def _metrics_loop(bus: Bus, nodes: list[NodeSpec]) -> None:
         k += 1
 
 
+def _scheduler_command(profile: str, index: int) -> list[str]:
+    """``python -m colo_scheduler``, under cProfile (stats written to ``<profile>.<index>`` at the
+    scheduler's SIGTERM exit, whole run) when ``profile`` is set."""
+    if not profile:
+        return [sys.executable, "-m", "colo_scheduler"]
+    return [sys.executable, "-m", "cProfile", "-o", f"{profile}.{index}", "-m", "colo_scheduler"]
+
+
 async def _state(http: aiohttp.ClientSession, port: int) -> dict[str, Any]:
     async with http.get(f"http://127.0.0.1:{port}/debug/state") as r:
         return dict(await r.json())
@@ -282,7 +290,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             env = {**os.environ, "COLO_NATS_URL": servers.nats_url, "COLO_REDIS_URL": servers.redis_url,
                    "COLO_STORE_PREFIX": "bench", "COLO_HTTP_PORT": str(port), "COLO_LOG_LEVEL": "WARNING",
                    "COLO_SCHEDULER_REPLICAS": str(args.replicas), "COLO_SCHEDULER_REPLICA_INDEX": str(i)}
-            schedulers.append(subprocess.Popen([sys.executable, "-m", "colo_scheduler"], env=env,
+            schedulers.append(subprocess.Popen(_scheduler_command(args.profile, i), env=env,
                                                preexec_fn=_die_with_parent if sys.platform == "linux" else None))
         metrics_task: asyncio.Task[None] | None = None
         try:
@@ -411,6 +419,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     ap.add_argument("--replicas", type=int, default=1, help="scheduler processes, pods sharded by uid hash")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", default="", metavar="PATH",
+                    help="run each scheduler under cProfile, stats to PATH.<replica index> (read with pstats);"
+                    " profiling slows the scheduler: figures of such a run are not comparable")
     ap.add_argument("--intake-only", action="store_true",
                     help="measure admission intake alone (decode, Pending write, queue; no cycles)")
     args = ap.parse_args()

@@ -372,6 +372,12 @@ class Subscription(Generic[T]):
                     pass
 
 
+def _trace_headers() -> dict[str, str] | None:
+    """W3C trace headers of the current span when tracing is set up (:func:`colo.telemetry.setup`),
+    else None."""
+    return telemetry.inject({}) if telemetry.tracing_enabled() else None
+
+
 def _ack_sequence(msg: Msg) -> tuple[int, int]:
     """(stream sequence, delivery count) from a JetStream message's ack subject; (0, 1) when absent.
 
@@ -487,21 +493,25 @@ class Bus:
 
     # ------------------------------------------------------------------ publish
 
-    def _prepare(self, subject: Subject[T], msg: T, msg_id: str | None,
-                 keys: Mapping[str, str]) -> tuple[str, bytes, dict[str, str] | None]:
+    def _prepare(self, subject: Subject[T], msg: T, msg_id: str | None, keys: Mapping[str, str],
+                 trace: Mapping[str, str] | None) -> tuple[str, bytes, dict[str, str] | None]:
+        """(subject, payload, headers) of one publish; ``trace`` the trace headers of the current
+        span (:func:`_trace_headers`), the same for every message published from one context."""
         if not isinstance(msg, subject.type):
             raise TypeError(f"{subject.pattern} carries {subject.type.__name__}, got {type(msg).__name__}")
         subj = subject.format(**keys)
         headers: dict[str, str] = {}
         if msg_id:
             headers["Nats-Msg-Id"] = msg_id
-        if telemetry.tracing_enabled():
-            telemetry.inject(headers)
+        if trace:
+            headers.update(trace)
+        return subj, codec.encode(msg), headers or None
+
+    def _count(self, subject: Subject[Any], n: int = 1) -> None:
         counter = self._published.get(subject.pattern)
         if counter is None:
             counter = self._published[subject.pattern] = _published.labels(self.service, subject.wildcard)
-        counter.inc()
-        return subj, codec.encode(msg), headers or None
+        counter.inc(n)
 
     async def publish(self, subject: Subject[T], msg: T, msg_id: str | None = None, **keys: str) -> None:
         """Publish ``msg`` on ``subject`` formatted with ``keys``; JetStream (waits for the ack,
@@ -510,7 +520,8 @@ class Bus:
         Raises TypeError when ``msg`` is not the subject's type, ValueError for bad keys, nats
         errors on timeout or when streams were not created.
         """
-        subj, data, headers = self._prepare(subject, msg, msg_id, keys)
+        subj, data, headers = self._prepare(subject, msg, msg_id, keys, _trace_headers())
+        self._count(subject)
         if subject.stream is None:
             await self.nc.publish(subj, data, headers=headers)
         else:
@@ -524,8 +535,16 @@ class Bus:
         writes. Raises BusError when a stream refuses a message or acks do not arrive within
         ``timeout_s``; TypeError/ValueError as :meth:`publish`.
         """
-        prepared = [(subject.stream, *self._prepare(subject, msg, msg_id, keys))
-                    for subject, msg, msg_id, keys in items]
+        trace = _trace_headers()  # one current span for the whole call: inject once, not per message
+        counts: dict[str, int] = {}
+        by_pattern: dict[str, Subject[Any]] = {}
+        prepared = []
+        for subject, msg, msg_id, keys in items:
+            prepared.append((subject.stream, *self._prepare(subject, msg, msg_id, keys, trace)))
+            counts[subject.pattern] = counts.get(subject.pattern, 0) + 1
+            by_pattern[subject.pattern] = subject
+        for pattern, n in counts.items():  # counted as prepared (before sending), as publish does
+            self._count(by_pattern[pattern], n)
         if not prepared:
             return
         await self._ensure_ack_inbox()

@@ -15,6 +15,7 @@ against the NodeSpec's allocatable; batch-* and mid-* against the node's NodeRes
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from colo.keys import Keys
 from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
 
 _REQUESTED = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
+_requested = operator.attrgetter(*_REQUESTED)
 """Resources the bind script checks and reserves, in its order."""
 _json = msgspec.json.Encoder()
 _ALLOC_ROWS = msgspec.json.Decoder(list[list[int]], strict=False)
@@ -495,7 +497,7 @@ class Store:
             for item in requests[start:start + BIND_CHUNK]:
                 uid, node, r, at = (item.uid, item.node, item.requests, item.at) if isinstance(item, BindRequest) \
                     else item
-                binds.append((uid, node, repr(float(at)), [str(max(0, int(getattr(r, f)))) for f in _REQUESTED]))
+                binds.append((uid, node, repr(float(at)), [str(int(v)) if v > 0 else "0" for v in _requested(r)]))
             stems = self._stems if fence is None else self._stems_for(fence.name)
             reasons = await self._bind(args=[stems, fence.value if fence is not None else "", _json.encode(binds)])
             out += (BindResult(not r, r) for r in _s(reasons).split("\n"))

@@ -37,7 +37,7 @@ from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.tainttoleration import TaintToleration
-from colo_scheduler.podinfo import PodInfo, make_pod_info, pod_priority
+from colo_scheduler.podinfo import PodInfo, clone_pod_info, make_pod_info, pod_priority
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
@@ -132,11 +132,7 @@ class Scheduler:
             if len(self._templates) >= 10_000:
                 self._templates.clear()
             self._templates[key] = template
-        info = copy.copy(template)
-        info.spec, info.uid, info.queued_at = spec, spec.uid, now
-        info.attempts, info.last_attempt_at = 0, 0.0
-        info.extra = {"class": key}
-        return info
+        return clone_pod_info(template, spec, now, {"class": key})
 
     def add_pod(self, spec: PodSpec, now: float) -> bool:
         """Queue a pending pod; False when it is already queued or placed."""

@@ -24,6 +24,7 @@ import time
 import unicodedata
 from typing import Any
 
+import msgspec
 import numpy as np
 from aiohttp import web
 
@@ -74,6 +75,9 @@ MAX_PUBLISHING = 4
 
 def _negative(r: Resources) -> list[str]:
     """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
+    values = msgspec.structs.astuple(r)
+    if min(values) >= 0 and max(values) <= MAX_QUANTITY:  # the usual case, without a getattr per field
+        return []
     return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
 
 
@@ -84,7 +88,9 @@ def _pod_problem(spec: PodSpec) -> str:
     bad = _negative(spec.requests) + _negative(spec.limits)
     if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
         bad.append("priority")
-    if any(unicodedata.category(c) == "Cc" for c in spec.uid):
+    uid = spec.uid
+    # printable ASCII holds no control character: the per-character check only for other uids
+    if not (uid.isascii() and uid.isprintable()) and any(unicodedata.category(c) == "Cc" for c in uid):
         return f"invalid pod {spec.uid!r}: the uid holds a control character"
     if spec.uid and not bad:
         return ""

@@ -486,33 +486,37 @@ class LoadAware:
         state.data[self.name] = c
 
     def _derive_rows(self, t: NodeTable, c: _Cycle, idx: npt.NDArray[np.intp]) -> None:
-        # the per-node values the full cycle computes, for a few rows (Python per row)
+        # the per-node values the full cycle computes, for a few rows: thresholds with one array
+        # pass over the rows (as _full_cycle), statistics of the metric per row where they apply
         alloc = t.alloc[idx, :2]
         c.alloc[idx] = alloc
         c.divisor[idx] = np.maximum(alloc, 1)
-        for k, i in enumerate(idx.tolist()):
-            p = self.node_thresholds(t, i)
-            a = alloc[k:k + 1]
-            c.agg_rows[i] = p.aggregated is not None
-            if p.aggregated is not None:
-                c.cap_all[i] = _cap2(np.array([p.aggregated[0]], np.int64), a)[0]
-            else:
-                c.cap_all[i] = _cap2(np.array([p.usage], np.int64), a)[0]
-            c.prod_rows[i] = p.prod is not None
-            c.cap_prod[i] = _cap2(np.array([p.prod or (0, 0)], np.int64), a)[0]
-            c.has_basis[i] = True
-            c.agg_base[i] = (0, 0)
-            if p.aggregated is not None and c.fresh[i]:
+        rows = idx.tolist()
+        m = len(rows)
+        profiles = [self.node_thresholds(t, i) for i in rows]
+        agg_rows = np.array([p.aggregated is not None for p in profiles], np.bool_)
+        agg_t = np.array([p.aggregated[0] if p.aggregated else (0, 0) for p in profiles], np.int64).reshape(m, 2)
+        usage_t = np.array([p.usage for p in profiles], np.int64).reshape(m, 2)
+        c.agg_rows[idx] = agg_rows
+        c.cap_all[idx] = np.where(agg_rows[:, None], _cap2(agg_t, alloc), _cap2(usage_t, alloc))
+        c.prod_rows[idx] = np.array([p.prod is not None for p in profiles], np.bool_)
+        c.cap_prod[idx] = _cap2(np.array([p.prod or (0, 0) for p in profiles], np.int64).reshape(m, 2), alloc)
+        c.has_basis[idx] = True
+        c.agg_base[idx] = 0
+        fresh = c.fresh[idx].tolist()
+        for k, i in enumerate(rows):
+            p = profiles[k]
+            if p.aggregated is not None and fresh[k]:
                 got = aggregated_usage(t.metrics[i], p.aggregated[1], p.aggregated[2])
                 if got is None:
                     c.has_basis[i] = False
                 else:
                     c.agg_base[i] = got
             if c.score_base is not None:
-                got = aggregated_usage(t.metrics[i], self.score_stat, self.score_duration_s) if c.fresh[i] else None
+                got = aggregated_usage(t.metrics[i], self.score_stat, self.score_duration_s) if fresh[k] else None
                 c.score_base[i] = got if got is not None else t.metric_usage[i]
             if self._prod_active:
-                c.prod_est[i] = prod_usage(t, i, self.report_interval_s) if c.fresh[i] else (0, 0)
+                c.prod_est[i] = prod_usage(t, i, self.report_interval_s) if fresh[k] else (0, 0)
 
     def _full_cycle(self, state: CycleState) -> None:
         t = state.table
