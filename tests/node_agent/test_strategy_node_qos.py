@@ -15,11 +15,9 @@ from colo.messages import (
     Resources,
     SystemStrategy,
 )
+from colo.slo import strategy_problems
 from colo_node_agent.cgroups import Executor, MemoryFS
 from colo_node_agent.cgroups.resctrl import ResctrlInfo
-from colo_node_agent.strategies import blkio as blkio_mod
-from colo_node_agent.strategies import resctrl_qos
-from colo_node_agent.strategies import system as system_mod
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings
 from colo_node_agent.strategies.memory_qos import MemoryPod, MemoryQoSValues, memory_qos, pod_values
@@ -95,7 +93,7 @@ def test_blkio(policy: BlkIOStrategy, current: tuple[str, ...], want: set[tuple[
 def test_blkio_problems() -> None:
     bad = BlkIOStrategy(be=[BlkIOLimit(device="sda"), BlkIOLimit(device="8:0", read_bps=-1),
                             BlkIOLimit(device="8:0")])
-    assert len(blkio_mod.problems(bad)) == 3
+    assert len(strategy_problems({"blkio": bad})) == 3
 
 
 def fake_resctrl(cbm: str) -> MemoryFS:
@@ -133,7 +131,7 @@ def test_resctrl_off_restores_and_absent_does_nothing() -> None:
         (g, "resctrl.l3", "0=7ff") for g in ("LSR", "LS", "BE")}
     assert resctrl_plan(ResctrlStrategy(enabled=True), None).writes == []
     bad = ResctrlStrategy(be=ResctrlClass(l3_start_percent=50, l3_end_percent=50, mba_percent=0))
-    assert len(resctrl_qos.problems(bad)) == 2
+    assert len(strategy_problems({"resctrl": bad})) == 2
 
 
 @pytest.mark.parametrize(("total", "factor", "want"), [
@@ -148,7 +146,8 @@ def test_min_free_kbytes(total: int, factor: int, want: int) -> None:
 
 def test_system_off_and_problems() -> None:
     assert system_writes(SystemStrategy(), 64 * Gi) == []
-    assert len(system_mod.problems(SystemStrategy(min_free_kbytes_factor=0, watermark_scale_factor=5))) == 2
+    bad = SystemStrategy(enabled=True, min_free_kbytes_factor=0, watermark_scale_factor=5)
+    assert len(strategy_problems({"system": bad})) == 2
 
 
 @pytest.mark.parametrize(("idle", "supported", "want"), [

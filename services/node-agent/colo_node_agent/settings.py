@@ -31,13 +31,12 @@ from colo.messages import (
     CPUSetStrategy,
     CPUSuppressStrategy,
     MemoryEvictStrategy,
-    MemoryQoSClass,
     MemoryQoSStrategy,
     NodeSLO,
     ResctrlStrategy,
     SystemStrategy,
 )
-from colo_node_agent.strategies import blkio, resctrl_qos, system
+from colo.slo import strategies_of, strategy_problems
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
@@ -80,59 +79,9 @@ def host_setting_problems(s: NodeAgentSettings) -> list[str]:
 
 
 def validate_slo_values(slo: NodeSLO | NodeAgentSettings) -> list[str]:
-    """Every out-of-range policy value of a NodeSLO (or of the settings' default policy); empty when valid."""
-    out: list[str] = []
-    percents = {
-        "cpu_suppress.threshold_percent": slo.cpu_suppress.threshold_percent,
-        "cpu_suppress.min_percent": slo.cpu_suppress.min_percent,
-        "memory_evict.threshold_percent": slo.memory_evict.threshold_percent,
-        "memory_evict.lower_percent": slo.memory_evict.lower_percent,
-        "cpu_evict.upper_percent": slo.cpu_evict.upper_percent,
-        "cpu_evict.lower_percent": slo.cpu_evict.lower_percent,
-        "cpu_evict.usage_threshold_percent": slo.cpu_evict.usage_threshold_percent,
-    }
-    for name, value in percents.items():
-        if value is not None and not 0 <= value <= 100:
-            out.append(f"{name} must be within 0..100, got {value}")
-    if slo.memory_evict.cooldown_s < 0 or slo.cpu_evict.cooldown_s < 0 or slo.cpu_evict.window_s <= 0:
-        out.append("eviction cool-downs must be >= 0 and cpu_evict.window_s > 0")
-    out += _burst_problems(slo.cpu_burst)
-    out += _memory_qos_problems(slo.memory_qos)
-    out += resctrl_qos.problems(slo.resctrl)
-    out += blkio.problems(slo.blkio)
-    if slo.system.enabled:
-        out += system.problems(slo.system)
-    return out
-
-
-def _burst_problems(b: CPUBurstStrategy) -> list[str]:
-    out = []
-    if b.burst_percent < 0:
-        out.append(f"cpu_burst.burst_percent must be >= 0, got {b.burst_percent}")
-    if b.quota_scale_max_percent < 100:
-        out.append(f"cpu_burst.quota_scale_max_percent must be >= 100, got {b.quota_scale_max_percent}")
-    if not 0 <= b.share_pool_threshold_percent <= 100:
-        out.append(f"cpu_burst.share_pool_threshold_percent must be within 0..100, got "
-                   f"{b.share_pool_threshold_percent}")
-    if b.quota_burst_period_s < -1:
-        out.append(f"cpu_burst.quota_burst_period_s must be >= -1 (-1 = no cap), got {b.quota_burst_period_s}")
-    return out
-
-
-def _memory_qos_problems(m: MemoryQoSStrategy) -> list[str]:
-    out = []
-    classes: list[tuple[str, MemoryQoSClass | None]] = [
-        ("memory_qos", MemoryQoSClass(min_percent=m.min_percent, low_percent=m.low_percent,
-                                      throttling_percent=m.throttling_percent)),
-        ("memory_qos.lsr", m.lsr), ("memory_qos.ls", m.ls), ("memory_qos.be", m.be)]
-    for name, c in classes:
-        if c is None:
-            continue
-        for field in ("min_percent", "low_percent", "throttling_percent"):
-            v = getattr(c, field)
-            if not 0 <= v <= 100:
-                out.append(f"{name}.{field} must be within 0..100, got {v}")
-    return out
+    """Every out-of-range policy value of a NodeSLO (or of the settings' default policy); empty when valid
+    (:func:`colo.slo.strategy_problems`, the checks the slo-manager applies where a policy is configured)."""
+    return strategy_problems(strategies_of(slo))
 
 
 class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -40,13 +40,13 @@ from colo.messages import (
     SystemStrategy,
 )
 from colo.settings import SettingsError
+from colo.slo import strategy_problems
 from colo_slo_manager.strategy import (
     STRATEGY_TYPES,
     Patch,
     full_patch,
     merge_patch,
     patch_problems,
-    strategy_problems,
 )
 
 ENV_PREFIX = "COLO_SLO_MANAGER"
@@ -325,7 +325,7 @@ class NodeSLOStrategy(_Settings, frozen=True):
         return {name: getattr(self, name) for name in self.__struct_fields__}
 
     def problems(self) -> list[str]:
-        """Every out-of-range strategy value (:func:`colo_slo_manager.strategy.strategy_problems`)."""
+        """Every out-of-range strategy value (:func:`colo.slo.strategy_problems`)."""
         return strategy_problems(self.values(), "node_slo")
 
 

@@ -25,7 +25,6 @@ from colo.messages import (
     CPUSetStrategy,
     CPUSuppressStrategy,
     MemoryEvictStrategy,
-    MemoryQoSClass,
     MemoryQoSStrategy,
     ResctrlStrategy,
     SystemStrategy,
@@ -49,9 +48,6 @@ STRATEGY_TYPES: dict[str, type[msgspec.Struct]] = {
     "system": SystemStrategy,
 }
 """NodeSLO field → strategy struct, for the strategies a pool may patch field by field."""
-
-WATERMARK_SCALE_RANGE = (10, 400)
-"""Accepted ``vm.watermark_scale_factor`` (Koordinator's SystemStrategy validation)."""
 
 
 def _struct_of(tp: Any) -> type[msgspec.Struct] | None:
@@ -115,96 +111,3 @@ def merge_patch(base: T, patch: Mapping[str, Any]) -> T:
     return msgspec.convert(deep_merge(full_patch(base), patch), type(base), strict=False)
 
 
-def _range(out: list[str], name: str, value: int | None, lo: int = 0, hi: int = 100) -> None:
-    if value is not None and not lo <= value <= hi:
-        out.append(f"{name} must be within {lo}..{hi}, got {value}")
-
-
-def _memory_qos_problems(m: MemoryQoSStrategy, where: str) -> list[str]:
-    out: list[str] = []
-    classes: list[tuple[str, MemoryQoSClass | None]] = [
-        (where, MemoryQoSClass(min_percent=m.min_percent, low_percent=m.low_percent,
-                               throttling_percent=m.throttling_percent)),
-        (f"{where}.lsr", m.lsr), (f"{where}.ls", m.ls), (f"{where}.be", m.be)]
-    for name, c in classes:
-        if c is not None:
-            for field in ("min_percent", "low_percent", "throttling_percent"):
-                _range(out, f"{name}.{field}", getattr(c, field))
-    return out
-
-
-def strategy_problems(values: Mapping[str, Any], where: str = "node_slo") -> list[str]:
-    """Every out-of-range value among the strategies of ``values`` (NodeSLO field → strategy), the
-    checks the node agent applies to a NodeSLO, so that a bad policy is refused where it is configured.
-
-    Percents within 0..100; memory eviction ``lower_percent`` ≤ ``threshold_percent``; CPU eviction
-    ``lower_percent`` ≤ ``upper_percent``; cool-downs ≥ 0 s and ``cpu_evict.window_s`` > 0 s; CPU burst
-    ``burst_percent`` ≥ 0, ``quota_scale_max_percent`` ≥ 100, ``quota_burst_period_s`` ≥ −1; resctrl
-    0 ≤ L3 start < end ≤ 100 and MBA 1..100; BE block I/O devices ``MAJOR:MINOR``, once each, limits ≥ 0;
-    system (when enabled) ``min_free_kbytes_factor`` > 0 and ``watermark_scale_factor`` within
-    :data:`WATERMARK_SCALE_RANGE`.
-    """
-    out: list[str] = []
-    w = where
-    cs = values.get("cpu_suppress")
-    if isinstance(cs, CPUSuppressStrategy):
-        _range(out, f"{w}.cpu_suppress.threshold_percent", cs.threshold_percent)
-        _range(out, f"{w}.cpu_suppress.min_percent", cs.min_percent)
-    me = values.get("memory_evict")
-    if isinstance(me, MemoryEvictStrategy):
-        _range(out, f"{w}.memory_evict.threshold_percent", me.threshold_percent)
-        _range(out, f"{w}.memory_evict.lower_percent", me.lower_percent)
-        if me.lower_percent is not None and me.lower_percent > me.threshold_percent:
-            out.append(f"{w}.memory_evict.lower_percent {me.lower_percent} must not exceed "
-                       f"threshold_percent {me.threshold_percent}")
-        if me.cooldown_s < 0:
-            out.append(f"{w}.memory_evict.cooldown_s must be >= 0, got {me.cooldown_s}")
-    ce = values.get("cpu_evict")
-    if isinstance(ce, CPUEvictStrategy):
-        for field in ("upper_percent", "lower_percent", "usage_threshold_percent"):
-            _range(out, f"{w}.cpu_evict.{field}", getattr(ce, field))
-        if ce.lower_percent > ce.upper_percent:
-            out.append(f"{w}.cpu_evict.lower_percent {ce.lower_percent} must not exceed "
-                       f"upper_percent {ce.upper_percent}")
-        if ce.window_s <= 0:
-            out.append(f"{w}.cpu_evict.window_s must be > 0, got {ce.window_s}")
-        if ce.cooldown_s < 0:
-            out.append(f"{w}.cpu_evict.cooldown_s must be >= 0, got {ce.cooldown_s}")
-    cb = values.get("cpu_burst")
-    if isinstance(cb, CPUBurstStrategy):
-        if cb.burst_percent < 0:
-            out.append(f"{w}.cpu_burst.burst_percent must be >= 0, got {cb.burst_percent}")
-        if cb.quota_scale_max_percent < 100:
-            out.append(f"{w}.cpu_burst.quota_scale_max_percent must be >= 100, got {cb.quota_scale_max_percent}")
-        _range(out, f"{w}.cpu_burst.share_pool_threshold_percent", cb.share_pool_threshold_percent)
-        if cb.quota_burst_period_s < -1:
-            out.append(f"{w}.cpu_burst.quota_burst_period_s must be >= -1 (-1 = no cap), "
-                       f"got {cb.quota_burst_period_s}")
-    mq = values.get("memory_qos")
-    if isinstance(mq, MemoryQoSStrategy):
-        out += _memory_qos_problems(mq, f"{w}.memory_qos")
-    rc = values.get("resctrl")
-    if isinstance(rc, ResctrlStrategy):
-        for name, cfg in (("lsr", rc.lsr), ("ls", rc.ls), ("be", rc.be)):
-            if not 0 <= cfg.l3_start_percent < cfg.l3_end_percent <= 100:
-                out.append(f"{w}.resctrl.{name}: need 0 <= l3_start_percent < l3_end_percent <= 100, "
-                           f"got {cfg.l3_start_percent}..{cfg.l3_end_percent}")
-            _range(out, f"{w}.resctrl.{name}.mba_percent", cfg.mba_percent, lo=1)
-    bio = values.get("blkio")
-    if isinstance(bio, BlkIOStrategy):
-        seen: set[str] = set()
-        for lim in bio.be:
-            parts = lim.device.split(":")
-            if len(parts) != 2 or not all(p.isdigit() for p in parts):
-                out.append(f"{w}.blkio.be device {lim.device!r} must be 'MAJOR:MINOR'")
-            if lim.device in seen:
-                out.append(f"{w}.blkio.be device {lim.device} listed twice")
-            seen.add(lim.device)
-            if min(lim.read_bps, lim.write_bps, lim.read_iops, lim.write_iops) < 0:
-                out.append(f"{w}.blkio.be device {lim.device}: limits must be >= 0 (0 = none)")
-    sy = values.get("system")
-    if isinstance(sy, SystemStrategy) and sy.enabled:
-        if sy.min_free_kbytes_factor <= 0:
-            out.append(f"{w}.system.min_free_kbytes_factor must be > 0, got {sy.min_free_kbytes_factor}")
-        _range(out, f"{w}.system.watermark_scale_factor", sy.watermark_scale_factor, *WATERMARK_SCALE_RANGE)
-    return out

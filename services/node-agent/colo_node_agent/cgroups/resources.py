@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, Protocol
 
+from colo.slo import WATERMARK_SCALE_RANGE
+
 CgroupVersion = Literal["v1", "v2"]
 Value = int | str
 Tree = Literal["cgroup", "resctrl", "sysctl"]
@@ -48,8 +50,6 @@ V1_UNLIMITED_BYTES = 1 << 62
 """v1 reports "no limit" as a huge page-aligned number; anything at or above this reads as -1."""
 MIN_FREE_KBYTES_RANGE = (10 * 1024, 10 * 1024 * 1024)
 """Accepted ``vm.min_free_kbytes`` (KiB): Koordinator's system-config validator range."""
-WATERMARK_SCALE_RANGE = (10, 400)
-"""Accepted ``vm.watermark_scale_factor`` (1/10000 of memory): Koordinator's validator range."""
 
 _DEVICE = re.compile(r"^(\d+):(\d+)$")
 

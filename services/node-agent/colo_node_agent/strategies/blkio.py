@@ -44,19 +44,3 @@ def blkio_writes(policy: BlkIOStrategy, current_devices: tuple[str, ...] = (), b
         if dev not in keep:
             writes += limit_writes(be_dir, BlkIOLimit(device=dev), "blkio limit lifted")
     return writes
-
-
-def problems(policy: BlkIOStrategy) -> list[str]:
-    """Every invalid value of ``policy`` (bad device names, negative limits, duplicate devices)."""
-    out = []
-    seen: set[str] = set()
-    for lim in policy.be:
-        parts = lim.device.split(":")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            out.append(f"blkio.be device {lim.device!r} must be 'MAJOR:MINOR'")
-        if lim.device in seen:
-            out.append(f"blkio.be device {lim.device} listed twice")
-        seen.add(lim.device)
-        if min(lim.read_bps, lim.write_bps, lim.read_iops, lim.write_iops) < 0:
-            out.append(f"blkio.be device {lim.device}: limits must be >= 0 (0 = none)")
-    return out

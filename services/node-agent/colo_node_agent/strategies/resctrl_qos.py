@@ -68,15 +68,3 @@ def resctrl_plan(policy: ResctrlStrategy, info: ResctrlInfo | None,
                 plan.writes.extend(CgroupWrite(g, "resctrl.tasks", pid, f"{qos} task") for pid in pids
                                    if pid not in have)
     return plan
-
-
-def problems(policy: ResctrlStrategy) -> list[str]:
-    """Every invalid value of ``policy``: ranges outside 0..100 or empty, MBA outside 1..100."""
-    out = []
-    for name, cfg in (("lsr", policy.lsr), ("ls", policy.ls), ("be", policy.be)):
-        if not 0 <= cfg.l3_start_percent < cfg.l3_end_percent <= 100:
-            out.append(f"resctrl.{name}: need 0 <= l3_start_percent < l3_end_percent <= 100, got "
-                       f"{cfg.l3_start_percent}..{cfg.l3_end_percent}")
-        if not 0 < cfg.mba_percent <= 100:
-            out.append(f"resctrl.{name}.mba_percent must be within 1..100, got {cfg.mba_percent}")
-    return out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from colo.messages import SystemStrategy
 from colo_node_agent.cgroups.executor import CgroupWrite
-from colo_node_agent.cgroups.resources import WATERMARK_SCALE_RANGE
 
 
 def min_free_kbytes(total_memory_bytes: int, factor: int) -> int:
@@ -27,15 +26,3 @@ def system_writes(policy: SystemStrategy, total_memory_bytes: int) -> list[Cgrou
         CgroupWrite("", "vm.min_free_kbytes", kb, f"{policy.min_free_kbytes_factor}/10000 of memory"),
         CgroupWrite("", "vm.watermark_scale_factor", policy.watermark_scale_factor, "NodeSLO system"),
     ]
-
-
-def problems(policy: SystemStrategy) -> list[str]:
-    """Every invalid value of ``policy`` (ranges of Koordinator's validator; the computed min_free_kbytes is
-    range-checked by the executor, which reports EINVAL)."""
-    out = []
-    if policy.min_free_kbytes_factor <= 0:
-        out.append(f"system.min_free_kbytes_factor must be > 0, got {policy.min_free_kbytes_factor}")
-    lo, hi = WATERMARK_SCALE_RANGE
-    if not lo <= policy.watermark_scale_factor <= hi:
-        out.append(f"system.watermark_scale_factor must be within {lo}..{hi}, got {policy.watermark_scale_factor}")
-    return out
