@@ -155,21 +155,20 @@ class Framework:
         if np.count_nonzero(ties) > 1:
             best = np.flatnonzero(ties)
             pick = int(best[self.rng.randrange(len(best))])
-        for j in self._range_checked:  # rows re-synced since _full are checked where they decide
+        self._check_range(entry, pick)
+        result = ScheduleResult(pick, feasible=-1)
+        if record is not None:
+            runner_up = _runner_up(masked, pick) if n > 1 else -1
+            result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
+        return result
+
+    def _check_range(self, entry: ClassEntry, pick: int) -> None:
+        """Raise ValueError naming a score plugin whose raw score on ``pick`` is outside 0..100 (rows
+        re-synced since the class's full computation are checked where they decide)."""
+        for j in self._range_checked:
             v = entry.raw[j][pick]
             if not 0 <= v <= 100:
                 raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
-        result = ScheduleResult(pick, feasible=-1)
-        if record is not None:
-            runner_up = -1
-            if n > 1:
-                masked[pick] = -1  # restored below: the array may be the cache entry's
-                runner_up = int(masked.argmax())
-                if masked[runner_up] < 0:
-                    runner_up = -1
-                masked[pick] = best_score
-            result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
-        return result
 
     def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
                      record: str | None) -> ScheduleResult:
@@ -180,21 +179,12 @@ class Framework:
         pick = buckets.pick(self.rng)
         if pick < 0:
             return self._diagnose(state, pod, entry, record)
-        for j in self._range_checked:
-            v = entry.raw[j][pick]
-            if not 0 <= v <= 100:
-                raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
+        self._check_range(entry, pick)
         result = ScheduleResult(pick, feasible=-1)
         if record is not None:
             runner_up = buckets.runner_up(pick)
             if runner_up is None:  # below the buckets' floor: the array has it
-                masked = entry.masked
-                best_score = masked[pick]
-                masked[pick] = -1
-                runner_up = int(masked.argmax())
-                if masked[runner_up] < 0:
-                    runner_up = -1
-                masked[pick] = best_score
+                runner_up = _runner_up(entry.masked, pick)
             result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
         return result
 
@@ -384,3 +374,15 @@ class Framework:
 def _at(scores: IntArray | int, row: int) -> int:
     """A normalised score on ``row``: an int is the same on every node."""
     return scores if isinstance(scores, int) else int(scores[row])
+
+
+def _runner_up(masked: IntArray, pick: int) -> int:
+    """The row ``argmax`` gives once ``pick`` is excluded, or −1 when no other row is feasible (score
+    ≥ 0). ``masked`` may be a cache entry's array: it is changed in place and restored."""
+    best = masked[pick]
+    masked[pick] = -1
+    try:
+        row = int(masked.argmax())
+        return row if masked[row] >= 0 else -1
+    finally:
+        masked[pick] = best
