@@ -440,3 +440,38 @@ def test_out_of_range_score_is_refused_naming_the_plugin(when: str) -> None:
     core.add_pod(pod("p2", cpu=100, created_at=2.0), 1.0)
     with pytest.raises(ValueError, match="BadScore"):
         core.schedule_cycle(1.0)  # the re-synced row now scores 150 and wins
+
+
+@pytest.mark.parametrize("scalar", [True, False], ids=["scalar-rows", "array-rows"])
+def test_a_row_turning_feasible_gets_its_scores_in_a_class_first_scored_on_feasible_rows(scalar: bool) -> None:
+    """A class whose first computation found fewer than half the rows feasible scores those rows only;
+    when a full node is freed, the re-synced row carries its full scores and wins the next pick, as in
+    full recomputation."""
+    picks = []
+    for use_cache in (True, False):
+        core = Scheduler(SchedulerSettings(seed=1), LEAN if scalar else None, use_class_cache=use_cache)
+        for i in range(6):  # n0..n4 full after one big pod each; n5 half free
+            core.on_node(node(f"n{i}", cpu=8_000, memory=16 * GI), 1000.0)
+            core.on_metric(metric(f"n{i}", 999.0, cpu=500, memory=GI), 1000.0)
+        for i in range(5):
+            assert core.adopt(pod(f"big{i}", cpu=7_500, memory=15 * GI), f"n{i}", 1000.0)
+        assert core.adopt(pod("half", cpu=4_000, memory=8 * GI), "n5", 1000.0)
+        state = core.framework.begin_cycle(1000.0)
+        first = core.pod_info(pod("w0", cpu=1000, memory=GI, app="web"), 1000.0)
+        result = core.framework.schedule_one(state, first)
+        assert core.table.names[result.node] == "n5"
+        if use_cache:
+            entry = core.framework.cache.get(state, first, first.extra["class"])  # type: ignore[arg-type]
+            assert entry.feasible_count == 1
+            full = core.framework.profile.score[0][0].score(state, first)
+            assert entry.raw[0][0] == 0 < full[0]  # the infeasible row was not scored
+        core.framework.reserve(first, result.node, 1000.0)
+        core.release("big2", 1000.0)  # n2 now nearly empty: the best node
+        second = core.pod_info(pod("w1", cpu=1000, memory=GI, app="web"), 1000.0)
+        result = core.framework.schedule_one(state, second)
+        picks.append(core.table.names[result.node])
+        if use_cache:
+            entry = core.framework.cache.get(state, second, second.extra["class"])  # type: ignore[arg-type]
+            for j, (p, _) in enumerate(core.framework.profile.score):
+                assert entry.raw[j][2] == p.score(state, second)[2], p.name
+    assert picks == ["n2", "n2"]

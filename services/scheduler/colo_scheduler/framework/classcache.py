@@ -45,6 +45,10 @@ FULL_RECOMPUTE_FRACTION = 8
 """When more than n / this many rows changed since a class was last synced, recompute it
 over all rows (a few full passes cost less than many scattered row updates)."""
 
+FEASIBLE_SCORING_FRACTION = 2
+"""A class's first computation scores only its feasible rows when fewer than n / this many pass the
+filters (a gather and a scatter cost about what a full pass saves at half the rows)."""
+
 _IDENTITY_FIELDS = {"uid": "", "name": "", "created_at": 0.0, "command": [], "env": {}, "sim": None}
 """PodSpec fields no scheduling plugin reads; blanked in the class key so that replicas of one
 workload share a class."""
@@ -142,6 +146,8 @@ class ClassCache:
                              if not self.static[k]],
                             [(j, cast(NodeScorePlugin, p).score_node, w, self.normalized[j])
                              for j, (p, w) in enumerate(scores) if w])
+        self._sparse_scores = {j for j, (p, w) in enumerate(scores)
+                               if w and not self.normalized[j] and isinstance(p, RowScorePlugin)}
         self.entries: dict[bytes, ClassEntry] = {}
         self.stats = {"full": 0, "incremental": 0, "hits": 0}
         """Class syncs over all rows, syncs over changed rows only, and syncs with nothing to do."""
@@ -202,16 +208,27 @@ class ClassCache:
             feasible = np.ones(n, np.bool_) if static is None else static.copy()
         else:
             feasible = dynamic if static is None else static & dynamic
+        count = int(np.count_nonzero(feasible))
+        # weighted scores of infeasible rows are never read (masked −1; a row turning feasible is a
+        # logged change, re-synced with its scores): below half the rows, score the feasible ones
+        sub = np.flatnonzero(feasible) if count * FEASIBLE_SCORING_FRACTION < n else None
         raw: list[IntArray] = []
         total = np.zeros(n, np.int64)
         for j, (p, w) in enumerate(self.scores):
-            s = np.array(p.score(state, pod), np.int64) if w else np.zeros(n, np.int64)
+            if not w:
+                s = np.zeros(n, np.int64)
+            elif sub is not None and j in self._sparse_scores:
+                s = np.zeros(n, np.int64)
+                if count:
+                    s[sub] = p.score_rows(state, pod, sub)  # type: ignore[attr-defined]
+            else:
+                s = np.array(p.score(state, pod), np.int64)
             if w and not self.normalized[j]:
                 check_range(p.name, s)
                 total += w * s
             raw.append(s)
         return ClassEntry(state.table.change_seq, state.table.version, masks, static, feasible, raw, total,
-                          np.where(feasible, total, -1), int(np.count_nonzero(feasible)))
+                          np.where(feasible, total, -1), count)
 
     def _one(self, state: CycleState, pod: PodInfo, entry: ClassEntry, i: int) -> None:
         assert self._scalar is not None
