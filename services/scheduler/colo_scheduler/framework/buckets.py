@@ -48,9 +48,11 @@ class ScoreBuckets:
 
     __slots__ = ("floor", "rows", "top")
 
-    def __init__(self, masked: IntArray) -> None:
+    def __init__(self, masked: IntArray, feasible: int | None = None) -> None:
         n = len(masked)
-        floor = int(np.partition(masked, n - TOP_ROWS)[n - TOP_ROWS]) if n > TOP_ROWS else 0
+        # with at most TOP_ROWS feasible rows (``feasible``: their count, when known) floor 0 keeps them all
+        few = n <= TOP_ROWS or (feasible is not None and feasible <= TOP_ROWS)
+        floor = 0 if few else int(np.partition(masked, n - TOP_ROWS)[n - TOP_ROWS])
         self.floor = max(floor, 0)
         sel = np.flatnonzero(masked >= self.floor)
         rows: dict[int, list[int]] = {}

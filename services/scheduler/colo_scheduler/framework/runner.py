@@ -173,9 +173,11 @@ class Framework:
     def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
                      record: str | None) -> ScheduleResult:
         # the pick of schedule_one over the entry's score buckets: the same rows, draws and runner-up
+        if not entry.feasible_count:
+            return self._diagnose(state, pod, entry, record)
         buckets = entry.buckets
         if buckets is None or buckets.stale:
-            buckets = entry.buckets = ScoreBuckets(entry.masked)
+            buckets = entry.buckets = ScoreBuckets(entry.masked, entry.feasible_count)
         pick = buckets.pick(self.rng)
         if pick < 0:
             return self._diagnose(state, pod, entry, record)
