@@ -84,6 +84,31 @@ def test_cache_places_every_pod_as_full_recomputation(seed: int, lean: bool) -> 
     assert outcomes[0] == outcomes[1]
 
 
+def test_bounded_class_cache_drops_least_recently_used_classes_and_decides_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for three class entries only, the cache holds three, builds dropped classes again
+    when their pods come back, and every decision equals full recomputation's."""
+    from colo_scheduler.framework import classcache
+
+    monkeypatch.setattr(classcache, "CACHE_BYTES", 3 * 40 * classcache.ENTRY_BYTES_PER_ROW)
+    outcomes = []
+    for use_cache in (True, False):
+        rng = random.Random(3)
+        core = Scheduler(SchedulerSettings(seed=3, max_pods_per_cycle=200), use_class_cache=use_cache)
+        _cluster(core, rng, 40, 1000.0)
+        for p in _pods(rng, 200):
+            core.add_pod(p, 1000.0)
+        out = core.schedule_cycle(1000.0)
+        outcomes.append([(p.pod.uid, p.node) for p in out.placements] + [(f.pod.uid, None) for f in out.failures])
+        if use_cache:
+            cache = core.framework.cache
+            assert len(cache.entries) == 3
+            classes = {classcache.class_key(p.pod) for p in out.placements}
+            assert cache.stats["full"] > len(classes)  # dropped classes were built again
+            assert classcache.class_key(out.placements[-1].pod) in cache.entries or out.failures
+    assert outcomes[0] == outcomes[1]
+
+
 @pytest.mark.parametrize("detail", ["nodes", "summary"])
 def test_decision_record_names_rejecting_plugin_per_node_and_scores(detail: str) -> None:
     core = Scheduler(SchedulerSettings(decision_detail=detail))

@@ -126,7 +126,9 @@ class PodInfo:
     kind (adjacent columns); ``fit_request`` (7,) the request with −:data:`NOT_REQUESTED` where
     nothing is requested; ``kind_request`` (2,) the request in the kind's columns;
     ``estimate200`` = 200 × estimate (for the integer threshold test); ``estimate_ints`` the estimate as
-    Python ints (per-pod loops of the load estimate avoid tiny array operations); ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
+    Python ints (per-pod loops of the load estimate avoid tiny array operations), ``request_ints`` /
+    ``request_col_ints`` the request and its non-zero columns likewise (one-row plugin methods);
+    ``selector_key`` / ``tolerations_key`` hashable forms for mask caches;
     ``required_affinity_key`` / ``preferred_affinity_key`` those of the node affinity
     (:func:`affinity_keys`) and ``affinity_problems`` its validation errors
     (:func:`colo.affinity.affinity_problems`, empty when valid);
@@ -147,6 +149,8 @@ class PodInfo:
     selector_key: tuple[tuple[str, str], ...]
     tolerations_key: tuple[tuple[str, str, str, str], ...]
     estimate_ints: tuple[int, int] = (0, 0)
+    request_ints: tuple[int, ...] = ()
+    request_col_ints: tuple[int, ...] = ()
     required_affinity_key: tuple[TermKey, ...] | None = None
     preferred_affinity_key: tuple[tuple[int, TermKey], ...] = ()
     affinity_problems: tuple[str, ...] = ()
@@ -191,6 +195,8 @@ def make_pod_info(
         priority_class=priority_class_of(spec),
         request=request,
         request_cols=np.array([i for i, v in enumerate(request.tolist()) if v > 0], np.intp),
+        request_ints=tuple(request.tolist()),
+        request_col_ints=tuple(i for i, v in enumerate(request.tolist()) if v > 0),
         estimate=np.array(est, dtype=np.int64),
         kind_cols=kind_cols,
         fit_request=np.array([v if v > 0 else -NOT_REQUESTED for v in request.tolist()], np.int64),

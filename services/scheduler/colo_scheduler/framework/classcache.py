@@ -45,6 +45,16 @@ FULL_RECOMPUTE_FRACTION = 8
 """When more than n / this many rows changed since a class was last synced, recompute it
 over all rows (a few full passes cost less than many scattered row updates)."""
 
+CACHE_BYTES = 128 * 2**20
+"""Bound of the class entries' arrays (bytes); beyond it the least recently used class is dropped.
+Finished workloads' classes would otherwise hold memory for the rest of the cycle chain, and fresh
+arrays cost page faults that reused ones do not (bench/scheduler_inprocess.py: the first run in a
+process was ×0.9 the second before this bound)."""
+
+ENTRY_BYTES_PER_ROW = 8 * 4 + 6
+"""Bytes a class entry holds per node row: four int64 arrays (two raw scores, total, masked) and
+about six bool masks."""
+
 FEASIBLE_SCORING_FRACTION = 2
 """A class's first computation scores only its feasible rows when fewer than n / this many pass the
 filters (a gather and a scatter cost about what a full pass saves at half the rows)."""
@@ -163,8 +173,13 @@ class ClassCache:
         if entry is None:
             entry = self._full(state, pod)
             if key is not None:
-                self.entries[key] = entry
+                entries = self.entries
+                if entries and (len(entries) + 1) * state.table.n * ENTRY_BYTES_PER_ROW > CACHE_BYTES:
+                    del entries[next(iter(entries))]  # the least recently used class
+                entries[key] = entry
             return entry
+        del self.entries[key]  # type: ignore[arg-type]
+        self.entries[key] = entry  # type: ignore[index]  # most recently used last
         changed = table.changes_since(entry.seq)
         if changed is None or entry.version != table.version:
             fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
@@ -233,7 +248,7 @@ class ClassCache:
     def _one(self, state: CycleState, pod: PodInfo, entry: ClassEntry, i: int) -> None:
         assert self._scalar is not None
         filters, scores = self._scalar
-        ok = entry.static is None or bool(entry.static[i])
+        ok = entry.static is None or entry.static.item(i)
         masks = entry.masks
         for k, filter_node in filters:
             v = filter_node(state, pod, i)  # type: ignore[operator]
@@ -242,7 +257,7 @@ class ClassCache:
                 if v:
                     continue
                 m = masks[k] = np.ones(state.table.n, np.bool_)
-            elif m[i] != v:
+            elif m.item(i) != v:  # item(): a NumPy bool scalar compares ten times slower
                 m = entry.writable(k)
                 assert m is not None
             else:
@@ -250,7 +265,7 @@ class ClassCache:
                 continue
             m[i] = v
             ok = ok and v
-        if entry.feasible[i] != ok:
+        if entry.feasible.item(i) != ok:
             entry.feasible[i] = ok
             entry.feasible_count += 1 if ok else -1
         total = 0
@@ -265,7 +280,7 @@ class ClassCache:
         new = total if ok else -1
         buckets = entry.buckets
         if buckets is not None:
-            old = int(entry.masked[i])
+            old = entry.masked.item(i)
             if old != new:
                 buckets.move(i, old, new)
         entry.masked[i] = new

@@ -166,7 +166,7 @@ class Framework:
         """Raise ValueError naming a score plugin whose raw score on ``pick`` is outside 0..100 (rows
         re-synced since the class's full computation are checked where they decide)."""
         for j in self._range_checked:
-            v = entry.raw[j][pick]
+            v = entry.raw[j].item(pick)
             if not 0 <= v <= 100:
                 raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
 
@@ -182,7 +182,7 @@ class Framework:
         if pick < 0:
             return self._diagnose(state, pod, entry, record)
         self._check_range(entry, pick)
-        result = ScheduleResult(pick, feasible=-1)
+        result = ScheduleResult(pick, {}, frozenset(), -1)
         if record is not None:
             runner_up = buckets.runner_up(pick)
             if runner_up is None:  # below the buckets' floor: the array has it

@@ -382,6 +382,7 @@ class LoadAware:
         self.args = a
         self.weights = np.array([a.resource_weights.get(r, 0) for r in LOAD_RESOURCES], np.int64)
         self.weight_sum = int(self.weights.sum())
+        self._weight_ints: tuple[int, int] = tuple(self.weights.tolist())  # type: ignore[assignment]
         self.expiry_s = a.node_metric_expiration_seconds
         self.filter_expired = a.filter_expired_node_metrics
         self.report_interval_s = settings.metric_report_interval_s
@@ -694,8 +695,8 @@ class LoadAware:
 
     def _weighted(self, room: IntArray, divisor: IntArray, pod: PodInfo) -> IntArray:
         # column by column: an int64 matmul or an axis-1 reduction over 2 columns costs ten times more
-        e_cpu, e_mem = pod.estimate.tolist()
-        w_cpu, w_mem = self.weights.tolist()
+        e_cpu, e_mem = pod.estimate_ints
+        w_cpu, w_mem = self._weight_ints
         s = np.maximum(room[:, 0] - e_cpu, 0) * 100 // divisor[:, 0]
         if w_cpu != 1:
             s *= w_cpu
@@ -713,7 +714,7 @@ class LoadAware:
         r_cpu, r_mem = self._room(c, pod)[i].tolist()
         d_cpu, d_mem = c.divisor[i].tolist()
         e_cpu, e_mem = pod.estimate_ints
-        w_cpu, w_mem = self.weights.tolist()
+        w_cpu, w_mem = self._weight_ints
         s = (max(r_cpu - e_cpu, 0) * 100 // d_cpu) * w_cpu + (max(r_mem - e_mem, 0) * 100 // d_mem) * w_mem
         return int(s // self.weight_sum)
 

@@ -69,7 +69,7 @@ class MaxInstancePerNode:
         cap = pod.spec.max_instance_per_node
         if not pod.spec.app or cap < 0:
             return True
-        return bool(state.table.app_count(pod.spec.app)[i] < cap)
+        return bool(state.table.app_count(pod.spec.app).item(i) < cap)
 
     def reason_codes(self, state: CycleState, pod: PodInfo,
                      rows: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.uint8], tuple[str, ...]]:

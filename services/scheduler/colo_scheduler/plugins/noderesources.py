@@ -337,7 +337,7 @@ class _ResourceScore:
             return int(self._scores(state.table, pod, np.array([i], np.intp))[0])
         alloc = state.table.alloc[i].tolist()
         allocated = state.table.allocated[i].tolist()
-        request = pod.request.tolist()
+        request = pod.request_ints
         num = den = 0
         for c, w in self._column_ints[pod.kind_cols[0]]:
             a = alloc[c]
@@ -404,8 +404,8 @@ class NodeResourcesFit(_ResourceScore):
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """:meth:`filter` on row ``i`` with Python ints (requested columns only)."""
         free = state.table.free[i].tolist()
-        request = pod.request.tolist()
-        for c in pod.request_cols.tolist():
+        request = pod.request_ints
+        for c in pod.request_col_ints:
             if free[c] < request[c]:
                 return False
         return True
