@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from random_cluster import NOW, Cluster, build_table, cluster_st, load_nodes, pod_info, pod_st
 
-from colo_scheduler.framework.interface import NormalizeScorePlugin
+from colo_scheduler.framework.interface import NormalizeScorePlugin, ReasonCodesPlugin
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework
 from colo_scheduler.loop import loop_decision
@@ -77,6 +77,16 @@ def _check(fw: Framework, state: Any, info: Any, s: SchedulerSettings) -> int:
         assert got.tolist() == loop.masks[f.name], f.name
         feasible &= got
     assert feasible.tolist() == loop.feasible
+    for f in fw.profile.filter:  # explain counts the reasons of the per-row reason codes
+        if f.name in ("LoadAware", "NodeResourcesFit") and isinstance(f, ReasonCodesPlugin):
+            mask = f.filter(state, info)
+            rejected = np.zeros(table.n, np.bool_) if mask is None else ~mask
+            codes, labels = f.reason_codes(state, info, np.flatnonzero(rejected))
+            counted: dict[str, int] = {}
+            for code in codes.tolist():
+                for label in labels[code].split(", ") if code else ():
+                    counted[label] = counted.get(label, 0) + 1
+            assert f.explain(state, info, rejected) == counted, f.name
     for p, _ in fw.profile.score:
         raw = p.score(state, info)
         assert raw.tolist() == loop.raw[p.name], p.name

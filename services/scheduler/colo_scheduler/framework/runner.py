@@ -251,6 +251,15 @@ class Framework:
     def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
         n = self.table.n
+        if not normalized and status == SUCCESS and detail != DETAIL_NODES:  # the common case, built at once
+            raw = entry.raw
+            raw_scores = {node: tuple([r.item(node) for r in raw])}
+            scores: dict[int, tuple[int, ...]] = {node: ()}
+            if runner_up >= 0:
+                raw_scores[runner_up] = tuple([r.item(runner_up) for r in raw])
+                scores[runner_up] = ()
+            return DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
+                                  message, detail, self._placed_filters(entry), self._score_meta, raw_scores, scores)
         rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
                              message, detail)
         rec.score_plugins = self._score_meta
@@ -261,7 +270,7 @@ class Framework:
                 rec.raw_scores[row] = tuple([r.item(row) for r in entry.raw])
         nodes_detail = detail == DETAIL_NODES
         if not nodes_detail and status == SUCCESS:
-            rec.filters = list(self._placed_filters(entry))
+            rec.filters = self._placed_filters(entry)
             return rec
         remaining = np.ones(n, np.bool_) if nodes_detail else None
         for k, p in enumerate(self.profile.filter):
@@ -288,7 +297,7 @@ class Framework:
 
     def _placed_filters(self, entry: ClassEntry) -> list[FilterRecord]:
         # Filter records of a placed pod in summary detail only reference the entry's masks and are
-        # never written after, so the pods of a class share them until a mask is replaced (a static
+        # never written after, so the pods of a class share them (and the list) until a mask is replaced (a static
         # mask never changes; a dynamic one stays lent, and the entry copies it before writing)
         masks = entry.masks
         kept = entry.filter_records

@@ -667,13 +667,36 @@ class LoadAware:
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """Reason counts over ``rejected`` rows this plugin rejects, one per resource over (a node over
         on both counts under both): ``"node(s) nodeMetric expired"``, ``"load too high: cpu"``,
-        ``"aggregated load too high: memory"``, ``"prod load too high: cpu"`` …"""
-        rows = np.flatnonzero(rejected)
-        codes, labels = self.reason_codes(state, pod, rows)
+        ``"aggregated load too high: memory"``, ``"prod load too high: cpu"`` … The counts of
+        :meth:`reason_codes` over those rows, taken with whole-column passes (no row gathers)."""
+        if pod.spec.daemonset:
+            return {}
+        self._ensure_estimate(pod)
+        c: _Cycle = state.data[self.name]  # type: ignore[assignment]
         out: dict[str, int] = {}
-        for code, count in zip(*np.unique(codes[codes > 0], return_counts=True)):
-            for label in labels[int(code)].split(", "):
-                out[label] = out.get(label, 0) + int(count)
+        live = rejected
+        if self.filter_expired:
+            k = int(np.count_nonzero(rejected & c.expired))
+            if k:
+                out[LOAD_LABELS[EXPIRED_CODE]] = k
+                live = rejected & ~c.expired
+        slack = self._slack(c, pod)
+        e_cpu, e_mem = pod.estimate200.tolist()
+        over = (slack[:, 0] <= e_cpu, slack[:, 1] <= e_mem)
+        groups: list[tuple[int, BoolArray]] = []
+        if pod.priority_class == "prod" and c.prod_rows.any():
+            groups.append((PROD, live & c.prod_rows))
+            live = live & ~c.prod_rows
+        if c.agg_rows.any():
+            groups.append((AGGREGATED, live & c.agg_rows))
+            live = live & ~c.agg_rows
+        groups.append((REGULAR, live))
+        for check, rows in groups:
+            for bit, over_r in ((1, over[0]), (2, over[1])):
+                k = int(np.count_nonzero(rows & over_r))
+                if k:
+                    label = LOAD_LABELS[3 * check + bit]
+                    out[label] = out.get(label, 0) + k
         return out
 
     # ------------------------------------------------------------------ score
