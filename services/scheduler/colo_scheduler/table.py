@@ -19,6 +19,12 @@ from colo.messages import NodeMetric, NodeResource, NodeSpec, Resources, Taint
 from colo_scheduler.podinfo import COL, N_RES, IntArray, PodInfo, resource_vector
 
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+FLOAT_EXACT_BELOW = 2**53 // 128
+"""Allocatable below which score plugins take floor(100 × x / a), 0 ≤ x ≤ a, in float64: 100 x is exact
+(< 2^53), the division rounds once, and with a × 101 < 2^53 the rounded quotient never reaches the next
+integer, so truncation is the exact floor (64 TiB of memory, 2^46 milli-cores); above it, int64."""
 
 UNLIMITED = np.int64(2**62)
 """Allocatable standing for "no limit" (a node whose ``allocatable.pods`` is 0, as the store treats it)."""

@@ -30,10 +30,11 @@ import numpy.typing as npt
 from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.podinfo import COL, KIND_COLUMNS, IntArray, PodInfo
-from colo_scheduler.table import BoolArray, NodeTable
+from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable
 
 MAX_NODE_SCORE = 100
 """Kubernetes framework.MaxNodeScore."""
+
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 """Kubernetes config.MaxCustomPriorityScore: shape scores of RequestedToCapacityRatio are 0..10,
@@ -256,45 +257,58 @@ class _ResourceScore:
                              for kind, (cols, weights) in self.columns.items()}
         self.shape = tuple((p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
                            for p in shape)
+        # per instance: two instances of one plugin (other arguments) may share a cycle state
+        self._data_key = f"{getattr(self, 'name', type(self).__name__)}/least/{id(self)}"
 
     tracks_cycle_rows = True
     """The per-cycle divisors derive from allocatable only, whose changes the table logs."""
 
     def begin_cycle(self, state: CycleState) -> None:
-        """LeastAllocated: per cycle, allocatable floored at 1 (divisor) and per resource kind the
-        per-node Σ weight of the scored columns with allocatable > 0 (allocatable only changes
-        between cycles)."""
+        """LeastAllocated: per cycle, allocatable floored at 1 (divisor; also as float64 columns) and per
+        resource kind the per-node Σ weight of the scored columns with allocatable > 0, or that sum as
+        one int when every node has it (allocatable only changes between cycles)."""
         if self.strategy != "LeastAllocated":
             return
         alloc = state.table.alloc
         divisor = np.maximum(alloc, 1)
-        dens: dict[int, IntArray] = {}
+        dens: dict[int, IntArray | int] = {}
         for kind, (cols, weights) in self.columns.items():
             den = np.zeros(len(alloc), np.int64)
             for c, w in zip(cols.tolist(), weights.tolist()):
                 den += (alloc[:, c] > 0) * w
-            dens[kind] = den
+            same = len(den) and bool((den == den[0]).all())
+            dens[kind] = max(int(den[0]), 1) if same else np.maximum(den, 1)
+        tops = [int(alloc[:, c].max()) if len(alloc) else 0 for c in range(alloc.shape[1])]
         # columns where × 100 could overflow int64 (an unlimited pod count): the requested form
-        big = {c for c in range(alloc.shape[1]) if len(alloc) and int(alloc[:, c].max()) > 2**55}
-        state.data[self._data_key] = (divisor, dens, big)
-
-    @property
-    def _data_key(self) -> str:
-        # per instance: two instances of one plugin (other arguments) may share a cycle state
-        return f"{getattr(self, 'name', type(self).__name__)}/least/{id(self)}"
+        big = {c for c, top in enumerate(tops) if top > 2**55}
+        # columns whose floor(100 x / a) float64 gives exactly (see _least_allocated): as float columns
+        exact = {c: np.ascontiguousarray(divisor[:, c], np.float64) for c, top in enumerate(tops)
+                 if top < FLOAT_EXACT_BELOW}
+        state.data[self._data_key] = (divisor, dens, big, exact)
 
     def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
         # (a − r) × 100 // a = max(free − request, 0) × 100 // a, column by column from the table's
-        # free column: a dozen passes instead of (n, k) gathers and axis-1 reductions
-        divisor, dens, big = cast(tuple[IntArray, dict[int, IntArray], set[int]], state.data[self._data_key])
-        cols, weights = self.columns[pod.kind_cols[0]]
+        # free column: a dozen passes instead of (n, k) gathers and axis-1 reductions. Where every
+        # allocatable of the column is below FLOAT_EXACT_BELOW the quotient is taken in float64: 100 ×
+        # free and 100 × request are exact (< 2^53), so is their difference, the division rounds once,
+        # and with a (q + 1) < 2^53 for q ≤ 100 (free ≤ allocatable) rounding never crosses an integer,
+        # so truncation gives the integer floor — at half the cost of int64 floor division.
+        divisor, dens, big, exact = cast(tuple[IntArray, dict[int, IntArray | int], set[int], dict[int, FloatArray]],
+                                         state.data[self._data_key])
         free = state.table.free
-        request = pod.request.tolist()
+        request = pod.request_ints
         num: IntArray | None = None
-        for c, w in zip(cols.tolist(), weights.tolist()):
+        for c, w in self._column_ints[pod.kind_cols[0]]:
             if not w:
                 continue
-            if c in big:
+            fdiv = exact.get(c)
+            if fdiv is not None:
+                y = free[rows, c] * 100.0
+                y -= request[c] * 100.0
+                np.maximum(y, 0.0, out=y)
+                y /= fdiv[rows]
+                s = y.astype(np.int64)
+            elif c in big:
                 r = state.table.allocated[rows, c] + request[c]
                 a = state.table.alloc[rows, c]
                 s = np.where(r > a, 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * r) // divisor[rows, c])
@@ -303,10 +317,12 @@ class _ResourceScore:
             if w != 1:
                 s *= w
             num = s if num is None else num + s
-        den = dens[pod.kind_cols[0]][rows]
+        den = dens[pod.kind_cols[0]]
         if num is None:
-            return np.zeros(len(den), np.int64)
-        out: IntArray = num // np.maximum(den, 1)  # a column with allocatable 0 scores 0: no term
+            return np.zeros(len(free[rows, 0]), np.int64)
+        if isinstance(den, int):  # a column with allocatable 0 scores 0: no term
+            return num // den if den != 1 else num
+        out: IntArray = num // den[rows]
         return out
 
     def _scores(self, table: NodeTable, pod: PodInfo, rows: npt.NDArray[np.intp] | slice,
