@@ -11,7 +11,6 @@ codes) and turned into JSON only when asked for.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +133,7 @@ class DecisionLog:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._records: OrderedDict[str, DecisionRecord] = OrderedDict()
+        self._records: dict[str, DecisionRecord] = {}  # insertion order = decision order
 
     def __len__(self) -> int:
         return len(self._records)
@@ -145,11 +144,9 @@ class DecisionLog:
             return
         records = self._records
         uid = record.uid
-        if uid in records:
-            records.move_to_end(uid)
+        if records.pop(uid, None) is None and len(records) >= self.capacity:
+            del records[next(iter(records))]
         records[uid] = record
-        if len(records) > self.capacity:
-            records.popitem(last=False)
 
     def get(self, uid: str) -> DecisionRecord | None:
         """The latest record of pod ``uid`` or None."""

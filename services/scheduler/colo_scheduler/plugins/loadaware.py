@@ -502,6 +502,16 @@ class LoadAware:
         rows = idx.tolist()
         m = len(rows)
         profiles = [self.node_thresholds(t, i) for i in rows]
+        base = self.base
+        if base.aggregated is None and base.prod is None and c.score_base is None and not self._prod_active and all(
+                p is base for p in profiles):  # plain thresholds everywhere: arrays only, no per-row statistics
+            c.agg_rows[idx] = False
+            c.cap_all[idx] = _cap2(np.array(base.usage, np.int64).reshape(1, 2), alloc)
+            c.prod_rows[idx] = False
+            c.cap_prod[idx] = _BIG
+            c.has_basis[idx] = True
+            c.agg_base[idx] = 0
+            return
         agg_rows = np.array([p.aggregated is not None for p in profiles], np.bool_)
         agg_t = np.array([p.aggregated[0] if p.aggregated else (0, 0) for p in profiles], np.int64).reshape(m, 2)
         usage_t = np.array([p.usage for p in profiles], np.int64).reshape(m, 2)

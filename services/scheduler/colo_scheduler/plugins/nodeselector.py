@@ -22,10 +22,11 @@ def selector_builder(selector: tuple[tuple[str, str], ...]) -> Callable[[NodeTab
     """A mask builder for :meth:`NodeTable.cached_mask`: (n,) True where all pairs match."""
 
     def build(table: NodeTable) -> BoolArray:
-        return np.fromiter(
-            (all(table.labels(i).get(k) == v for k, v in selector) for i in range(table.n)),
-            dtype=np.bool_, count=table.n,
-        )
+        labels = [table.labels(i) for i in range(table.n)]
+        out = np.ones(table.n, np.bool_)
+        for k, v in selector:  # a pass per pair over the label dicts, not a generator per node
+            out &= np.fromiter([lab.get(k) == v for lab in labels], np.bool_, len(labels))
+        return out
 
     return build
 
