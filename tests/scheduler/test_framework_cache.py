@@ -500,3 +500,19 @@ def test_a_row_turning_feasible_gets_its_scores_in_a_class_first_scored_on_feasi
             for j, (p, _) in enumerate(core.framework.profile.score):
                 assert entry.raw[j][2] == p.score(state, second)[2], p.name
     assert picks == ["n2", "n2"]
+
+
+def test_a_record_for_another_attempt_keeps_every_other_field() -> None:
+    """DecisionRecord.for_attempt (records of equivalent failures) copies every field but uid and attempt,
+    including fields added later."""
+    import dataclasses
+
+    from colo_scheduler.framework.decision import DecisionRecord, FilterRecord
+
+    rec = DecisionRecord("a", 1, 5.0, 3, 4, 10, 2, "Unschedulable", "0/10 nodes", "summary",
+                         [FilterRecord("NodeResourcesFit")], (("LoadAware", 1),), {3: (7,)}, {3: (8,)}, 0.25)
+    other = rec.for_attempt("b", 2)
+    assert (other.uid, other.attempt) == ("b", 2)
+    for f in dataclasses.fields(DecisionRecord):
+        if f.name not in ("uid", "attempt"):
+            assert getattr(other, f.name) == getattr(rec, f.name), f.name

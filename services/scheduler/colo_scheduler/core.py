@@ -7,7 +7,6 @@ time measured with :func:`time.perf_counter`.
 
 from __future__ import annotations
 
-import copy
 import gc
 import time
 from dataclasses import dataclass, field
@@ -289,8 +288,7 @@ class Scheduler:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
                 result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message, known.code)
                 if known.record is not None:
-                    result.record = copy.copy(known.record)
-                    result.record.uid, result.record.attempt = pod.uid, pod.attempts
+                    result.record = known.record.for_attempt(pod.uid, pod.attempts)
                 self.hint_stats["equivalent_failures"] += 1
             else:
                 result = self.framework.schedule_one(state, pod, record)

@@ -76,6 +76,13 @@ class DecisionRecord:
     scores: dict[int, tuple[int, ...]] = field(default_factory=dict)
     decision_ms: float = 0.0
 
+    def for_attempt(self, uid: str, attempt: int) -> DecisionRecord:
+        """This record as pod ``uid``'s attempt ``attempt`` (an equivalent pod decided the same): a
+        shallow copy sharing filters and scores, at a tenth of ``copy.copy``'s cost on a slots class."""
+        return DecisionRecord(uid, attempt, self.at, self.node, self.runner_up, self.nodes, self.feasible,
+                              self.status, self.message, self.detail, self.filters, self.score_plugins,
+                              self.raw_scores, self.scores, self.decision_ms)
+
     def score_table(self, row: int) -> dict[str, dict[str, int]]:
         """Plugin → raw, normalized, weight, weighted score on ``row`` (chosen node or runner-up)."""
         raw = self.raw_scores.get(row, ())
