@@ -516,3 +516,28 @@ def test_a_record_for_another_attempt_keeps_every_other_field() -> None:
     for f in dataclasses.fields(DecisionRecord):
         if f.name not in ("uid", "attempt"):
             assert getattr(other, f.name) == getattr(rec, f.name), f.name
+
+
+def test_least_allocated_divisors_follow_an_allocatable_change_between_cycles() -> None:
+    """The per-cycle divisors are reused while allocatable is unchanged; a batch allocatable update
+    gives the next cycle the scores of a scheduler built with the new values."""
+    def build(batch_cpu: int) -> Scheduler:
+        core = Scheduler(SchedulerSettings(), LEAN)
+        for i in range(3):
+            core.on_node(node(f"n{i}", cpu=8_000, memory=16 * GI), 1000.0)
+            core.on_node_resource(node_resource(f"n{i}", batch_cpu=4_000 if i else batch_cpu, batch_memory=8 * GI),
+                                  1000.0)
+        return core
+
+    be = pod("b", batch_cpu=1_000, batch_memory=GI)
+    core = build(4_000)
+    plugin = next(p for p, _ in core.framework.profile.score if p.name == "NodeResourcesLeastAllocated")
+    first = plugin.score(core.framework.begin_cycle(1000.0), core.pod_info(be, 1000.0)).tolist()
+    again = plugin.score(core.framework.begin_cycle(1001.0), core.pod_info(be, 1001.0)).tolist()
+    assert again == first
+    core.on_node_resource(node_resource("n0", batch_cpu=2_000, batch_memory=8 * GI), 1002.0)
+    after = plugin.score(core.framework.begin_cycle(1002.0), core.pod_info(be, 1002.0)).tolist()
+    fresh = build(2_000)
+    fresh_plugin = next(p for p, _ in fresh.framework.profile.score if p.name == "NodeResourcesLeastAllocated")
+    want = fresh_plugin.score(fresh.framework.begin_cycle(1002.0), fresh.pod_info(be, 1002.0)).tolist()
+    assert after == want and after[0] != first[0]

@@ -84,6 +84,8 @@ class NodeTable:
         self.app_counts: dict[str, npt.NDArray[np.int64]] = {}
         self.version = 0
         """Bumped whenever labels or taints change or a node is added (mask caches key on it)."""
+        self.alloc_version = 0
+        """Bumped whenever any node's allocatable changes (per-cycle divisors key on it)."""
         self._changes: list[int] = []
         self._changes_base = 0
         self.max_log = self.MIN_LOG_CAP
@@ -213,6 +215,7 @@ class NodeTable:
         a = spec.allocatable
         pods = a.pods if a.pods > 0 else UNLIMITED
         self._alloc[i, [COL["cpu"], COL["memory"], COL["pods"]]] = (a.cpu, a.memory, pods)
+        self.alloc_version += 1
         self._refresh_free(i)
         return True
 
@@ -226,6 +229,7 @@ class NodeTable:
         if tuple(int(v) for v in self._alloc[i, cols]) == vals:
             return False
         self._alloc[i, cols] = vals
+        self.alloc_version += 1
         self._refresh_free(i)
         return True
 

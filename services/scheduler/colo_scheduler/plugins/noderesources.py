@@ -259,6 +259,8 @@ class _ResourceScore:
                            for p in shape)
         # per instance: two instances of one plugin (other arguments) may share a cycle state
         self._data_key = f"{getattr(self, 'name', type(self).__name__)}/least/{id(self)}"
+        self._cycle_key: tuple[int, int, int] | None = None
+        self._cycle_data: object = None
 
     tracks_cycle_rows = True
     """The per-cycle divisors derive from allocatable only, whose changes the table logs."""
@@ -268,6 +270,10 @@ class _ResourceScore:
         resource kind the per-node Σ weight of the scored columns with allocatable > 0, or that sum as
         one int when every node has it (allocatable only changes between cycles)."""
         if self.strategy != "LeastAllocated":
+            return
+        key = (id(state.table), state.table.n, state.table.alloc_version)
+        if key == self._cycle_key:  # allocatable unchanged since the last cycle: the same arrays
+            state.data[self._data_key] = self._cycle_data
             return
         alloc = state.table.alloc
         divisor = np.maximum(alloc, 1)
@@ -284,7 +290,8 @@ class _ResourceScore:
         # columns whose floor(100 x / a) float64 gives exactly (see _least_allocated): as float columns
         exact = {c: np.ascontiguousarray(divisor[:, c], np.float64) for c, top in enumerate(tops)
                  if top < FLOAT_EXACT_BELOW}
-        state.data[self._data_key] = (divisor, dens, big, exact)
+        self._cycle_key, self._cycle_data = key, (divisor, dens, big, exact)
+        state.data[self._data_key] = self._cycle_data
 
     def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
         # (a − r) × 100 // a = max(free − request, 0) × 100 // a, column by column from the table's
