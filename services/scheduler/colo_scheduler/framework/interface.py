@@ -231,6 +231,28 @@ class RowScorePlugin(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class SparseScores:
+    """Normalised scores that equal ``base`` on every node except ``rows`` (k,) intp, which get
+    ``values`` (k,) int64: what a NormalizeScore plugin returns when few nodes differ (an app's pods
+    sit on few nodes). A constant changes no node's rank, so the framework moves only those rows."""
+
+    base: int
+    rows: IntpArray
+    values: IntArray
+
+    def dense(self, n: int) -> IntArray:
+        """(n,) int64 the full score vector."""
+        out = np.full(n, self.base, np.int64)
+        out[self.rows] = self.values
+        return out
+
+    def at(self, row: int) -> int:
+        """The score of ``row``."""
+        k = int(np.searchsorted(self.rows, row))
+        return int(self.values[k]) if k < len(self.rows) and int(self.rows[k]) == row else self.base
+
+
 @runtime_checkable
 class NormalizeScorePlugin(Protocol):
     """Optional for a Score (Kubernetes ScoreExtensions.NormalizeScore): maps raw scores of every
@@ -238,10 +260,12 @@ class NormalizeScorePlugin(Protocol):
 
     name: str
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray,
+                  feasible: BoolArray) -> IntArray | int | SparseScores:
         """(n,) 0..100 from (n,) raw scores, or one int in 0..100 when every node gets the same
-        (the framework then skips the pass: a constant changes no node's rank); must not modify
-        ``raw``."""
+        (the framework then skips the pass: a constant changes no node's rank), or
+        :class:`SparseScores` (ascending rows) when only a few nodes differ from one value; must
+        not modify ``raw``."""
         ...
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from colo_scheduler.framework.buckets import ScoreBuckets
+from colo_scheduler.framework.buckets import MOVE_LIMIT, ScoreBuckets
 from colo_scheduler.framework.classcache import ClassCache, ClassEntry, check_range, class_key
 from colo_scheduler.framework.decision import (
     DETAIL_NODES,
@@ -37,11 +37,15 @@ from colo_scheduler.framework.interface import (
     CycleState,
     NormalizeScorePlugin,
     ReasonCodesPlugin,
+    SparseScores,
     Status,
 )
 from colo_scheduler.framework.registry import Profile
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
+
+Normalized = IntArray | int | SparseScores
+"""What a NormalizeScore plugin returned for a decision."""
 
 
 @dataclass(slots=True)
@@ -128,19 +132,33 @@ class Framework:
             st = ps.pre_score(state, pod, feasible)
             if st is not None and not st.ok:
                 return self._failed(pod, state, n, {st.reason: n}, frozenset({ps.name}), ERROR, record)
-        normalized: dict[int, IntArray | int] = {}
+        normalized: dict[int, Normalized] = {}
         masked = entry.masked  # shared with the cache entry: read only
         if self._normalized:
             final: IntArray | None = None
+            sparse: list[tuple[int, SparseScores]] = []
             for j, p, w in self._normalized:
                 s = p.normalize(state, pod, entry.raw[j], feasible)
                 if isinstance(s, int):  # the same on every node: ranks unchanged, no pass
                     if not 0 <= s <= 100:
                         raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
+                elif isinstance(s, SparseScores):  # the same on all but a few nodes
+                    if not 0 <= s.base <= 100:
+                        raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
+                    check_range(p.name, s.values)
+                    sparse.append((w, s))
                 else:
                     check_range(p.name, s)
                     final = entry.total + w * s if final is None else final + w * s
                 normalized[j] = s
+            if sparse and final is None and self.use_score_buckets:
+                got = self._pick_sparse(state, pod, entry, normalized, sparse, record)
+                if got is not None:
+                    return got
+            if sparse:  # as full vectors: the reference path
+                for w, sp in sparse:
+                    d = w * sp.dense(n)
+                    final = entry.total + d if final is None else final + d
             if final is not None:
                 masked = np.where(feasible, final, -1)
         if masked is entry.masked and self.use_score_buckets:
@@ -170,7 +188,56 @@ class Framework:
             if not 0 <= v <= 100:
                 raise ValueError(f"score plugin {self.profile.score[j][0].name} returned scores outside 0..100")
 
-    def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
+    def _pick_sparse(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
+                     sparse: list[tuple[int, SparseScores]], record: str | None) -> ScheduleResult | None:
+        # The pick of schedule_one when the normalised scores differ from a constant on a few rows
+        # only: those rows are moved in the entry's score buckets by their weighted difference from
+        # the constant (the constant changes no rank), the pick made, and the rows moved back. Same
+        # rows, draws and runner-up as the full vectors. None when it cannot tell (too many rows, or
+        # every kept row moved below the buckets' floor): the caller takes the full vectors.
+        delta: dict[int, int] = {}
+        for w, sp in sparse:
+            base = sp.base
+            for i, v in zip(sp.rows.tolist(), sp.values.tolist()):
+                if v != base:
+                    delta[i] = delta.get(i, 0) + w * (v - base)
+        if len(delta) > MOVE_LIMIT:
+            return None
+        if not entry.feasible_count:
+            return self._diagnose(state, pod, entry, record)
+        buckets = entry.buckets
+        if buckets is None or buckets.stale:
+            buckets = entry.buckets = ScoreBuckets(entry.masked, entry.feasible_count)
+        masked = entry.masked
+        moved: list[tuple[int, int, int]] = []
+        for i, d in delta.items():
+            old = masked.item(i)
+            if old >= 0 and d:  # infeasible rows stay out
+                buckets.move(i, old, old + d)
+                moved.append((i, old, old + d))
+        try:
+            if buckets.top < 0:
+                return None
+            pick = buckets.pick(self.rng)
+            self._check_range(entry, pick)
+            result = ScheduleResult(pick, {}, frozenset(), -1)
+            if record is not None:
+                runner_up = buckets.runner_up(pick)
+                if runner_up is None or (runner_up < 0 and any(new < buckets.floor for _, _, new in moved)):
+                    # the runner-up lies below the floor (or was moved there): the full vector, with
+                    # the constant added back so that every feasible row scores ≥ 0
+                    shift = sum(w * sp.base for w, sp in sparse)
+                    adjusted = np.where(entry.feasible, masked + shift, -1)
+                    for i, _, new in moved:
+                        adjusted[i] = new + shift
+                    runner_up = _runner_up(adjusted, pick)
+                result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
+            return result
+        finally:
+            for i, old, new in reversed(moved):
+                buckets.move(i, new, old)
+
+    def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                      record: str | None) -> ScheduleResult:
         # the pick of schedule_one over the entry's score buckets: the same rows, draws and runner-up
         if not entry.feasible_count:
@@ -248,7 +315,7 @@ class Framework:
 
     # ------------------------------------------------------------------ explainability
 
-    def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, IntArray | int],
+    def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
         n = self.table.n
         if not normalized and status == SUCCESS and detail != DETAIL_NODES:  # the common case, built at once
@@ -382,9 +449,13 @@ class Framework:
 
 
 
-def _at(scores: IntArray | int, row: int) -> int:
+def _at(scores: Normalized, row: int) -> int:
     """A normalised score on ``row``: an int is the same on every node."""
-    return scores if isinstance(scores, int) else int(scores[row])
+    if isinstance(scores, int):
+        return scores
+    if isinstance(scores, SparseScores):
+        return scores.at(row)
+    return int(scores[row])
 
 
 def _runner_up(masked: IntArray, pick: int) -> int:

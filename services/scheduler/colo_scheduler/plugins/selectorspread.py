@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from colo_scheduler.framework.interface import CycleState
+from colo_scheduler.framework.interface import CycleState, SparseScores
 from colo_scheduler.plugins.maxinstance import count_app, uncount_app
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -40,25 +40,31 @@ def feasible_max(raw: IntArray, feasible: BoolArray) -> int:
     return int((raw * feasible).max())
 
 
-def normalize_spread(raw: IntArray, feasible: BoolArray) -> IntArray:
-    """100 × (max − raw) // max with max over feasible rows (raw ≥ 0), 100 everywhere when max is 0.
-    Rows above max (infeasible ones) count as max (score 0), so every value is within 0..100.
-    Works on the non-zero rows only: an app's pods sit on few nodes."""
+def spread_scores(raw: IntArray, feasible: BoolArray) -> SparseScores | int:
+    """100 × (max − raw) // max with max over feasible rows (raw ≥ 0): 100 on every row with raw 0,
+    so the rows holding pods (few: an app's pods sit on few nodes) as :class:`SparseScores`; the int
+    100 when max is 0. Rows above max (infeasible ones) count as max (score 0), so every value is
+    within 0..100."""
     nz = np.flatnonzero(raw)
     if not len(nz):
-        return constant_scores(len(raw), 100)
+        return 100
     counts = raw[nz]
     on_feasible = counts[feasible[nz]]
     top = int(on_feasible.max()) if len(on_feasible) else 0
     if top <= 0:
-        return constant_scores(len(raw), 100)
-    out = np.full(len(raw), 100, np.int64)
+        return 100
     if top == 1:
-        out[nz] = 0
+        values = np.zeros(len(nz), np.int64)
     else:
         lut = np.array([100 * (top - k) // top for k in range(top + 1)], np.int64)
-        out[nz] = lut[np.minimum(counts, top)]
-    return out
+        values = lut[np.minimum(counts, top)]
+    return SparseScores(100, nz, values)
+
+
+def normalize_spread(raw: IntArray, feasible: BoolArray) -> IntArray:
+    """(n,) :func:`spread_scores` as a full vector (100 everywhere when max is 0)."""
+    got = spread_scores(raw, feasible)
+    return constant_scores(len(raw), got) if isinstance(got, int) else got.dense(len(raw))
 
 
 class SelectorSpread:
@@ -84,12 +90,12 @@ class SelectorSpread:
         """:meth:`score` on row ``i``."""
         return int(state.table.app_count(pod.spec.app)[i]) if pod.spec.app else 0
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
-        """(n,) :func:`normalize_spread` of ``raw``; the int 100 (the same on every node, no array
-        pass) for a pod without an app or whose app has no pod on any node yet."""
-        if not pod.spec.app or not raw.any():
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> SparseScores | int:
+        """:func:`spread_scores` of ``raw`` (the nodes holding the app's pods); the int 100 (the same on
+        every node, no array pass) for a pod without an app or whose app has no pod on any node yet."""
+        if not pod.spec.app:
             return 100
-        return normalize_spread(raw, feasible)
+        return spread_scores(raw, feasible)
 
     def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
         """Count the pod on the node for its app (once, shared with MaxInstancePerNode)."""
