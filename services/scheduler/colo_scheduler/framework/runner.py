@@ -195,14 +195,14 @@ class Framework:
         # the constant (the constant changes no rank), the pick made, and the rows moved back. Same
         # rows, draws and runner-up as the full vectors. None when it cannot tell (too many rows, or
         # every kept row moved below the buckets' floor): the caller takes the full vectors.
+        if sum(len(sp.rows) for _, sp in sparse) > MOVE_LIMIT:
+            return None
         delta: dict[int, int] = {}
         for w, sp in sparse:
             base = sp.base
             for i, v in zip(sp.rows.tolist(), sp.values.tolist()):
                 if v != base:
                     delta[i] = delta.get(i, 0) + w * (v - base)
-        if len(delta) > MOVE_LIMIT:
-            return None
         if not entry.feasible_count:
             return self._diagnose(state, pod, entry, record)
         buckets = entry.buckets
