@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import numpy as np
 import pytest
 from sched_helpers import GI, metric, node, node_resource, pod
@@ -47,6 +48,8 @@ def _pods(rng: random.Random, k: int) -> list[PodSpec]:
                            max_per_node=rng.choice([-1, 1, 2]), selector=sel, tolerations=tol))
     return out
 
+
+NOW0 = 1000.0
 
 LEAN = ProfileConfig(filter=("NodeSelector", "TaintToleration", "NodeResourcesFit", "MaxInstancePerNode",
                              "LoadAware"),
@@ -498,7 +501,8 @@ def test_a_row_turning_feasible_gets_its_scores_in_a_class_first_scored_on_feasi
         if use_cache:
             entry = core.framework.cache.get(state, second, second.extra["class"])  # type: ignore[arg-type]
             for j, (p, _) in enumerate(core.framework.profile.score):
-                assert entry.raw[j][2] == p.score(state, second)[2], p.name
+                if not core.framework.cache.pod_level[j]:  # pod-level raw scores are read per decision
+                    assert entry.raw[j][2] == p.score(state, second)[2], p.name
     assert picks == ["n2", "n2"]
 
 
@@ -541,3 +545,27 @@ def test_least_allocated_divisors_follow_an_allocatable_change_between_cycles() 
     fresh_plugin = next(p for p, _ in fresh.framework.profile.score if p.name == "NodeResourcesLeastAllocated")
     want = fresh_plugin.score(fresh.framework.begin_cycle(1002.0), fresh.pod_info(be, 1002.0)).tolist()
     assert after == want and after[0] != first[0]
+
+
+def test_uncapped_workloads_of_one_size_share_a_class_and_still_spread_per_app() -> None:
+    """Two apps of one pod size without a per-node cap share one class entry (every class-cached
+    plugin ignores the app); SelectorSpread, read per decision, still spreads each app on its own:
+    a second pod of app a avoids a's node, the first pod of app b takes it. A capped app keeps a
+    class of its own."""
+    picks = []
+    for use_cache in (True, False):
+        core = Scheduler(SchedulerSettings(seed=2), use_class_cache=use_cache)
+        core.on_node(node("big", cpu=32_000, memory=64 * GI), NOW0)
+        for i in range(2):
+            core.on_node(node(f"small{i}", cpu=16_000, memory=32 * GI), NOW0)
+        assert core.framework.cache.ignores_app
+        specs = [pod("a0", cpu=1_000, memory=GI, app="a"), pod("a1", cpu=1_000, memory=GI, app="a"),
+                 pod("b0", cpu=1_000, memory=GI, app="b"), pod("c0", cpu=1_000, memory=GI, app="c", max_per_node=1)]
+        for k, spec in enumerate(specs):
+            core.add_pod(msgspec.structs.replace(spec, created_at=float(k)), NOW0)
+        out = core.schedule_cycle(NOW0)
+        picks.append({p.pod.uid: p.node for p in out.placements})
+        if use_cache:
+            assert len(core.framework.cache.entries) == 2  # a and b share one; c (capped) has its own
+    assert picks[0] == picks[1]
+    assert picks[0]["a0"] == "big" and picks[0]["a1"] != "big" and picks[0]["b0"] == "big"

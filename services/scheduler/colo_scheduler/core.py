@@ -122,7 +122,7 @@ class Scheduler:
         Pods of one class (replicas of a workload) share the derived arrays of a template built
         once per class; every array of a PodInfo is read-only by convention (plugins replace
         attributes, never write into them)."""
-        key = spec_class_key(spec, pod_priority(spec))
+        key = spec_class_key(spec, pod_priority(spec), self.framework.cache.ignores_app)
         template = self._templates.get(key)
         if template is None:
             s = self.settings

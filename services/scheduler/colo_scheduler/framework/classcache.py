@@ -68,18 +68,37 @@ _encoder = msgspec.msgpack.Encoder()
 
 def class_key(pod: PodInfo) -> bytes:
     """The pod's scheduling class: its spec without identity fields, msgpack-encoded (cached in
-    ``pod.extra``). Any other field difference makes a different class, so sharing arrays within
-    a class is safe for any plugin that reads only the pod's spec and priority."""
+    ``pod.extra``; set there by the scheduler core with its profile's :attr:`ClassCache.ignores_app`).
+    Any other field difference makes a different class, so sharing arrays within a class is safe
+    for any plugin that reads only the pod's spec and priority."""
     key = pod.extra.get("class")
     if key is None:
         key = pod.extra["class"] = spec_class_key(pod.spec, pod.priority)
     return key  # type: ignore[return-value]
 
 
-def spec_class_key(spec: PodSpec, priority: int) -> bytes:
-    """:func:`class_key` of a spec with its priority value, before a PodInfo exists."""
-    return _encoder.encode((msgspec.structs.replace(spec, **_IDENTITY_FIELDS), priority))
+def spec_class_key(spec: PodSpec, priority: int, ignore_app: bool = False) -> bytes:
+    """:func:`class_key` of a spec with its priority value, before a PodInfo exists. With
+    ``ignore_app`` (every class-cached plugin is :data:`APP_BLIND`) the app of a pod without a
+    per-node cap is blanked too: same-sized workloads of different apps share a class."""
+    blank = _IDENTITY_FIELDS if not ignore_app or spec.max_instance_per_node >= 0 else _APP_FIELDS
+    return _encoder.encode((msgspec.structs.replace(spec, **blank), priority))
 
+
+_APP_FIELDS = {**_IDENTITY_FIELDS, "app": ""}
+
+APP_BLIND = "app_blind"
+"""Attribute a Filter or Score plugin sets to True when its per-class masks and scores never read
+``PodSpec.app`` of a pod with ``max_instance_per_node`` < 0."""
+
+POD_LEVEL = "pod_level"
+"""Attribute a Score plugin with NormalizeScore sets to True when its raw scores are cheap to read
+at each decision (a table array): they are not kept per class, and the class key need not hold
+what they read. The framework calls its ``score`` per decision (runner.py)."""
+
+
+_NOT_KEPT = np.zeros(0, np.int64)
+"""The raw scores of a pod-level plugin in a class entry: read per decision instead."""
 
 STATIC = "static"
 """Attribute a Filter plugin sets to True when its verdict depends only on the pod and on node
@@ -94,7 +113,7 @@ class ClassEntry:
     ``masks`` per filter (n,) bool (None = the filter rejects no node; static filters' masks are
     shared with the table's mask cache and must not be written); ``static`` (n,) the AND of the
     static masks (None when they reject nothing); ``feasible`` (n,) the AND of all; ``raw`` per
-    score plugin (n,) int64; ``total`` (n,) int64 = Σ weight × raw over score plugins without
+    score plugin (n,) int64 (empty for a :data:`POD_LEVEL` plugin: read per decision); ``total`` (n,) int64 = Σ weight × raw over score plugins without
     NormalizeScore; ``masked`` (n,) = total where feasible, else −1. ``lent`` holds the indices
     of masks a decision record references: they are copied before their next change
     (copy-on-write), so records share a mask for as long as no verdict in it flips.
@@ -143,19 +162,25 @@ class ClassCache:
         self._dynamic = [(k, f, f.filter_rows if isinstance(f, RowFilterPlugin) else None)
                          for k, f in enumerate(filters) if not self.static[k]]
         self.normalized = [isinstance(p, NormalizeScorePlugin) for p, _ in scores]
+        self.pod_level = [self.normalized[j] and bool(getattr(p, POD_LEVEL, False)) for j, (p, _) in enumerate(scores)]
+        """Per score plugin: raw scores read per decision, not kept in class entries."""
+        self.ignores_app = all(getattr(f, APP_BLIND, False) for f in filters) and all(
+            getattr(p, APP_BLIND, False) or self.pod_level[j] for j, (p, _) in enumerate(scores))
+        """True when class keys may leave out the app of uncapped pods (:func:`spec_class_key`)."""
         self._row_scores = [(j, p, w, p.score_rows if isinstance(p, RowScorePlugin) else None)
                             for j, (p, w) in enumerate(scores) if w and not self.normalized[j]]
         self._normalized_rows = [(j, p, p.score_rows if isinstance(p, RowScorePlugin) else None)
-                                 for j, (p, w) in enumerate(scores) if w and self.normalized[j]]
+                                 for j, (p, w) in enumerate(scores)
+                                 if w and self.normalized[j] and not self.pod_level[j]]
         dyn = [f for k, f in enumerate(filters) if not self.static[k]]
-        row_scored = [p for j, (p, w) in enumerate(scores) if w]
+        row_scored = [p for j, (p, w) in enumerate(scores) if w and not self.pod_level[j]]
         self._scalar: tuple[list[tuple[int, object]], list[tuple[int, object, int, bool]]] | None = None
         if all(isinstance(f, NodeFilterPlugin) for f in dyn) and all(isinstance(p, NodeScorePlugin)
                                                                        for p in row_scored):
             self._scalar = ([(k, cast(NodeFilterPlugin, f).filter_node) for k, f in enumerate(filters)
                              if not self.static[k]],
                             [(j, cast(NodeScorePlugin, p).score_node, w, self.normalized[j])
-                             for j, (p, w) in enumerate(scores) if w])
+                             for j, (p, w) in enumerate(scores) if w and not self.pod_level[j]])
         self._sparse_scores = {j for j, (p, w) in enumerate(scores)
                                if w and not self.normalized[j] and isinstance(p, RowScorePlugin)}
         self.entries: dict[bytes, ClassEntry] = {}
@@ -230,7 +255,9 @@ class ClassCache:
         raw: list[IntArray] = []
         total = np.zeros(n, np.int64)
         for j, (p, w) in enumerate(self.scores):
-            if not w:
+            if self.pod_level[j]:
+                s = _NOT_KEPT  # read per decision (runner.py)
+            elif not w:
                 s = np.zeros(n, np.int64)
             elif sub is not None and j in self._sparse_scores:
                 s = np.zeros(n, np.int64)

@@ -35,6 +35,7 @@ from colo_scheduler.framework.interface import (
     BindOutcome,
     CyclePlugin,
     CycleState,
+    NodeScorePlugin,
     NormalizeScorePlugin,
     ReasonCodesPlugin,
     SparseScores,
@@ -138,7 +139,8 @@ class Framework:
             final: IntArray | None = None
             sparse: list[tuple[int, SparseScores]] = []
             for j, p, w in self._normalized:
-                s = p.normalize(state, pod, entry.raw[j], feasible)
+                raw = p.score(state, pod) if self.cache.pod_level[j] else entry.raw[j]
+                s = p.normalize(state, pod, raw, feasible)
                 if isinstance(s, int):  # the same on every node: ranks unchanged, no pass
                     if not 0 <= s <= 100:
                         raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
@@ -315,6 +317,13 @@ class Framework:
 
     # ------------------------------------------------------------------ explainability
 
+    def _pod_raw(self, state: CycleState, pod: PodInfo, j: int, row: int) -> int:
+        """Raw score of pod-level score plugin ``j`` on ``row`` now (the decision's table state)."""
+        p = self.profile.score[j][0]
+        if isinstance(p, NodeScorePlugin):
+            return p.score_node(state, pod, row)
+        return int(p.score(state, pod)[row])
+
     def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
         n = self.table.n
@@ -334,7 +343,8 @@ class Framework:
             if row >= 0:
                 rec.scores[row] = tuple(_at(normalized[j], row) if j in normalized else -1 for j in
                                         range(len(entry.raw))) if normalized else ()
-                rec.raw_scores[row] = tuple([r.item(row) for r in entry.raw])
+                rec.raw_scores[row] = tuple([self._pod_raw(state, pod, j, row) if self.cache.pod_level[j]
+                                             else r.item(row) for j, r in enumerate(entry.raw)])
         nodes_detail = detail == DETAIL_NODES
         if not nodes_detail and status == SUCCESS:
             rec.filters = self._placed_filters(entry)

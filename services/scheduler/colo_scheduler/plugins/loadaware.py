@@ -375,6 +375,9 @@ class _Cycle:
 class LoadAware:
     """The load-aware plugin, configured by :class:`LoadAwareArgs`."""
 
+    app_blind = True
+    """Verdicts and scores read the pod's estimate and priority class, never its app (classcache.py)."""
+
     name = "LoadAware"
     events = frozenset({NODE_ADD, NODE_METRIC, POD_DELETE})
 

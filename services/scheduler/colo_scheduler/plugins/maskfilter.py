@@ -17,6 +17,9 @@ class CachedMaskFilter:
     rejected) that depends only on the pod and on node labels/taints; every node it rejects shares
     ``reason``."""
 
+    app_blind = True
+    """The mask reads labels/taints and the pod's selector-like fields, never its app (classcache.py)."""
+
     reason = ""
     static = True
     """Verdict depends only on node labels/taints (framework/classcache.py STATIC)."""

@@ -41,6 +41,10 @@ LABELS: tuple[str, ...] = ("", REASON)
 class MaxInstancePerNode:
     """Per-app instance cap per node, from ``PodSpec.app`` and ``PodSpec.max_instance_per_node``."""
 
+    app_blind = True
+    """Reads the pod's app only for a pod with a cap (max_instance_per_node ≥ 0), whose class keeps
+    its app (classcache.py)."""
+
     name = "MaxInstancePerNode"
     events = frozenset({NODE_ADD, POD_DELETE})
 

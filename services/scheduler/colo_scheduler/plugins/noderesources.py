@@ -249,6 +249,9 @@ def balanced_scores(requested: IntArray, alloc: IntArray) -> IntArray:
 class _ResourceScore:
     """Shared scoring over the table's allocated requests: subclasses set ``strategy``."""
 
+    app_blind = True
+    """Verdicts and scores read the pod's request only, never its app (classcache.py)."""
+
     strategy = "LeastAllocated"
 
     def __init__(self, resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint] = ()) -> None:

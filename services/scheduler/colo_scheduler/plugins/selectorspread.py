@@ -70,6 +70,10 @@ def normalize_spread(raw: IntArray, feasible: BoolArray) -> IntArray:
 class SelectorSpread:
     """Prefers nodes holding fewer pods of the pod's ``app``."""
 
+    pod_level = True
+    """Raw scores are the table's app counts, read at each decision instead of kept per pod class
+    (classcache.py): pods of one class may belong to different apps."""
+
     name = "SelectorSpread"
     events: frozenset[str] = frozenset()
 
