@@ -94,6 +94,7 @@ class Framework:
         self._keep_classes = all(getattr(p, "tracks_cycle_rows", False) for p in self._cycle_plugins)
         self._next_start = 0
         self._score_meta = tuple((p.name, w) for p, w in profile.score)
+        self._score_node = [p.score_node if isinstance(p, NodeScorePlugin) else None for p, _ in profile.score]
         self.use_score_buckets = use_score_buckets and use_class_cache and profile.percentage_of_nodes_to_score >= 100
 
     def begin_cycle(self, now: float) -> CycleState:
@@ -319,10 +320,10 @@ class Framework:
 
     def _pod_raw(self, state: CycleState, pod: PodInfo, j: int, row: int) -> int:
         """Raw score of pod-level score plugin ``j`` on ``row`` now (the decision's table state)."""
-        p = self.profile.score[j][0]
-        if isinstance(p, NodeScorePlugin):
-            return p.score_node(state, pod, row)
-        return int(p.score(state, pod)[row])
+        score_node = self._score_node[j]
+        if score_node is not None:
+            return score_node(state, pod, row)
+        return int(self.profile.score[j][0].score(state, pod)[row])
 
     def _record(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                 node: int, runner_up: int, detail: str, status: str, message: str) -> DecisionRecord:
