@@ -396,6 +396,10 @@ def test_load_aware_incremental_cycle_equals_full_cycle() -> None:
             core.release(p.pod.uid, now)
         for k in rng.sample(range(40), 5):
             core.on_metric(metric(f"n{k}", now, cpu=rng.randrange(0, 6_000), memory=rng.randrange(1, 12) * GI), now)
+        k = rng.randrange(40)  # an allocatable change, labels kept (no new table version)
+        spec = core.table.specs[core.table.index[f"n{k}"]]
+        core.on_node(node(f"n{k}", cpu=rng.choice([4_000, 64_000]), memory=rng.choice([8, 128]) * GI,
+                          pods=spec.allocatable.pods, labels=spec.labels, taints=spec.taints), now)
         state = core.framework.begin_cycle(now + 30.0)
         carried = state.data["LoadAware"]
         fresh_plugin = type(la)(core.settings, la.args)
@@ -404,8 +408,8 @@ def test_load_aware_incremental_cycle_equals_full_cycle() -> None:
         ref_state = CycleState(now=now + 30.0, table=core.table)
         fresh_plugin.begin_cycle(ref_state)
         ref = ref_state.data["LoadAware"]
-        for name in ("fresh", "expired", "unchecked", "alloc", "cap_all", "slack_all", "room_all", "slack_prod",
-                     "room_prod"):
+        for name in ("fresh", "expired", "unchecked", "alloc", "divisor", "fdiv", "cap_all", "slack_all", "room_all",
+                     "slack_prod", "room_prod"):
             assert np.array_equal(getattr(carried, name), getattr(ref, name)), (cycle, name)
 
 

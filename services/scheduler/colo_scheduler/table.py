@@ -88,6 +88,8 @@ class NodeTable:
         """Bumped whenever any node's allocatable changes (per-cycle divisors key on it)."""
         self._changes: list[int] = []
         self._changes_base = 0
+        self._node_changes: list[int] = []  # rows whose spec, allocatable or metric changed
+        self._node_changes_base = 0
         self.max_log = self.MIN_LOG_CAP
         """Rows the change log holds at most before it is trimmed (readers then see None: every
         row changed). Grows with the table: :data:`LOG_ROWS_PER_NODE` × n."""
@@ -169,9 +171,30 @@ class NodeTable:
         return len(self._changes)
 
     def trim_changes(self) -> None:
-        """Forget the log (readers holding older positions then see None: all changed)."""
+        """Forget the logs (readers holding older positions then see None: all changed)."""
         self._changes_base += len(self._changes)
         self._changes = []
+        self._node_changes_base += len(self._node_changes)
+        self._node_changes = []
+
+    @property
+    def node_change_seq(self) -> int:
+        """Position in the node change log (a subset of the row change log: node spec, allocatable
+        and metric changes, not allocations); pass it later to :meth:`node_changes_since`."""
+        return self._node_changes_base + len(self._node_changes)
+
+    def node_changes_since(self, seq: int) -> list[int] | None:
+        """Rows whose spec, allocatable or metric changed since ``seq`` (may repeat), or None when
+        the log no longer reaches back that far."""
+        k = seq - self._node_changes_base
+        if k < 0:
+            return None
+        return self._node_changes[k:]
+
+    def _node_touch(self, i: int) -> None:
+        self._node_changes.append(i)
+        if len(self._node_changes) > self.max_log:
+            self.trim_changes()
 
     # ------------------------------------------------------------------ nodes
 
@@ -216,6 +239,7 @@ class NodeTable:
         pods = a.pods if a.pods > 0 else UNLIMITED
         self._alloc[i, [COL["cpu"], COL["memory"], COL["pods"]]] = (a.cpu, a.memory, pods)
         self.alloc_version += 1
+        self._node_touch(i)
         self._refresh_free(i)
         return True
 
@@ -230,6 +254,7 @@ class NodeTable:
             return False
         self._alloc[i, cols] = vals
         self.alloc_version += 1
+        self._node_touch(i)
         self._refresh_free(i)
         return True
 
@@ -270,6 +295,7 @@ class NodeTable:
         self.pod_usage[i] = {p.uid: (p.cpu, p.memory) for p in metric.pods}
         self.metrics[i] = metric
         self.recompute_pending(i)
+        self._node_touch(i)
         return True
 
     def recompute_pending(self, i: int) -> None:

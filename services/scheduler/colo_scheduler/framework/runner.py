@@ -138,7 +138,7 @@ class Framework:
         masked = entry.masked  # shared with the cache entry: read only
         if self._normalized:
             final: IntArray | None = None
-            sparse: list[tuple[int, SparseScores]] = []
+            sparse: list[tuple[int, int, SparseScores]] = []
             for j, p, w in self._normalized:
                 raw = p.score(state, pod) if self.cache.pod_level[j] else entry.raw[j]
                 s = p.normalize(state, pod, raw, feasible)
@@ -149,18 +149,19 @@ class Framework:
                     if not 0 <= s.base <= 100:
                         raise ValueError(f"score plugin {p.name} returned scores outside 0..100")
                     check_range(p.name, s.values)
-                    sparse.append((w, s))
+                    sparse.append((j, w, s))
                 else:
                     check_range(p.name, s)
                     final = entry.total + w * s if final is None else final + w * s
                 normalized[j] = s
             if sparse and final is None and self.use_score_buckets:
-                got = self._pick_sparse(state, pod, entry, normalized, sparse, record)
+                got = self._pick_sparse(state, pod, entry, normalized, [(w, sp) for _, w, sp in sparse], record)
                 if got is not None:
                     return got
             if sparse:  # as full vectors: the reference path
-                for w, sp in sparse:
-                    d = w * sp.dense(n)
+                for j, w, sp in sparse:
+                    dense = normalized[j] = sp.dense(n)  # records read it by row
+                    d = w * dense
                     final = entry.total + d if final is None else final + d
             if final is not None:
                 masked = np.where(feasible, final, -1)

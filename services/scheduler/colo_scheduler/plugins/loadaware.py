@@ -445,13 +445,14 @@ class LoadAware:
     def begin_cycle(self, state: CycleState) -> None:
         """Freshness masks at ``state.now``, per-node thresholds, slack and room of every node.
 
-        After the first cycle only the rows that changed are recomputed: rows the table logged since
-        the previous cycle and rows whose metric became expired (or fresh); the latter are touched
-        in the table's change log, also when everything is recomputed (a new table version — labels,
-        taints, annotations, a new node — or a long change log)."""
+        After the first cycle only the rows that changed are recomputed: rows whose spec, allocatable
+        or metric the table logged since the previous cycle (:meth:`NodeTable.node_changes_since`;
+        Reserve and Unreserve refresh their row at once) and rows whose metric became expired (or
+        fresh); the latter are touched in the table's change log, also when everything is recomputed
+        (a new table version — labels, taints, annotations, a new node — or a long change log)."""
         t = state.table
         prev = self._cycle
-        changes = t.changes_since(self._cycle_seq) if prev is not None else None
+        changes = t.node_changes_since(self._cycle_seq) if prev is not None else None
         if (prev is None or changes is None or len(prev.fresh) != t.n or self._cycle_version != t.version
                 or len(changes) > t.n // 4):
             self._full_cycle(state)
@@ -463,7 +464,7 @@ class LoadAware:
                     t.touch(i)
         else:
             self._rows_cycle(state, prev, changes)
-        self._cycle_seq = t.change_seq
+        self._cycle_seq = t.node_change_seq
         self._cycle_version = t.version
 
     def _freshness(self, t: NodeTable, now: float) -> tuple[BoolArray, BoolArray, BoolArray]:
