@@ -13,6 +13,7 @@ The result is exactly what a full recomputation gives: tests/scheduler compare b
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -183,7 +184,7 @@ class ClassCache:
                              for j, (p, w) in enumerate(scores) if w and not self.pod_level[j]])
         self._sparse_scores = {j for j, (p, w) in enumerate(scores)
                                if w and not self.normalized[j] and isinstance(p, RowScorePlugin)}
-        self.entries: dict[bytes, ClassEntry] = {}
+        self.entries: OrderedDict[bytes, ClassEntry] = OrderedDict()  # least recently used first
         self.stats = {"full": 0, "incremental": 0, "hits": 0}
         """Class syncs over all rows, syncs over changed rows only, and syncs with nothing to do."""
 
@@ -200,11 +201,10 @@ class ClassCache:
             if key is not None:
                 entries = self.entries
                 if entries and (len(entries) + 1) * state.table.n * ENTRY_BYTES_PER_ROW > CACHE_BYTES:
-                    del entries[next(iter(entries))]  # the least recently used class
+                    entries.popitem(last=False)  # the least recently used class
                 entries[key] = entry
             return entry
-        del self.entries[key]  # type: ignore[arg-type]
-        self.entries[key] = entry  # type: ignore[index]  # most recently used last
+        self.entries.move_to_end(key)  # type: ignore[arg-type]
         changed = table.changes_since(entry.seq)
         if changed is None or entry.version != table.version:
             fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
