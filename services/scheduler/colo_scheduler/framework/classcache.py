@@ -163,10 +163,12 @@ class ClassCache:
         self._dynamic = [(k, f, f.filter_rows if isinstance(f, RowFilterPlugin) else None)
                          for k, f in enumerate(filters) if not self.static[k]]
         self.normalized = [isinstance(p, NormalizeScorePlugin) for p, _ in scores]
-        self.pod_level = [self.normalized[j] and bool(getattr(p, POD_LEVEL, False)) for j, (p, _) in enumerate(scores)]
-        """Per score plugin: raw scores read per decision, not kept in class entries."""
+        self.pod_level = [bool(w) and self.normalized[j] and bool(getattr(p, POD_LEVEL, False))
+                          for j, (p, w) in enumerate(scores)]
+        """Per score plugin: raw scores read per decision, not kept in class entries (a plugin of weight
+        0 is never called: its raw scores are kept as zeros, which decision records read)."""
         self.ignores_app = all(getattr(f, APP_BLIND, False) for f in filters) and all(
-            getattr(p, APP_BLIND, False) or self.pod_level[j] for j, (p, _) in enumerate(scores))
+            not w or getattr(p, APP_BLIND, False) or self.pod_level[j] for j, (p, w) in enumerate(scores))
         """True when class keys may leave out the app of uncapped pods (:func:`spec_class_key`)."""
         self._row_scores = [(j, p, w, p.score_rows if isinstance(p, RowScorePlugin) else None)
                             for j, (p, w) in enumerate(scores) if w and not self.normalized[j]]
