@@ -11,6 +11,11 @@ Found broken:
 * a profile giving SelectorSpread weight 0 (legal: weights ≥ 0) crashed every cycle that placed a
   pod while decision records were on (IndexError: the record read the class entry's raw scores of a
   plugin whose raw scores are not kept per class).
+* LeastAllocated's integer form for columns above 2^55 overflowed 100 × requested (allocated beyond
+  ~9.2e16) and scored a column of allocatable 0 as 100; LoadAware's integer form (allocatable at or
+  above the float bound) overflowed 100 × room beyond ~9.2e16: scores outside 0..100 (every cycle
+  of such a class raised) or unlike ``score_node``, so class-cache re-syncs disagreed with full
+  passes. Only reachable through the core API: the service refuses quantities above 2^50.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sched_helpers import GI, metric, node, pod
@@ -28,6 +35,7 @@ from colo.messages import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PreferredSchedulingTerm,
+    Resources,
 )
 from colo_scheduler.core import Scheduler
 from colo_scheduler.settings import ProfileSettings, SchedulerSettings
@@ -82,7 +90,7 @@ ops_st = st.lists(st.tuples(st.sampled_from(("pods", "pods", "cycle", "release",
                             st.integers(0, 10**6)), min_size=3, max_size=14)
 
 
-@settings(max_examples=int(__import__("os").environ.get("BRK_N", "40")), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(profile=st.sampled_from(sorted(PROFILES)), detail=st.sampled_from(("summary", "nodes")),
        n=st.integers(2, 90), seed=st.integers(0, 3), ops=ops_st)
 def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
@@ -116,7 +124,6 @@ def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
                     extra["priority"] = r.choice((0, 9000))
                 spec = pod(f"p{uid}", cpu=shape[0], memory=shape[1], app=app, max_per_node=cap, **extra)
                 if r.random() < 0.15:
-                    import msgspec
                     spec = msgspec.structs.replace(spec, affinity=_preferred(r.choice("ab")))
                 for c in cores:
                     c.add_pod(spec, now)
@@ -158,3 +165,39 @@ def test_selector_spread_of_weight_zero_with_decision_records() -> None:
         rec = core.decisions.get("p")
         assert rec is not None
         assert rec.score_table(rec.node)["SelectorSpread"] == {"raw": 0, "normalized": 0, "weight": 0, "weighted": 0}
+
+
+# --------------------------------------------------------------------------- quotients
+
+QUOTIENT_PROFILE = ProfileSettings(
+    filter=["NodeResourcesFit"], score={"LoadAware": 1, "NodeResourcesLeastAllocated": 1},
+    plugin_args={"NodeResourcesLeastAllocated": {"resources": [{"name": "cpu", "weight": 3},
+                                                               {"name": "memory", "weight": 1},
+                                                               {"name": "pods", "weight": 2}]}})
+wide = st.one_of(st.integers(0, 1000), st.integers(0, 2**46), st.integers(2**46 - 4, 2**46 + 4),
+                 st.integers(0, 2**56), st.integers(2**55, 2**62), st.sampled_from((0, 1, 2**53, 2**62)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=st.lists(st.tuples(wide, wide, st.sampled_from((0, 1, 110)), wide, wide, st.integers(0, 200),
+                                st.one_of(st.none(), st.tuples(wide, wide))), min_size=1, max_size=5),
+       request=st.tuples(wide, wide))
+def test_least_allocated_and_load_aware_arrays_equal_python_integers(
+        nodes: list[tuple[int, int, int, int, int, int, tuple[int, int] | None]], request: tuple[int, int]) -> None:
+    """Allocatable 0, at the float bound, beyond 2^55 (the integer forms); allocations beyond
+    allocatable (over-commit) up to 2^62; requests up to 2^62; pods scored: the array scores (full
+    passes and row subsets) equal the plugins' Python-integer ``score_node`` on every row."""
+    core = Scheduler(SchedulerSettings(profile=QUOTIENT_PROFILE))
+    for i, (cpu, mem, pods, used_cpu, used_mem, used_pods, usage) in enumerate(nodes):
+        core.on_node(node(f"n{i}", cpu=cpu, memory=mem, pods=pods), 0.0)
+        core.table.set_allocated(f"n{i}", Resources(cpu=used_cpu, memory=used_mem), used_pods)
+        if usage is not None:
+            core.on_metric(metric(f"n{i}", 0.0, cpu=usage[0], memory=usage[1]), 0.0)
+    state = core.framework.begin_cycle(0.0)
+    info = core.pod_info(pod("p", cpu=request[0], memory=request[1]), 0.0)
+    rows = np.arange(core.table.n - 1, -1, -1, dtype=np.intp)
+    for name in ("NodeResourcesLeastAllocated", "LoadAware"):
+        plugin = core.framework.profile.plugins[name]
+        want = [plugin.score_node(state, info, i) for i in range(core.table.n)]
+        assert plugin.score(state, info).tolist() == want, name
+        assert plugin.score_rows(state, info, rows).tolist() == want[::-1], name

@@ -82,6 +82,9 @@ EXPIRED_CODE = 10
 
 _BIG = np.int64(2**61)
 
+_WIDE = (2**63 - 1) // 100
+"""Largest room whose 100 × room fits int64 (the integer form of :meth:`LoadAware._weighted`)."""
+
 
 # --------------------------------------------------------------------------- arguments
 
@@ -754,7 +757,12 @@ class LoadAware:
                 y /= c.fdiv[k][rows]
                 parts.append(y.astype(np.int64))
             else:
-                parts.append(np.maximum(room[rows, k] - e, 0) * 100 // c.divisor[rows, k])
+                x = np.maximum(room[rows, k] - e, 0)
+                d = c.divisor[rows, k]
+                q = x * 100 // d
+                for j in np.flatnonzero(x > _WIDE).tolist():  # 100 × x would overflow int64: Python ints
+                    q[j] = int(x[j]) * 100 // int(d[j])
+                parts.append(q)
         s, s_mem = parts
         if w_cpu != 1:
             s *= w_cpu

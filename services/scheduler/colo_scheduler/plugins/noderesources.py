@@ -35,6 +35,9 @@ from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeT
 MAX_NODE_SCORE = 100
 """Kubernetes framework.MaxNodeScore."""
 
+_WIDE = (2**63 - 1) // MAX_NODE_SCORE
+"""Largest requested amount r whose MAX_NODE_SCORE × r fits int64 (LeastAllocated's integer form)."""
+
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 """Kubernetes config.MaxCustomPriorityScore: shape scores of RequestedToCapacityRatio are 0..10,
@@ -319,9 +322,14 @@ class _ResourceScore:
                 y /= fdiv[rows]
                 s = y.astype(np.int64)
             elif c in big:
-                r = state.table.allocated[rows, c] + request[c]
+                allocated = state.table.allocated[rows, c]
+                r = allocated + request[c]
                 a = state.table.alloc[rows, c]
-                s = np.where(r > a, 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * r) // divisor[rows, c])
+                s = np.where((r > a) | (a <= 0), 0, MAX_NODE_SCORE + (-MAX_NODE_SCORE * r) // divisor[rows, c])
+                # rows where 100 × r (or r) would overflow int64: Python ints, as score_node
+                for k in np.flatnonzero(allocated > _WIDE - request[c]).tolist():
+                    rk, ak = int(allocated[k]) + request[c], int(a[k])
+                    s[k] = 0 if rk > ak or ak <= 0 else MAX_NODE_SCORE + (-MAX_NODE_SCORE * rk) // ak
             else:
                 s = np.maximum(free[rows, c] - request[c], 0) * MAX_NODE_SCORE // divisor[rows, c]
             if w != 1:
