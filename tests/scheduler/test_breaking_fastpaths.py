@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sched_helpers import GI, metric, node, pod
@@ -201,3 +202,200 @@ def test_least_allocated_and_load_aware_arrays_equal_python_integers(
         want = [plugin.score_node(state, info, i) for i in range(core.table.n)]
         assert plugin.score(state, info).tolist() == want, name
         assert plugin.score_rows(state, info, rows).tolist() == want[::-1], name
+
+
+# --------------------------------------------------------------------------- LoadAware per-cycle rows
+
+LOAD_ARGS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "prod": {"prod_usage_thresholds": {"cpu": 40, "memory": 60}},
+    "prod_score": {"score_according_prod_usage": True},
+    "aggregated": {"aggregated": {"usage_thresholds": {"cpu": 50}, "usage_aggregation_type": "p95",
+                                  "score_aggregation_type": "p50"}},
+    "unfiltered": {"filter_expired_node_metrics": False, "node_metric_expiration_seconds": 90.0},
+}
+ANNOTATIONS = (None, '{"usageThresholds": {"cpu": 30}}', '{"prodUsageThresholds": {"memory": 20}}',
+               '{"aggregatedUsage": {"usageThresholds": {"memory": 40}, "usageAggregationType": "p90"}}', "{bad")
+CYCLE_FIELDS = ("fresh", "expired", "unchecked", "alloc", "divisor", "cap_all", "agg_rows", "agg_base", "has_basis",
+                "score_base", "prod_rows", "cap_prod", "prod_est", "slack_all", "slack_prod", "room_all", "room_prod")
+
+
+def _load_metric(r: random.Random, name: str, at: float, placed: list[str]) -> Any:
+    from colo.messages import AggregatedUsage, NodeMetric, PodMetric, Usage
+
+    pods = [PodMetric(uid=u, cpu=r.randrange(0, 800), memory=r.randrange(0, 2 * GI),
+                      priority_class=r.choice((None, "prod", "batch"))) for u in r.sample(placed, min(3, len(placed)))]
+    agg = [AggregatedUsage(window_s=r.choice((300, 900)), stat=r.choice(("p50", "p90", "p95")),
+                           cpu=r.randrange(0, 8_000), memory=r.randrange(0, 16 * GI)) for _ in range(r.randrange(0, 3))]
+    return NodeMetric(node=name, at=at, node_usage=Usage(cpu=r.randrange(0, 8_000), memory=r.randrange(0, 16 * GI)),
+                      pods=pods, aggregated=agg)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(args=st.sampled_from(sorted(LOAD_ARGS)), seed=st.integers(0, 10**6),
+       ops=st.lists(st.sampled_from(("cycle", "release", "adopt", "metric", "alloc", "annotate", "store", "batch",
+                                     "wait")), min_size=4, max_size=16))
+def test_load_aware_carried_rows_equal_a_fresh_load_aware(args: str, seed: int, ops: list[str]) -> None:
+    """Reserve/unreserve/adopt/release, metrics (pod usage with and without class, aggregated
+    statistics), allocatable and annotation changes, the store's allocation sums, batch allocatable and
+    metric expiry, with plain, prod, prod-scored, aggregated and unfiltered-expiry arguments: after
+    each step the arrays LoadAware carries into a cycle equal those of a LoadAware built afresh."""
+    from colo.messages import NodeSpec
+    from colo_scheduler.framework.interface import CycleState
+    from colo_scheduler.plugins.loadaware import CUSTOM_THRESHOLDS_ANNOTATION
+
+    r = random.Random(seed)
+    core = Scheduler(SchedulerSettings(profile=ProfileSettings(plugin_args={"LoadAware": LOAD_ARGS[args]})))
+    n = 24
+    for k in range(n):
+        core.on_node(node(f"n{k}", cpu=16_000, memory=32 * GI), 0.0)
+    now = 1000.0
+    uid = 0
+    la = core.framework.profile.plugins["LoadAware"]
+    for op in ops:
+        now += r.choice((5.0, 30.0, 60.0))
+        placed = sorted(core.framework.placed)
+        if op == "cycle":
+            for _ in range(r.randrange(1, 12)):
+                uid += 1
+                prio = r.choice((None, 9000, 5000))
+                core.add_pod(pod(f"p{uid}", cpu=r.choice((250, 1000)), memory=GI, priority=prio), now)
+            core.schedule_cycle(now)
+        elif op == "release":
+            for u in r.sample(placed, min(len(placed), 3)):
+                core.release(u, now)
+        elif op == "adopt":
+            uid += 1
+            core.adopt(pod(f"p{uid}", cpu=500, memory=GI, priority=r.choice((None, 9000))), f"n{r.randrange(n)}", now)
+        elif op == "metric":
+            for k in r.sample(range(n), 6):
+                core.on_metric(_load_metric(r, f"n{k}", now - r.choice((0.0, 100.0)), placed), now)
+        elif op in ("alloc", "annotate"):
+            k = r.randrange(n)
+            old = core.table.specs[k]
+            ann = dict(old.annotations)
+            if op == "annotate":
+                text = r.choice(ANNOTATIONS)
+                if text is None:
+                    ann.pop(CUSTOM_THRESHOLDS_ANNOTATION, None)
+                else:
+                    ann[CUSTOM_THRESHOLDS_ANNOTATION] = text
+            cpu = r.choice((8_000, 16_000, 64_000)) if op == "alloc" else old.allocatable.cpu
+            res = Resources(cpu=cpu, memory=old.allocatable.memory)
+            core.on_node(NodeSpec(name=old.name, capacity=res, allocatable=res, labels=old.labels,
+                                  annotations=ann), now)
+        elif op == "store":
+            k = r.randrange(n)
+            core.set_allocated(f"n{k}", Resources(cpu=r.randrange(0, 8_000), memory=r.randrange(0, 8) * GI),
+                               r.randrange(0, 10))
+        elif op == "batch":
+            from colo.messages import NodeResource
+
+            core.on_node_resource(NodeResource(node=f"n{r.randrange(n)}", batch_cpu=r.randrange(0, 9_000),
+                                               batch_memory=GI), now)
+        else:
+            now += r.choice((100.0, 200.0))
+        state = core.framework.begin_cycle(now)
+        carried = state.data["LoadAware"]
+        fresh_plugin = type(la)(core.settings, la.args)
+        ref_state = CycleState(now=now, table=core.table)
+        fresh_plugin.begin_cycle(ref_state)
+        ref = ref_state.data["LoadAware"]
+        for name in CYCLE_FIELDS:
+            a, b = getattr(carried, name), getattr(ref, name)
+            assert (a is None) == (b is None), (op, name)
+            assert a is None or np.array_equal(a, b), (op, name)
+        assert (carried.fdiv is None) == (ref.fdiv is None)
+        if carried.fdiv is not None:
+            assert all(np.array_equal(x, y) for x, y in zip(carried.fdiv, ref.fdiv))
+
+
+# --------------------------------------------------------------------------- classes, eviction, records
+
+
+def test_equivalent_failure_of_one_app_does_not_fail_another_app_of_the_same_size() -> None:
+    """In one cycle: a capped pod of app A finds every node at A's cap; a pod of the same size of app B
+    with the same cap, and an uncapped pod of app A, must still be placed (their classes differ from
+    the failed one's), and their records show SelectorSpread's raw count of their own app."""
+    for cache in (True, False):
+        core = Scheduler(SchedulerSettings(decision_detail="nodes"), use_class_cache=cache)
+        for k in range(3):
+            core.on_node(node(f"n{k}"), 0.0)
+        for k in range(3):
+            core.adopt(pod(f"a{k}", cpu=100, memory=GI, app="A", max_per_node=1), f"n{k}", 0.0)
+        core.adopt(pod("b0", cpu=100, memory=GI, app="B"), "n0", 0.0)
+        core.adopt(pod("b1", cpu=100, memory=GI, app="B"), "n0", 0.0)
+        core.add_pod(pod("a9", cpu=100, memory=GI, app="A", max_per_node=1, created_at=1.0), 1.0)
+        core.add_pod(pod("a8", cpu=100, memory=GI, app="A", max_per_node=1, created_at=2.0), 1.0)
+        core.add_pod(pod("b9", cpu=100, memory=GI, app="B", max_per_node=1, created_at=3.0), 1.0)
+        core.add_pod(pod("u9", cpu=100, memory=GI, app="A", created_at=4.0), 1.0)
+        core.add_pod(pod("v9", cpu=100, memory=GI, app="B", created_at=5.0), 1.0)
+        out = core.schedule_cycle(1.0)
+        assert sorted(f.pod.uid for f in out.failures) == ["a8", "a9"]
+        placed = {p.pod.uid: p.node for p in out.placements}
+        assert placed["b9"] != "n0" and placed["v9"] not in ("n0", placed["b9"])
+        rec = core.decisions.get("v9")
+        assert rec is not None
+        # v9 (app B) sees B's counts: n0 holds 2, b9's node 1, the third node 0 (the chosen one)
+        assert rec.score_table(rec.node)["SelectorSpread"]["raw"] == 0
+        assert rec.score_table(rec.runner_up)["SelectorSpread"]["raw"] in (1, 2)
+        assert core.hint_stats["equivalent_failures"] == 1
+
+
+def test_class_entries_evicted_by_bytes_and_feasible_only_scoring_keep_decisions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Class entries bounded to two (least recently used dropped on every third class) and classes with
+    fewer than half the nodes feasible (scored on their feasible rows only), over several cycles with
+    releases: the decisions, records and draws equal full recomputation."""
+    from colo_scheduler.framework import classcache
+
+    n = 40
+    monkeypatch.setattr(classcache, "CACHE_BYTES", 2 * n * classcache.ENTRY_BYTES_PER_ROW)
+    cores = _cores("balanced", "summary", 1)
+    rng = random.Random(5)
+    for k in range(n):
+        spec = node(f"n{k}", cpu=rng.choice((4_000, 16_000)), memory=32 * GI,
+                    labels={"zone": "a" if k % 4 == 0 else "b"})
+        for c in cores:
+            c.on_node(spec, 0.0)
+    uid = 0
+    for cycle in range(6):
+        now = 10.0 * (cycle + 1)
+        for _ in range(40):
+            uid += 1
+            extra: dict[str, Any] = {"selector": {"zone": "a"}} if rng.random() < 0.5 else {}
+            spec = pod(f"p{uid}", cpu=rng.choice((100, 200, 300, 400, 500)), memory=GI,
+                       app=rng.choice(("", "x", "y")), **extra)
+            for c in cores:
+                c.add_pod(spec, now)
+        got = [_state(c, c.schedule_cycle(now)) for c in cores]
+        assert got[1] == got[0] and got[2] == got[0]
+        assert len(cores[2].framework.cache.entries) <= 2
+        for u in rng.sample(sorted(cores[0].framework.placed), 10):
+            for c in cores:
+                c.release(u, now)
+    assert cores[2].framework.cache.stats["full"] > 10  # evicted classes came back
+
+
+def test_decision_log_keeps_the_latest_record_of_the_last_pods() -> None:
+    """Capacity 3: a pod decided again moves to the newest end (its record replaced); the oldest goes."""
+    from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
+
+    def rec(uid: str, attempt: int) -> DecisionRecord:
+        return DecisionRecord(uid, attempt, 0.0, -1, -1, 0, 0, "Unschedulable", "", "summary")
+
+    log = DecisionLog(3)
+    for uid in ("a", "b", "c"):
+        log.add(rec(uid, 1))
+    log.add(rec("a", 2))  # a is now the newest
+    log.add(rec("d", 1))  # b, the oldest, goes
+    assert log.get("b") is None and len(log) == 3
+    got_a = log.get("a")
+    assert got_a is not None and got_a.attempt == 2
+    log.add(rec("e", 1))  # then c
+    assert log.get("c") is None and log.get("a") is not None
+    empty = DecisionLog(0)
+    empty.add(rec("a", 1))
+    assert len(empty) == 0
+    copy = rec("a", 1).for_attempt("z", 4)
+    assert (copy.uid, copy.attempt, copy.status) == ("z", 4, "Unschedulable")
