@@ -92,6 +92,11 @@ APP_BLIND = "app_blind"
 """Attribute a Filter or Score plugin sets to True when its per-class masks and scores never read
 ``PodSpec.app`` of a pod with ``max_instance_per_node`` < 0."""
 
+SETTLED_NONE = "settled_none"
+"""Attribute a Filter plugin sets to True when, once its ``filter`` returns None for a pod (no node
+rejected), it does so at every table state (the verdict hangs on the pod alone: no app or no cap,
+a DaemonSet pod): the pod's class then skips it when re-syncing rows."""
+
 POD_LEVEL = "pod_level"
 """Attribute a Score plugin with NormalizeScore sets to True when its raw scores are cheap to read
 at each decision (a table array): they are not kept per class, and the class key need not hold
@@ -136,6 +141,9 @@ class ClassEntry:
     lent: set[int] = field(default_factory=set)
     buckets: ScoreBuckets | None = None
     filter_records: tuple[tuple[BoolArray | None, ...], list[FilterRecord]] | None = None
+    settled: frozenset[int] = frozenset()
+    """Dynamic filters that reject no node for this class at any table state (:data:`SETTLED_NONE`):
+    not re-synced."""
 
     def lend(self, k: int) -> BoolArray | None:
         """Mask ``k`` for a record to keep: the entry copies it before changing it."""
@@ -160,6 +168,8 @@ class ClassCache:
         self.scores = scores
         # protocol checks are slow: decide once how each plugin is called
         self.static = [bool(getattr(f, STATIC, False)) for f in filters]
+        self._settled_none = [bool(getattr(f, SETTLED_NONE, False)) and not self.static[k]
+                              for k, f in enumerate(filters)]
         self._dynamic = [(k, f, f.filter_rows if isinstance(f, RowFilterPlugin) else None)
                          for k, f in enumerate(filters) if not self.static[k]]
         self.normalized = [isinstance(p, NormalizeScorePlugin) for p, _ in scores]
@@ -271,15 +281,19 @@ class ClassCache:
                 check_range(p.name, s)
                 total += w * s
             raw.append(s)
+        settled = frozenset(k for k, m in enumerate(masks) if m is None and self._settled_none[k])
         return ClassEntry(state.table.change_seq, state.table.version, masks, static, feasible, raw, total,
-                          np.where(feasible, total, -1), count)
+                          np.where(feasible, total, -1), count, settled=settled)
 
     def _one(self, state: CycleState, pod: PodInfo, entry: ClassEntry, i: int) -> None:
         assert self._scalar is not None
         filters, scores = self._scalar
         ok = entry.static is None or entry.static.item(i)
         masks = entry.masks
+        settled = entry.settled
         for k, filter_node in filters:
+            if k in settled:
+                continue
             v = filter_node(state, pod, i)  # type: ignore[operator]
             m = masks[k]
             if m is None:
@@ -332,7 +346,10 @@ class ClassCache:
 
     def _rows_arrays(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
         feasible_rows = entry.static[rows] if entry.static is not None else None
+        settled = entry.settled
         for k, f, filter_rows in self._dynamic:
+            if k in settled:
+                continue
             if filter_rows is not None:
                 m = filter_rows(state, pod, rows)
             else:
@@ -358,9 +375,10 @@ class ClassCache:
         before = int(np.count_nonzero(entry.feasible[rows]))
         if feasible_rows is None:
             entry.feasible[rows] = True
+            entry.feasible_count += len(rows) - before
         else:
             entry.feasible[rows] = feasible_rows
-        entry.feasible_count += int(np.count_nonzero(entry.feasible[rows])) - before
+            entry.feasible_count += int(np.count_nonzero(feasible_rows)) - before
         total_rows: IntArray | None = None
         for j, p, w, score_rows in self._row_scores:
             s = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]

@@ -378,6 +378,9 @@ class _Cycle:
 class LoadAware:
     """The load-aware plugin, configured by :class:`LoadAwareArgs`."""
 
+    settled_none = True
+    """``filter`` is None exactly for DaemonSet pods, at any table state (classcache.py)."""
+
     app_blind = True
     """Verdicts and scores read the pod's estimate and priority class, never its app (classcache.py)."""
 

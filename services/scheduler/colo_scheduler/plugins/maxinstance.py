@@ -41,6 +41,9 @@ LABELS: tuple[str, ...] = ("", REASON)
 class MaxInstancePerNode:
     """Per-app instance cap per node, from ``PodSpec.app`` and ``PodSpec.max_instance_per_node``."""
 
+    settled_none = True
+    """``filter`` is None exactly for pods without an app or a cap, at any table state (classcache.py)."""
+
     app_blind = True
     """Reads the pod's app only for a pod with a cap (max_instance_per_node ≥ 0), whose class keeps
     its app (classcache.py)."""
