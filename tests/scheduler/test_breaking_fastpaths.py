@@ -52,6 +52,7 @@ PROFILES: dict[str, ProfileSettings | None] = {
                             plugin_args={"NodeResourcesFit": {"scoring_strategy": {"type": "MostAllocated"}}}),
     "spread_only": ProfileSettings(score={"SelectorSpread": 5}),
     "spread_zero": ProfileSettings(score={"LoadAware": 1, "NodeResourcesLeastAllocated": 1, "SelectorSpread": 0}),
+    "sampled": ProfileSettings(percentage_of_nodes_to_score=40, min_feasible_nodes_to_find=5),
 }
 
 
@@ -162,6 +163,9 @@ def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
     got = [_state(c, c.schedule_cycle(now + 1.0)) for c in cores]
     assert got[1] == got[0]
     assert got[2] == got[0]
+    for c in cores[1:]:  # kept class entries count their feasible rows right
+        for entry in c.framework.cache.entries.values():
+            assert entry.feasible_count == int(np.count_nonzero(entry.feasible))
 
 
 def test_selector_spread_of_weight_zero_with_decision_records() -> None:
@@ -433,3 +437,20 @@ def test_strategy_scores_equal_python_integers(cols: list[tuple[int, int, int]])
             num, den = num + s * w, den + w
         want = num // den if den else 0
         assert strategy_scores(strategy, (), requested, alloc, weights).tolist() == [want], strategy
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_size=12))
+def test_spread_scores_equal_the_kubernetes_formula(rows: list[tuple[int, bool]]) -> None:
+    """SelectorSpread's sparse normalisation against 100 × (max − count) // max with max over the
+    feasible nodes (100 everywhere when that max is 0), on every feasible node; every value 0..100."""
+    from colo_scheduler.plugins.selectorspread import normalize_spread
+
+    raw = np.array([c for c, _ in rows], np.int64)
+    feasible = np.array([f for _, f in rows], np.bool_)
+    top = max((c for c, f in rows if f), default=0)
+    got = normalize_spread(raw, feasible).tolist()
+    for k, (c, f) in enumerate(rows):
+        if f:
+            assert got[k] == (100 if top == 0 else 100 * (top - c) // top)
+        assert 0 <= got[k] <= 100
