@@ -53,6 +53,10 @@ PROFILES: dict[str, ProfileSettings | None] = {
     "spread_only": ProfileSettings(score={"SelectorSpread": 5}),
     "spread_zero": ProfileSettings(score={"LoadAware": 1, "NodeResourcesLeastAllocated": 1, "SelectorSpread": 0}),
     "sampled": ProfileSettings(percentage_of_nodes_to_score=40, min_feasible_nodes_to_find=5),
+    "load_prod": ProfileSettings(plugin_args={"LoadAware": {
+        "prod_usage_thresholds": {"cpu": 30}, "score_according_prod_usage": True,
+        "aggregated": {"usage_thresholds": {"memory": 40}, "usage_aggregation_type": "p90",
+                       "score_aggregation_type": "p50"}}}),
 }
 
 
@@ -90,7 +94,8 @@ def _state(core: Scheduler, out: Any) -> tuple[object, ...]:
     return placed, failed, [_json(core, u) for u in uids], core.framework.rng.getstate()
 
 
-ops_st = st.lists(st.tuples(st.sampled_from(("pods", "pods", "cycle", "release", "metric", "node", "explain")),
+ops_st = st.lists(st.tuples(st.sampled_from(("pods", "pods", "cycle", "release", "metric", "node", "explain",
+                                              "adopt", "store", "wait")),
                             st.integers(0, 10**6)), min_size=3, max_size=14)
 
 
@@ -144,16 +149,31 @@ def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
                     if g is not None:
                         g.pop("decision_ms")
                 assert got_json[1] == got_json[0] and got_json[2] == got_json[0]
+        elif kind == "adopt":  # a bound pod loaded from the store: counts, requests and estimate
+            uid += 1
+            spec = pod(f"p{uid}", cpu=500, memory=GI, app=r.choice(("web", "db")), max_per_node=r.choice((-1, 1)))
+            where = f"n{r.randrange(n)}"
+            for c in cores:
+                c.adopt(spec, where, now)
+        elif kind == "store":  # the store's allocation sums overwrite a node's
+            k = r.randrange(n)
+            alloc = Resources(cpu=r.randrange(0, 20_000), memory=r.randrange(0, 40) * GI)
+            count = r.randrange(0, 6)
+            for c in cores:
+                c.set_allocated(f"n{k}", alloc, count)
         elif kind == "release":
             placed = sorted(cores[0].framework.placed)
             for u in r.sample(placed, min(len(placed), r.randrange(0, 8))):
                 for c in cores:
                     c.release(u, now)
         elif kind == "metric":
+            placed = sorted(cores[0].framework.placed)
             for k in r.sample(range(n), min(n, 5)):
-                m = metric(f"n{k}", now, cpu=r.randrange(0, 6_000), memory=r.randrange(1, 12) * GI)
+                m = _load_metric(r, f"n{k}", now - r.choice((0.0, 100.0)), placed)
                 for c in cores:
                     c.on_metric(m, now)
+        elif kind == "wait":  # metrics expire
+            now += 150.0
         else:
             k = r.randrange(n)
             spec = node(f"n{k}", cpu=r.choice((8_000, 64_000)), memory=r.choice((16, 128)) * GI,
