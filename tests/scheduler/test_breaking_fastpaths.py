@@ -35,6 +35,7 @@ from sched_helpers import GI, metric, node, pod
 from colo.messages import (
     Affinity,
     NodeAffinity,
+    NodeResource,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PreferredSchedulingTerm,
@@ -218,9 +219,10 @@ half = wide.map(lambda v: v // 2)  # allocations, usage and requests: their sums
 @settings(max_examples=200, deadline=None)
 @given(nodes=st.lists(st.tuples(wide, wide, st.sampled_from((0, 1, 110)), half, half, st.integers(0, 200),
                                 st.one_of(st.none(), st.tuples(half, half))), min_size=1, max_size=5),
-       request=st.tuples(half, half))
+       request=st.tuples(half, half), kind=st.sampled_from(("", "batch_", "mid_")), extended=st.tuples(wide, wide))
 def test_least_allocated_and_load_aware_arrays_equal_python_integers(
-        nodes: list[tuple[int, int, int, int, int, int, tuple[int, int] | None]], request: tuple[int, int]) -> None:
+        nodes: list[tuple[int, int, int, int, int, int, tuple[int, int] | None]], request: tuple[int, int],
+        kind: str, extended: tuple[int, int]) -> None:
     """Allocatable 0, at the float bound, beyond 2^55 (the integer forms) up to 2^62; allocations beyond
     allocatable (over-commit), usage and requests up to 2^61; pods scored; NodeResourcesLeastAllocated,
     LoadAware and NodeResourcesFit's MostAllocated: the array scores (full passes and row subsets) equal
@@ -231,8 +233,11 @@ def test_least_allocated_and_load_aware_arrays_equal_python_integers(
         core.table.set_allocated(f"n{i}", Resources(cpu=used_cpu, memory=used_mem), used_pods)
         if usage is not None:
             core.on_metric(metric(f"n{i}", 0.0, cpu=usage[0], memory=usage[1]), 0.0)
+        if kind and i % 2:  # batch/mid allocatable on every other node (0 on the rest)
+            core.on_node_resource(NodeResource(node=f"n{i}", **{f"{kind}cpu": extended[0],
+                                                                 f"{kind}memory": extended[1]}), 0.0)
     state = core.framework.begin_cycle(0.0)
-    info = core.pod_info(pod("p", cpu=request[0], memory=request[1]), 0.0)
+    info = core.pod_info(pod("p", **{f"{kind}cpu": request[0], f"{kind}memory": request[1]}), 0.0)
     rows = np.arange(core.table.n - 1, -1, -1, dtype=np.intp)
     for name in ("NodeResourcesLeastAllocated", "LoadAware", "NodeResourcesFit"):
         plugin = core.framework.profile.plugins[name]
@@ -326,8 +331,6 @@ def test_load_aware_carried_rows_equal_a_fresh_load_aware(args: str, seed: int, 
             core.set_allocated(f"n{k}", Resources(cpu=r.randrange(0, 8_000), memory=r.randrange(0, 8) * GI),
                                r.randrange(0, 10))
         elif op == "batch":
-            from colo.messages import NodeResource
-
             core.on_node_resource(NodeResource(node=f"n{r.randrange(n)}", batch_cpu=r.randrange(0, 9_000),
                                                batch_memory=GI), now)
         else:
@@ -342,8 +345,7 @@ def test_load_aware_carried_rows_equal_a_fresh_load_aware(args: str, seed: int, 
             a, b = getattr(carried, name), getattr(ref, name)
             assert (a is None) == (b is None), (op, name)
             assert a is None or np.array_equal(a, b), (op, name)
-        assert (carried.fdiv is None) == (ref.fdiv is None)
-        if carried.fdiv is not None:
+        if carried.fdiv is not None and ref.fdiv is not None:  # (None: the exact integer form instead)
             assert all(np.array_equal(x, y) for x, y in zip(carried.fdiv, ref.fdiv))
 
 
