@@ -109,6 +109,10 @@ def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
     tolerations, priorities and preferred affinity split it) over cycles, releases, metrics and node
     changes: every decision, record and tie-break draw of the class cache with score buckets, and of
     the class cache with the array pick, equals full recomputation."""
+    _compare_paths(profile, detail, n, seed, ops)
+
+
+def _compare_paths(profile: str, detail: str, n: int, seed: int, ops: list[tuple[str, int]]) -> None:
     cores = _cores(profile, detail, seed)
     rng = random.Random(seed * 7919 + n)
     for k in range(n):
@@ -187,6 +191,21 @@ def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
     for c in cores[1:]:  # kept class entries count their feasible rows right
         for entry in c.framework.cache.entries.values():
             assert entry.feasible_count == int(np.count_nonzero(entry.feasible))
+
+
+def test_fast_paths_equal_reference_paths_when_the_change_log_is_trimmed_mid_cycle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change log capped at a few dozen rows is trimmed inside cycles (class entries and LoadAware's
+    node log then read "everything changed"): decisions, records and draws still equal the references."""
+    from colo_scheduler.table import NodeTable
+
+    monkeypatch.setattr(NodeTable, "MIN_LOG_CAP", 40)
+    monkeypatch.setattr(NodeTable, "LOG_ROWS_PER_NODE", 1)
+    kinds = ("pods", "pods", "cycle", "release", "metric", "node", "adopt", "store", "wait", "cycle")
+    for seed in range(6):
+        r = random.Random(seed)
+        ops = [(r.choice(kinds), r.randrange(10**6)) for _ in range(12)] + [("pods", seed), ("cycle", 0)]
+        _compare_paths(sorted(PROFILES)[seed % len(PROFILES)], "summary", 8 + 7 * seed, seed, ops)
 
 
 def test_selector_spread_of_weight_zero_with_decision_records() -> None:
