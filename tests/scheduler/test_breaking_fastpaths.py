@@ -18,6 +18,9 @@ Found broken:
   passes. Only reachable through the core API: the service refuses quantities above 2^50.
 * MostAllocated, RequestedToCapacityRatio and the shared LeastAllocated form (strategy_scores)
   overflowed 100 × requested the same way (MostAllocated scored −34 where Python gives 33).
+* class entries exceeded their byte bound once the table grew: entries recomputed at the new node
+  count were never dropped, and a new class dropped only one (four entries of 40 rows under a bound
+  of one).
 """
 
 from __future__ import annotations
@@ -495,3 +498,34 @@ def test_spread_scores_equal_the_kubernetes_formula(rows: list[tuple[int, bool]]
         if f:
             assert got[k] == (100 if top == 0 else 100 * (top - c) // top)
         assert 0 <= got[k] <= 100
+
+
+def test_class_entries_stay_within_the_byte_bound_after_the_table_grows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for four classes at 10 nodes; the table grows to 40 nodes (room for one): the classes
+    recomputed at the new size, and a new class, must not keep four entries of 40 rows."""
+    from colo_scheduler.framework import classcache
+
+    monkeypatch.setattr(classcache, "CACHE_BYTES", 4 * 10 * classcache.ENTRY_BYTES_PER_ROW)
+    cores = _cores("default", "summary", 0)
+    for k in range(10):
+        for c in cores:
+            c.on_node(node(f"n{k}"), 0.0)
+    sizes = (100, 200, 300, 400)
+    for k, cpu in enumerate(sizes):
+        for c in cores:
+            c.add_pod(pod(f"a{k}", cpu=cpu, memory=GI), 1.0)
+    got = [_state(c, c.schedule_cycle(1.0)) for c in cores]
+    assert got[1] == got[0] and got[2] == got[0]
+    assert len(cores[2].framework.cache.entries) == 4
+    for k in range(10, 40):
+        for c in cores:
+            c.on_node(node(f"n{k}"), 2.0)
+    for k, cpu in enumerate(sizes + (500,)):
+        for c in cores:
+            c.add_pod(pod(f"b{k}", cpu=cpu, memory=GI), 2.0)
+    got = [_state(c, c.schedule_cycle(2.0)) for c in cores]
+    assert got[1] == got[0] and got[2] == got[0]
+    for c in cores[1:]:
+        entries = c.framework.cache.entries
+        held = sum(len(e.feasible) for e in entries.values()) * classcache.ENTRY_BYTES_PER_ROW
+        assert len(entries) == 1 and held <= classcache.CACHE_BYTES

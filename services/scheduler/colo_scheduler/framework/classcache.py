@@ -211,27 +211,22 @@ class ClassCache:
         if entry is None:
             entry = self._full(state, pod)
             if key is not None:
-                entries = self.entries
-                if entries and (len(entries) + 1) * state.table.n * ENTRY_BYTES_PER_ROW > CACHE_BYTES:
-                    entries.popitem(last=False)  # the least recently used class
-                entries[key] = entry
+                self.entries[key] = entry
+                self._bound(table.n)
             return entry
         self.entries.move_to_end(key)  # type: ignore[arg-type]
         changed = table.changes_since(entry.seq)
         if changed is None or entry.version != table.version:
-            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
-            return fresh
+            return self._refull(state, pod, key)  # type: ignore[arg-type]
         if not changed:
             self.stats["hits"] += 1
             return entry
         limit = table.n // FULL_RECOMPUTE_FRACTION + 1
         if len(changed) > 8 * limit:  # surely too many rows: do not even count them
-            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
-            return fresh
+            return self._refull(state, pod, key)  # type: ignore[arg-type]
         distinct = set(changed)  # a placement logs its row several times
         if len(distinct) > limit:
-            fresh = self.entries[key] = self._full(state, pod)  # type: ignore[index]
-            return fresh
+            return self._refull(state, pod, key)  # type: ignore[arg-type]
         self.stats["incremental"] += 1
         if self._scalar is not None and len(distinct) <= SCALAR_ROWS:
             for i in distinct:
@@ -240,6 +235,20 @@ class ClassCache:
             self._rows(state, pod, entry, np.fromiter(distinct, np.intp, len(distinct)))
         entry.seq = table.change_seq
         return entry
+
+    def _refull(self, state: CycleState, pod: PodInfo, key: bytes) -> ClassEntry:
+        """A full recomputation of the (most recently used) entry of ``key``, within the byte bound."""
+        fresh = self.entries[key] = self._full(state, pod)
+        self._bound(state.table.n)
+        return fresh
+
+    def _bound(self, n: int) -> None:
+        """Drop the least recently used classes while the entries' arrays of n rows exceed
+        :data:`CACHE_BYTES` (one is always kept): also after the table grew, when every kept entry
+        recomputed at the new size would exceed it."""
+        entries = self.entries
+        while len(entries) > 1 and len(entries) * n * ENTRY_BYTES_PER_ROW > CACHE_BYTES:
+            entries.popitem(last=False)
 
     def _full(self, state: CycleState, pod: PodInfo) -> ClassEntry:
         self.stats["full"] += 1
