@@ -59,6 +59,7 @@ PROFILES: dict[str, ProfileSettings | None] = {
     "sampled": ProfileSettings(percentage_of_nodes_to_score=40, min_feasible_nodes_to_find=5),
     "load_prod": ProfileSettings(plugin_args={"LoadAware": {
         "prod_usage_thresholds": {"cpu": 30}, "score_according_prod_usage": True,
+        "estimated_scaling_factors": {"cpu": 120, "memory": 50},
         "aggregated": {"usage_thresholds": {"memory": 40}, "usage_aggregation_type": "p90",
                        "score_aggregation_type": "p50"}}}),
 }
@@ -103,7 +104,7 @@ ops_st = st.lists(st.tuples(st.sampled_from(("pods", "pods", "cycle", "release",
                             st.integers(0, 10**6)), min_size=3, max_size=14)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(profile=st.sampled_from(sorted(PROFILES)), detail=st.sampled_from(("summary", "nodes")),
        n=st.integers(2, 90), seed=st.integers(0, 3), ops=ops_st)
 def test_fast_paths_equal_reference_paths_with_apps_sharing_a_class(
