@@ -392,7 +392,7 @@ class LoadAware:
         self.args = a
         self.weights = np.array([a.resource_weights.get(r, 0) for r in LOAD_RESOURCES], np.int64)
         self.weight_sum = int(self.weights.sum())
-        self._weight_ints: tuple[int, int] = tuple(self.weights.tolist())  # type: ignore[assignment]
+        self._weight_ints: tuple[int, int] = tuple(self.weights.tolist())
         self.expiry_s = a.node_metric_expiration_seconds
         self.filter_expired = a.filter_expired_node_metrics
         self.report_interval_s = settings.metric_report_interval_s
