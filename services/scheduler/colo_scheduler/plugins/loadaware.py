@@ -617,19 +617,24 @@ class LoadAware:
         c = self._cycle
         if c is None or i >= len(c.fresh):
             return  # a node added since the cycle began: the next begin_cycle covers it
-        if not c.fresh[i]:
+        if not c.fresh.item(i):
             return  # stale rows keep their constant slack/room
-        if self._prod_active or c.agg_rows[i] or c.score_base is not None:
+        if self._prod_active or c.agg_rows.item(i) or c.score_base is not None:
             if self._prod_active:
                 c.prod_est[i] = prod_usage(table, i, self.report_interval_s)
             self._refresh(table, slice(i, i + 1))
             return
-        # the plain check, in Python ints: NumPy operations on a 2-element row cost ~1 µs each
+        # the plain check, in Python ints: NumPy operations on a 2-element row cost ~1 µs each, and
+        # element stores into a row view half what a tuple store into the row costs
         e_cpu, e_mem = table.estimated_usage[i].tolist()
         k_cpu, k_mem = c.cap_all[i].tolist()
         a_cpu, a_mem = c.alloc[i].tolist()
-        c.slack_all[i] = (k_cpu - 200 * e_cpu, k_mem - 200 * e_mem)
-        c.room_all[i] = (a_cpu - e_cpu, a_mem - e_mem)
+        slack = c.slack_all[i]
+        slack[0] = k_cpu - 200 * e_cpu
+        slack[1] = k_mem - 200 * e_mem
+        room = c.room_all[i]
+        room[0] = a_cpu - e_cpu
+        room[1] = a_mem - e_mem
 
     # ------------------------------------------------------------------ filter
 
