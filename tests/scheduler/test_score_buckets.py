@@ -341,3 +341,47 @@ def test_random_clusters_place_as_the_array_pick(cluster: Cluster, data: st.Data
     with _top_rows(top_rows):
         trace = _both(seed, LEAN if lean else None, drive, scalar=scalar)
     event(f"placed: {min(sum(1 for c in trace for _, name, _ in c if name), 20) // 5 * 5}+")
+
+
+@pytest.mark.parametrize(("seed", "top_rows"), [(0, 64), (1, 64), (2, 48), (3, 4)])
+def test_an_app_spread_over_many_nodes_walks_the_buckets_as_the_array_pick(seed: int, top_rows: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apps of 150 replicas on 80 nodes: SelectorSpread lowers the score of more rows than the sparse
+    pick moves, so the pick walks the buckets from the top (Framework._pick_walk); node, runner-up and
+    tie-break state equal the array pick's, cycle after cycle, with releases between."""
+    from colo_scheduler.framework.runner import Framework
+
+    walks = []
+    original = Framework._pick_walk
+
+    def counting(self: Framework, *a: Any) -> Any:
+        got = original(self, *a)
+        walks.append(got is not None)
+        return got
+
+    monkeypatch.setattr(Framework, "_pick_walk", counting)
+
+    def drive(core: Scheduler) -> list[Any]:
+        rng = random.Random(seed)
+        _random_cluster(core, rng, 80)
+        pods = [pod(f"{app}-{k}", cpu=rng.choice((250, 500)), memory=GI, app=app)
+                for app in ("web", "api") for k in range(150)]
+        rng.shuffle(pods)
+        trace = []
+        for cycle in range(4):
+            now = NOW + cycle
+            for p in pods[cycle * 75:(cycle + 1) * 75]:
+                core.add_pod(p, now)
+            trace.append(_cycle(core, now))
+            placed = sorted(core.framework.placed)
+            for uid in rng.sample(placed, min(len(placed), 10)):
+                core.release(uid, now)
+        return trace
+
+    with _top_rows(top_rows):
+        trace = _both(seed, None, drive)
+    if top_rows >= 48:
+        assert sum(walks) > 50  # the walk decided most pods once the apps spread over > 32 nodes
+    else:
+        assert not all(walks)  # shallow buckets: the walk reaches the floor and hands over to the array
+    assert sum(1 for cycle in trace for _, name, _ in cycle if name is not None) > 200
