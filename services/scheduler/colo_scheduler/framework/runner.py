@@ -200,8 +200,6 @@ class Framework:
         # rows, draws and runner-up as the full vectors. None when it cannot tell (too many rows, or
         # every kept row moved below the buckets' floor): the caller takes the full vectors.
         if sum(len(sp.rows) for _, sp in sparse) > MOVE_LIMIT:
-            if all(len(sp.values) == 0 or int(sp.values.max()) <= sp.base for _, sp in sparse):
-                return self._pick_walk(state, pod, entry, normalized, sparse, record)
             return None
         delta: dict[int, int] = {}
         for w, sp in sparse:
@@ -242,65 +240,6 @@ class Framework:
         finally:
             for i, old, new in reversed(moved):
                 buckets.move(i, new, old)
-
-    def _pick_walk(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
-                   sparse: list[tuple[int, SparseScores]], record: str | None) -> ScheduleResult | None:
-        # The pick of schedule_one when the normalised scores are a constant lowered on many rows (an
-        # app's pods spread over many nodes): a row's final score (without the constant) is its masked
-        # score plus a delta ≤ 0, so walking the entry's score buckets from the top, a bucket below
-        # the best final found cannot hold a better row. Finals are computed for the walked rows
-        # only. Same rows, draws and runner-up as the full vectors; None when the walk reaches the
-        # buckets' floor before it can tell (rows below it are not kept).
-        if not entry.feasible_count:
-            return self._diagnose(state, pod, entry, record)
-        buckets = entry.buckets
-        if buckets is None or buckets.stale:
-            buckets = entry.buckets = ScoreBuckets(entry.masked, entry.feasible_count)
-        masked, floor = entry.masked, buckets.floor
-        best = second = None
-        best_rows: list[int] = []
-        second_rows: list[int] = []
-        finished = False
-        for score in sorted(buckets.rows, reverse=True):
-            need_second = record is not None and len(best_rows) == 1
-            if best is not None and score < best and (not need_second or (second is not None and score < second)):
-                finished = True
-                break
-            rows = buckets.rows[score]
-            idx = np.array(rows, np.intp)
-            final = masked[idx]
-            for w, sp in sparse:
-                k = np.searchsorted(sp.rows, idx)
-                kc = np.minimum(k, len(sp.rows) - 1)
-                hit = (k < len(sp.rows)) & (sp.rows[kc] == idx)
-                final = final + np.where(hit, w * (sp.values[kc] - sp.base), 0)
-            for i, f in zip(rows, final.tolist()):
-                if best is None or f > best:
-                    if best is not None:
-                        second, second_rows = best, best_rows
-                    best, best_rows = f, [i]
-                elif f == best:
-                    best_rows.append(i)
-                elif second is None or f > second:
-                    second, second_rows = f, [i]
-                elif f == second:
-                    second_rows.append(i)
-        if best is None:
-            return None
-        need_second = record is not None and len(best_rows) == 1
-        if not finished and floor > 0 and (best < floor or (need_second and (second is None or second < floor))):
-            return None  # a row below the floor may tie or beat what the walk found
-        best_rows.sort()
-        pick = best_rows[self.rng.randrange(len(best_rows))] if len(best_rows) > 1 else best_rows[0]
-        self._check_range(entry, pick)
-        result = ScheduleResult(pick, {}, frozenset(), -1)
-        if record is not None:
-            if len(best_rows) > 1:
-                runner_up = best_rows[0] if best_rows[0] != pick else best_rows[1]
-            else:
-                runner_up = min(second_rows) if second_rows else -1
-            result.record = self._record(state, pod, entry, normalized, pick, runner_up, record, SUCCESS, "")
-        return result
 
     def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                      record: str | None) -> ScheduleResult:
