@@ -153,6 +153,23 @@ def test_render_of_a_record_without_scores_or_rejections() -> None:
     assert "0/0 nodes are available" in console.export_text()
 
 
+def test_render_lists_the_filters_reasons_for_nodes_recorded_without_one() -> None:
+    """A summary record of an unschedulable pod keeps per-node reasons only where the filter has one
+    reason; for the others the CLI shows the filter's reasons instead of an empty cell."""
+    console = Console(record=True, width=200)
+    render({"uid": "p", "attempt": 1, "at": 1.0, "status": "Unschedulable", "node": None, "runner_up": None,
+            "nodes": 2, "feasible": 0, "message": "0/2 nodes are available.", "detail": "summary",
+            "decision_ms": 0.01, "scores": {}, "source": "recorded",
+            "filters": {"NodeResourcesFit": {"rejected": 1, "reasons": {"Insufficient cpu": 1, "Insufficient memory": 1}},
+                        "TaintToleration": {"rejected": 1, "reasons": {"node(s) had untolerated taint": 1}}},
+            "rejected_nodes": {"a": {"plugin": "NodeResourcesFit"},
+                               "b": {"plugin": "TaintToleration", "reason": "node(s) had untolerated taint"}}},
+           console)
+    text = console.export_text()
+    assert "one of: Insufficient cpu, Insufficient memory" in text
+    assert "--live" in text
+
+
 def test_a_dry_run_leaves_the_sampling_window_where_it_was() -> None:
     """With percentage_of_nodes_to_score below 100 every decision moves the rotating start of the window;
     a dry run (``?live=1``, or a queued pod's first look) moved it too, so asking why changed where the

@@ -136,8 +136,16 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
     if rejected:
         shown = list(rejected.items()) if max_nodes <= 0 else list(rejected.items())[:max_nodes]
         t = Table("node", "rejected by", "reason", title=f"Rejected nodes ({len(shown)} of {len(rejected)})")
+        counted = False
         for node, r in shown:
-            t.add_row(node, r["plugin"], r.get("reason", ""))
+            reason = r.get("reason")
+            if reason is None:  # summary detail: the filter's reasons are counted, not kept per node
+                reasons = d["filters"].get(r["plugin"], {}).get("reasons", {})
+                reason = "one of: " + ", ".join(reasons) if reasons else ""
+                counted = True
+            t.add_row(node, r["plugin"], reason)
+        if counted:
+            t.caption = "per-node reasons: --live (a dry run now) or the scheduler's decision_detail: nodes"
         console.print(t)
 
 
