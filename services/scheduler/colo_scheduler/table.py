@@ -26,6 +26,19 @@ FLOAT_EXACT_BELOW = 2**53 // 128
 (< 2^53), the division rounds once, and with a × 101 < 2^53 the rounded quotient never reaches the next
 integer, so truncation is the exact floor (64 TiB of memory, 2^46 milli-cores); above it, int64."""
 
+_PERCENT_WIDE = (2**63 - 1) // 100
+"""Largest x whose 100 × x fits int64."""
+
+
+def percent_floor(x: npt.NDArray[np.int64], divisor: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """x × 100 // divisor elementwise (x ≥ 0, divisor ≥ 1, same shape), exact: Python ints where 100 × x
+    would overflow int64 (quantities beyond 2^56, which the service refuses but the core accepts)."""
+    out: npt.NDArray[np.int64] = x * 100 // divisor
+    for idx in np.argwhere(x > _PERCENT_WIDE):
+        k = tuple(idx.tolist())
+        out[k] = int(x[k]) * 100 // int(divisor[k])
+    return out
+
 UNLIMITED = np.int64(2**62)
 """Allocatable standing for "no limit" (a node whose ``allocatable.pods`` is 0, as the store treats it)."""
 

@@ -51,7 +51,7 @@ from colo.messages import AggregatedUsage, NodeMetric
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
 from colo_scheduler.podinfo import IntArray, PodInfo, estimate_pod
 from colo_scheduler.settings import SchedulerSettings
-from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable
+from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable, percent_floor
 
 CUSTOM_THRESHOLDS_ANNOTATION = "scheduling.koordinator.sh/custom-usage-thresholds"
 """Node annotation overriding the thresholds (Koordinator ``AnnotationCustomUsageThresholds``)."""
@@ -82,8 +82,6 @@ EXPIRED_CODE = 10
 
 _BIG = np.int64(2**61)
 
-_WIDE = (2**63 - 1) // 100
-"""Largest room whose 100 × room fits int64 (the integer form of :meth:`LoadAware._weighted`)."""
 
 
 # --------------------------------------------------------------------------- arguments
@@ -765,12 +763,7 @@ class LoadAware:
                 y /= c.fdiv[k][rows]
                 parts.append(y.astype(np.int64))
             else:
-                x = np.maximum(room[rows, k] - e, 0)
-                d = c.divisor[rows, k]
-                q = x * 100 // d
-                for j in np.flatnonzero(x > _WIDE).tolist():  # 100 × x would overflow int64: Python ints
-                    q[j] = int(x[j]) * 100 // int(d[j])
-                parts.append(q)
+                parts.append(percent_floor(np.maximum(room[rows, k] - e, 0), c.divisor[rows, k]))
         s, s_mem = parts
         if w_cpu != 1:
             s *= w_cpu

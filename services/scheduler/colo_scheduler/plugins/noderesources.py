@@ -30,7 +30,7 @@ import numpy.typing as npt
 from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
 from colo_scheduler.podinfo import COL, KIND_COLUMNS, IntArray, PodInfo
-from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable
+from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable, percent_floor
 
 MAX_NODE_SCORE = 100
 """Kubernetes framework.MaxNodeScore."""
@@ -182,16 +182,6 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
     return out
 
 
-def _percent(x: IntArray, divisor: IntArray) -> IntArray:
-    """x × 100 // divisor elementwise (x ≥ 0, divisor ≥ 1, same shape), exact: Python ints where 100 × x
-    would overflow int64 (quantities beyond 2^56, which the service refuses but the core accepts)."""
-    out: IntArray = x * MAX_NODE_SCORE // divisor
-    for idx in np.argwhere(x > _WIDE):
-        k = tuple(idx.tolist())
-        out[k] = int(x[k]) * MAX_NODE_SCORE // int(divisor[k])
-    return out
-
-
 def strategy_scores(strategy: str, shape: Sequence[tuple[int, int]], requested: IntArray, alloc: IntArray,
                     weights: IntArray) -> IntArray:
     """(m,) node scores 0..100 from (m, k) ``requested`` and ``alloc`` and (k,) ``weights``.
@@ -205,14 +195,14 @@ def strategy_scores(strategy: str, shape: Sequence[tuple[int, int]], requested: 
     has = alloc > 0
     safe = np.where(has, alloc, 1)
     if strategy == "RequestedToCapacityRatio":
-        util = np.where(has & (requested <= alloc), _percent(np.clip(requested, 0, alloc), safe), 100)
+        util = np.where(has & (requested <= alloc), percent_floor(np.clip(requested, 0, alloc), safe), 100)
         s = broken_linear(shape, util)
         counted = s > 0
     elif strategy == "MostAllocated":
-        s = _percent(np.minimum(requested, alloc), safe)
+        s = percent_floor(np.minimum(requested, alloc), safe)
         counted = has
     else:
-        s = np.where(requested > alloc, 0, _percent(np.maximum(alloc - requested, 0), safe))
+        s = np.where(requested > alloc, 0, percent_floor(np.maximum(alloc - requested, 0), safe))
         counted = has
     # column by column: NumPy reductions along a short axis cost ten times more
     num = np.zeros(len(s), np.int64)
