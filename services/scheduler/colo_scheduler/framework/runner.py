@@ -35,6 +35,7 @@ from colo_scheduler.framework.interface import (
     BindOutcome,
     CyclePlugin,
     CycleState,
+    IntpArray,
     NodeScorePlugin,
     NormalizeScorePlugin,
     ReasonCodesPlugin,
@@ -42,6 +43,7 @@ from colo_scheduler.framework.interface import (
     Status,
 )
 from colo_scheduler.framework.registry import Profile
+from colo_scheduler.kernels import kth_of, runner_up, shifted_scores
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
 
@@ -158,6 +160,7 @@ class Framework:
                 got = self._pick_sparse(state, pod, entry, normalized, [(w, sp) for _, w, sp in sparse], record)
                 if got is not None:
                     return got
+                return self._pick_shifted(state, pod, entry, normalized, [(w, sp) for _, w, sp in sparse], record)
             if sparse:  # as full vectors: the reference path
                 for j, w, sp in sparse:
                     dense = normalized[j] = sp.dense(n)  # records read it by row
@@ -240,6 +243,35 @@ class Framework:
         finally:
             for i, old, new in reversed(moved):
                 buckets.move(i, new, old)
+
+    def _pick_shifted(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
+                      sparse: list[tuple[int, SparseScores]], record: str | None) -> ScheduleResult:
+        # The pick of schedule_one over full vectors when the normalised scores are constant but on
+        # more rows than the buckets take: one compiled pass builds total + Σ weight × normalised score
+        # (the class's masked scores shifted by the constants, the sparse rows by their difference),
+        # with its best value and tie count; then the same tie-break draw, chosen row and runner-up
+        # as the array path (kernels.py).
+        if not entry.feasible_count:
+            return self._diagnose(state, pod, entry, record)
+        shift = 0
+        parts_rows: list[IntpArray] = []
+        parts_deltas: list[IntArray] = []
+        for w, sp in sparse:
+            shift += w * sp.base
+            parts_rows.append(sp.rows)
+            parts_deltas.append(w * (sp.values - sp.base))
+        rows = parts_rows[0] if len(parts_rows) == 1 else np.concatenate(parts_rows)
+        deltas = parts_deltas[0] if len(parts_deltas) == 1 else np.concatenate(parts_deltas)
+        scores, best, count = shifted_scores(entry.masked, rows, deltas, shift)
+        if best < 0:
+            return self._diagnose(state, pod, entry, record)
+        pick = kth_of(scores, best, self.rng.randrange(count) if count > 1 else 0)
+        self._check_range(entry, pick)
+        result = ScheduleResult(pick, {}, frozenset(), -1)
+        if record is not None:
+            result.record = self._record(state, pod, entry, normalized, pick, runner_up(scores, pick), record,
+                                         SUCCESS, "")
+        return result
 
     def _pick_bucket(self, state: CycleState, pod: PodInfo, entry: ClassEntry, normalized: dict[int, Normalized],
                      record: str | None) -> ScheduleResult:

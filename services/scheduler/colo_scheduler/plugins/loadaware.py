@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from colo.messages import AggregatedUsage, NodeMetric
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
+from colo_scheduler.kernels import KERNEL_QUANTITY_BELOW, load_score_rows, under_rows
 from colo_scheduler.podinfo import IntArray, PodInfo, estimate_pod
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable, percent_floor
@@ -653,7 +654,9 @@ class LoadAware:
             return np.ones(len(rows), np.bool_)
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
-        return _under(self._slack(c, pod)[rows], pod)
+        e_cpu, e_mem = pod.estimate200.tolist()
+        out: BoolArray = under_rows(self._slack(c, pod), rows, e_cpu, e_mem)  # one compiled loop (kernels.py)
+        return out
 
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """:meth:`filter` on row ``i`` with Python ints."""
@@ -746,6 +749,13 @@ class LoadAware:
         """(len(rows),) :meth:`score` on ``rows`` only."""
         self._ensure_estimate(pod)
         c: _Cycle = state.data[self.name]  # type: ignore[assignment]
+        e_cpu, e_mem = pod.estimate_ints
+        if c.fdiv is not None and self.weight_sum > 0 and max(e_cpu, e_mem) < KERNEL_QUANTITY_BELOW:
+            # allocatable (so room) below FLOAT_EXACT_BELOW: one compiled loop (kernels.py)
+            w_cpu, w_mem = self._weight_ints
+            out: IntArray = load_score_rows(self._room(c, pod), c.divisor, rows, e_cpu, e_mem, w_cpu, w_mem,
+                                            self.weight_sum)
+            return out
         return self._weighted(c, self._room(c, pod), rows, pod)
 
     def _weighted(self, c: _Cycle, room: IntArray, rows: npt.NDArray[np.intp] | slice, pod: PodInfo) -> IntArray:

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from colo.messages import RESOURCE_NAMES
 from colo_scheduler.framework.interface import NODE_ADD, NODE_RESOURCE, POD_DELETE, CycleState
+from colo_scheduler.kernels import KERNEL_QUANTITY_BELOW, fit_rows, least_allocated_rows
 from colo_scheduler.podinfo import COL, KIND_COLUMNS, IntArray, PodInfo
 from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable, percent_floor
 
@@ -295,7 +296,13 @@ class _ResourceScore:
         # columns whose floor(100 x / a) float64 gives exactly (see _least_allocated): as float columns
         exact = {c: np.ascontiguousarray(divisor[:, c], np.float64) for c, top in enumerate(tops)
                  if top < FLOAT_EXACT_BELOW}
-        self._cycle_key, self._cycle_data = key, (divisor, dens, big, exact)
+        # per kind, the divisor as kernels.least_allocated_rows takes it (length 1: the same on every
+        # row), or None when a scored column is too large for its int64 arithmetic
+        kernel_dens: dict[int, IntArray | None] = {
+            kind: None if any(tops[c] >= KERNEL_QUANTITY_BELOW for c in cols.tolist())
+            else np.full(1, dens[kind], np.int64) if isinstance(dens[kind], int) else dens[kind]  # type: ignore[misc]
+            for kind, (cols, _) in self.columns.items()}
+        self._cycle_key, self._cycle_data = key, (divisor, dens, big, exact, kernel_dens)
         state.data[self._data_key] = self._cycle_data
 
     def _least_allocated(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp] | slice) -> IntArray:
@@ -305,9 +312,15 @@ class _ResourceScore:
         # free and 100 × request are exact (< 2^53), so is their difference, the division rounds once,
         # and with a (q + 1) < 2^53 for q ≤ 100 (free ≤ allocatable) rounding never crosses an integer,
         # so truncation gives the integer floor — at half the cost of int64 floor division.
-        divisor, dens, big, exact = cast(tuple[IntArray, dict[int, IntArray | int], set[int], dict[int, FloatArray]],
-                                         state.data[self._data_key])
+        divisor, dens, big, exact, kernel_dens = cast(
+            tuple[IntArray, dict[int, IntArray | int], set[int], dict[int, FloatArray], dict[int, IntArray | None]],
+            state.data[self._data_key])
         free = state.table.free
+        if not isinstance(rows, slice):
+            den_k = kernel_dens[pod.kind_cols[0]]
+            if den_k is not None:  # a few rows: one compiled loop, not a dozen array operations
+                cols, weights = self.columns[pod.kind_cols[0]]
+                return least_allocated_rows(free, divisor, rows, cols, weights, pod.request, den_k)
         request = pod.request_ints
         num: IntArray | None = None
         for c, w in self._column_ints[pod.kind_cols[0]]:
@@ -431,8 +444,9 @@ class NodeResourcesFit(_ResourceScore):
         return _fits(state.table.free, pod)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: npt.NDArray[np.intp]) -> BoolArray:
-        """(len(rows),) :meth:`filter` on ``rows`` only."""
-        return _fits(state.table.free[rows], pod)
+        """(len(rows),) :meth:`filter` on ``rows`` only (one compiled loop: kernels.py)."""
+        out: BoolArray = fit_rows(state.table.free, rows, pod.fit_request)
+        return out
 
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """:meth:`filter` on row ``i`` with Python ints (requested columns only)."""

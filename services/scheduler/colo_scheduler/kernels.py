@@ -1,0 +1,171 @@
+"""Compiled loops (Numba) for the few-row work of the scheduling hot path.
+
+A class entry is brought up to date over the handful of rows changed since its last pod
+(framework/classcache.py): there, NumPy's cost is its per-call overhead (about a microsecond a
+call, a dozen calls a plugin), not the arithmetic. These kernels do a plugin's whole row
+computation in one call, with the same integer formulas as the array paths they stand for (the
+tests compare both: tests/scheduler/test_kernels.py). Full passes over every node stay in NumPy.
+
+Every kernel takes int64 arrays, never writes its inputs and returns a fresh array of
+``len(rows)``. Quantities must lie below :data:`KERNEL_QUANTITY_BELOW` and free amounts (or room) at
+most their divisor (allocatable), as the table keeps them, so that ``100 × quantity`` and the
+weighted sums stay within int64; callers take the array path otherwise. Compiled code is cached on disk (``cache=True``: next to this
+module, or in Numba's user cache when that is read-only); :func:`warm_up` compiles or loads every
+kernel so that a service does it before it reports ready, not in its first cycle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+IntArray = npt.NDArray[np.int64]
+IntpArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
+
+KERNEL_QUANTITY_BELOW = 2**55
+"""Quantities (allocatable, free, room, requests) the kernels take: 100 × x + 100 × r stays within
+int64 (2^63) for x, r below this."""
+
+
+@njit(cache=True, nogil=True)
+def fit_rows(free: IntArray, rows: IntpArray, fit_request: IntArray) -> BoolArray:  # pragma: no cover - compiled
+    """(m,) True where ``free[i, c] >= fit_request[c]`` for every column c of row i = ``rows[k]``
+    (NodeResourcesFit; ``fit_request`` holds a large negative number for unrequested columns)."""
+    m = rows.shape[0]
+    out = np.empty(m, np.bool_)
+    ncol = fit_request.shape[0]
+    for k in range(m):
+        i = rows[k]
+        ok = True
+        for c in range(ncol):
+            if free[i, c] < fit_request[c]:
+                ok = False
+                break
+        out[k] = ok
+    return out
+
+
+@njit(cache=True, nogil=True)
+def least_allocated_rows(free: IntArray, divisor: IntArray, rows: IntpArray, cols: IntpArray, weights: IntArray,
+                         request: IntArray, den: IntArray) -> IntArray:  # pragma: no cover - compiled
+    """(m,) Kubernetes LeastAllocated on rows ``rows``: Σ_j weights[j] × (max(free − request, 0) × 100
+    // divisor) over columns ``cols[j]``, then // den (``den`` of length 1: the same on every row,
+    else per row). ``divisor`` = allocatable floored at 1."""
+    m = rows.shape[0]
+    out = np.empty(m, np.int64)
+    same = den.shape[0] == 1
+    for k in range(m):
+        i = rows[k]
+        num = 0
+        for j in range(cols.shape[0]):
+            w = weights[j]
+            if w == 0:
+                continue
+            c = cols[j]
+            x = free[i, c] - request[c]
+            if x < 0:
+                x = 0
+            num += w * (x * 100 // divisor[i, c])
+        out[k] = num // (den[0] if same else den[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def under_rows(slack: IntArray, rows: IntpArray, e_cpu: int, e_mem: int) -> BoolArray:  # pragma: no cover
+    """(m,) True where ``slack[i, 0] > e_cpu`` and ``slack[i, 1] > e_mem`` (LoadAware's threshold
+    test, with 200 × the pod's estimate)."""
+    m = rows.shape[0]
+    out = np.empty(m, np.bool_)
+    for k in range(m):
+        i = rows[k]
+        out[k] = slack[i, 0] > e_cpu and slack[i, 1] > e_mem
+    return out
+
+
+@njit(cache=True, nogil=True)
+def load_score_rows(room: IntArray, divisor: IntArray, rows: IntpArray, e_cpu: int, e_mem: int, w_cpu: int,
+                    w_mem: int, weight_sum: int) -> IntArray:  # pragma: no cover - compiled
+    """(m,) LoadAware's score on rows ``rows``: (w_cpu × (max(room_cpu − e_cpu, 0) × 100 // d_cpu) +
+    w_mem × (max(room_mem − e_mem, 0) × 100 // d_mem)) // weight_sum (REFERENCE.md §4)."""
+    m = rows.shape[0]
+    out = np.empty(m, np.int64)
+    for k in range(m):
+        i = rows[k]
+        x = room[i, 0] - e_cpu
+        y = room[i, 1] - e_mem
+        if x < 0:
+            x = 0
+        if y < 0:
+            y = 0
+        out[k] = (w_cpu * (x * 100 // divisor[i, 0]) + w_mem * (y * 100 // divisor[i, 1])) // weight_sum
+    return out
+
+
+@njit(cache=True, nogil=True)
+def shifted_scores(masked: IntArray, rows: IntpArray, deltas: IntArray, shift: int) -> tuple[IntArray, int, int]:
+    # pragma: no cover - compiled
+    """Final scores of a pick whose NormalizeScore parts are one constant but on a few rows: (n,)
+    ``masked[i] + shift`` on feasible rows (``masked`` ≥ 0), plus ``deltas[k]`` on row ``rows[k]``
+    (repeats add up), −1 on infeasible rows; with the best value (−1 when no row is feasible) and
+    how many rows reach it. ``shift`` = Σ weight × constant, ``deltas`` = weight × (score − constant),
+    so that the values equal total + Σ weight × normalised score (framework/runner.py)."""
+    n = masked.shape[0]
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        v = masked[i]
+        out[i] = v + shift if v >= 0 else -1
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        if masked[i] >= 0:
+            out[i] += deltas[k]
+    best = -1
+    count = 0
+    for i in range(n):
+        v = out[i]
+        if v > best:
+            best = v
+            count = 1
+        elif v == best:
+            count += 1
+    return out, best, count
+
+
+@njit(cache=True, nogil=True)
+def kth_of(scores: IntArray, value: int, k: int) -> int:  # pragma: no cover - compiled
+    """The row of the ``k``-th (from 0, ascending rows) entry of ``scores`` equal to ``value``; −1 when
+    fewer."""
+    for i in range(scores.shape[0]):
+        if scores[i] == value:
+            if k == 0:
+                return i
+            k -= 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def runner_up(scores: IntArray, pick: int) -> int:  # pragma: no cover - compiled
+    """The first row of the highest score ≥ 0 other than ``pick`` (NumPy's argmax with ``pick``
+    excluded); −1 when no other row scores ≥ 0."""
+    best = -1
+    row = -1
+    for i in range(scores.shape[0]):
+        if i != pick and scores[i] > best:
+            best = scores[i]
+            row = i
+    return row
+
+
+def warm_up() -> None:
+    """Compile (or load from the disk cache) every kernel for the types the scheduler passes."""
+    free = np.ones((2, 7), np.int64)
+    rows = np.arange(2, dtype=np.intp)
+    cols = np.arange(2, dtype=np.intp)
+    fit_rows(free, rows, free[0])
+    least_allocated_rows(free, free, rows, cols, np.ones(2, np.int64), free[0], np.ones(1, np.int64))
+    under_rows(free, rows, 0, 0)
+    load_score_rows(free, free, rows, 0, 0, 1, 1, 2)
+    scores, best, _ = shifted_scores(free[0], rows, free[0, :2], 0)
+    kth_of(scores, best, 0)
+    runner_up(scores, 0)
