@@ -157,6 +157,33 @@ def runner_up(scores: IntArray, pick: int) -> int:  # pragma: no cover - compile
     return row
 
 
+@njit(cache=True, nogil=True)
+def spread_rows(raw: IntArray, feasible: BoolArray) -> tuple[IntpArray, IntArray, int]:  # pragma: no cover
+    """SelectorSpread's normalisation in one pass: the rows where ``raw`` (pods of the app per node,
+    ≥ 0) is not 0, ascending; their scores 100 × (top − min(raw, top)) // top; and top = the largest
+    ``raw`` over feasible rows (0 when none: the scores are then meaningless, the caller uses 100)."""
+    n = raw.shape[0]
+    m = 0
+    top = 0
+    for i in range(n):
+        c = raw[i]
+        if c != 0:
+            m += 1
+            if feasible[i] and c > top:
+                top = c
+    rows = np.empty(m, np.intp)
+    values = np.zeros(m, np.int64)
+    k = 0
+    for i in range(n):
+        c = raw[i]
+        if c != 0:
+            rows[k] = i
+            if top > 0:
+                values[k] = 100 * (top - min(c, top)) // top
+            k += 1
+    return rows, values, top
+
+
 def warm_up() -> None:
     """Compile (or load from the disk cache) every kernel for the types the scheduler passes."""
     free = np.ones((2, 7), np.int64)
@@ -169,3 +196,4 @@ def warm_up() -> None:
     scores, best, _ = shifted_scores(free[0], rows, free[0, :2], 0)
     kth_of(scores, best, 0)
     runner_up(scores, 0)
+    spread_rows(free[0], np.ones(7, np.bool_))

@@ -370,19 +370,21 @@ class Framework:
                 scores[runner_up] = ()
             return DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
                                   message, detail, self._placed_filters(entry), self._score_meta, raw_scores, scores)
-        rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
-                             message, detail)
-        rec.score_plugins = self._score_meta
+        raw_scores = {}
+        scores = {}
+        pod_level = self.cache.pod_level
         for row in (node, runner_up):
             if row >= 0:
-                rec.scores[row] = tuple(_at(normalized[j], row) if j in normalized else -1 for j in
-                                        range(len(entry.raw))) if normalized else ()
-                rec.raw_scores[row] = tuple([self._pod_raw(state, pod, j, row) if self.cache.pod_level[j]
-                                             else r.item(row) for j, r in enumerate(entry.raw)])
+                scores[row] = tuple([_at(normalized[j], row) if j in normalized else -1
+                                     for j in range(len(entry.raw))]) if normalized else ()
+                raw_scores[row] = tuple([self._pod_raw(state, pod, j, row) if pod_level[j] else r.item(row)
+                                         for j, r in enumerate(entry.raw)])
         nodes_detail = detail == DETAIL_NODES
         if not nodes_detail and status == SUCCESS:
-            rec.filters = self._placed_filters(entry)
-            return rec
+            return DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
+                                  message, detail, self._placed_filters(entry), self._score_meta, raw_scores, scores)
+        rec = DecisionRecord(pod.uid, pod.attempts, state.now, node, runner_up, n, entry.feasible_count, status,
+                             message, detail, [], self._score_meta, raw_scores, scores)
         remaining = np.ones(n, np.bool_) if nodes_detail else None
         for k, p in enumerate(self.profile.filter):
             ok = entry.masks[k]

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from colo_scheduler.framework.interface import CycleState, SparseScores
+from colo_scheduler.kernels import spread_rows
 from colo_scheduler.plugins.maxinstance import count_app, uncount_app
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -45,19 +46,9 @@ def spread_scores(raw: IntArray, feasible: BoolArray) -> SparseScores | int:
     so the rows holding pods (few: an app's pods sit on few nodes) as :class:`SparseScores`; the int
     100 when max is 0. Rows above max (infeasible ones) count as max (score 0), so every value is
     within 0..100."""
-    nz = np.flatnonzero(raw)
-    if not len(nz):
-        return 100
-    counts = raw[nz]
-    on_feasible = counts[feasible[nz]]
-    top = int(on_feasible.max()) if len(on_feasible) else 0
+    nz, values, top = spread_rows(raw, feasible)  # one compiled pass (kernels.py)
     if top <= 0:
         return 100
-    if top == 1:
-        values = np.zeros(len(nz), np.int64)
-    else:
-        lut = np.array([100 * (top - k) // top for k in range(top + 1)], np.int64)
-        values = lut[np.minimum(counts, top)]
     return SparseScores(100, nz, values)
 
 
