@@ -184,6 +184,57 @@ def spread_rows(raw: IntArray, feasible: BoolArray) -> tuple[IntpArray, IntArray
     return rows, values, top
 
 
+@njit(cache=True, nogil=True)
+def sync_bool_rows(target: BoolArray, rows: IntpArray, values: BoolArray, write: bool) -> bool:  # pragma: no cover
+    """Whether ``target[rows]`` differs from ``values``; with ``write`` also ``target[rows] = values``
+    (without, it stops at the first difference: the caller copies a shared mask before writing)."""
+    changed = False
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        if target[i] != values[k]:
+            changed = True
+            if not write:
+                return True
+            target[i] = values[k]
+    return changed
+
+
+@njit(cache=True, nogil=True)
+def set_feasible_rows(feasible: BoolArray, rows: IntpArray, values: BoolArray) -> int:  # pragma: no cover
+    """``feasible[rows] = values``; returns the change of the number of True entries."""
+    delta = 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        v = values[k]
+        if feasible[i] != v:
+            delta += 1 if v else -1
+            feasible[i] = v
+    return delta
+
+
+@njit(cache=True, nogil=True)
+def set_total_rows(total: IntArray, masked: IntArray, rows: IntpArray, totals: IntArray, feasible: BoolArray,
+                   floor: int) -> IntpArray:  # pragma: no cover - compiled
+    """``total[rows] = totals`` and ``masked[rows]`` = the total where ``feasible`` else −1; returns the
+    positions k whose masked value changed with the old or the new value ≥ ``floor`` (the rows a
+    class's score buckets must move; framework/buckets.py)."""
+    m = rows.shape[0]
+    moved = np.empty(m, np.intp)
+    j = 0
+    for k in range(m):
+        i = rows[k]
+        t = totals[k]
+        total[i] = t
+        new = t if feasible[k] else -1
+        old = masked[i]
+        if old != new:
+            masked[i] = new
+            if old >= floor or new >= floor:
+                moved[j] = k
+                j += 1
+    return moved[:j]
+
+
 def warm_up() -> None:
     """Compile (or load from the disk cache) every kernel for the types the scheduler passes."""
     free = np.ones((2, 7), np.int64)
@@ -196,4 +247,8 @@ def warm_up() -> None:
     scores, best, _ = shifted_scores(free[0], rows, free[0, :2], 0)
     kth_of(scores, best, 0)
     runner_up(scores, 0)
+    flags = np.ones(2, np.bool_)
+    sync_bool_rows(flags.copy(), rows, flags, True)
+    set_feasible_rows(flags.copy(), rows, flags)
+    set_total_rows(free[0].copy(), free[1].copy(), rows, free[0, :2], flags, 0)
     spread_rows(free[0], np.ones(7, np.bool_))

@@ -34,6 +34,7 @@ from colo_scheduler.framework.interface import (
     RowScorePlugin,
     ScorePlugin,
 )
+from colo_scheduler.kernels import set_feasible_rows, set_total_rows, sync_bool_rows
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import BoolArray
 
@@ -55,6 +56,10 @@ process was ×0.9 the second before this bound)."""
 ENTRY_BYTES_PER_ROW = 8 * 4 + 6
 """Bytes a class entry holds per node row: four int64 arrays (two raw scores, total, masked) and
 about six bool masks."""
+
+_NO_FLOOR = 2**62
+"""A floor no masked score reaches: no bucket moves to report."""
+
 
 FEASIBLE_SCORING_FRACTION = 2
 """A class's first computation scores only its feasible rows when fewer than n / this many pass the
@@ -339,34 +344,40 @@ class ClassCache:
 
     def _rows(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
         old: IntArray | None = None
-        if entry.buckets is not None:
+        floor = _NO_FLOOR
+        buckets = entry.buckets
+        if buckets is not None:
             if len(rows) > MOVE_LIMIT:
-                entry.buckets = None
+                entry.buckets = buckets = None
             else:
                 old = entry.masked[rows]
-        self._rows_arrays(state, pod, entry, rows)
-        if old is not None:
-            buckets = entry.buckets
-            assert buckets is not None
-            new = entry.masked[rows]
-            floor = buckets.floor
-            for k in np.flatnonzero((old != new) & ((old >= floor) | (new >= floor))).tolist():
-                buckets.move(int(rows[k]), int(old[k]), int(new[k]))
+                floor = buckets.floor
+        moved = self._rows_arrays(state, pod, entry, rows, floor)
+        if buckets is not None and old is not None and len(moved):
+            masked = entry.masked
+            for k in moved.tolist():
+                i = rows.item(k)
+                buckets.move(i, old.item(k), masked.item(i))
 
-    def _rows_arrays(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray) -> None:
+    def _rows_arrays(self, state: CycleState, pod: PodInfo, entry: ClassEntry, rows: IntpArray,
+                     floor: int = _NO_FLOOR) -> IntpArray:
+        # Re-derive ``rows`` of the entry: every dynamic filter's verdicts (a lent mask copied before
+        # it changes), feasibility and its count, raw and total scores, masked scores. Returns the
+        # positions in ``rows`` whose masked score changed with the old or new value ≥ ``floor`` (the
+        # buckets' moves). The bookkeeping runs in compiled loops (kernels.py): a handful of rows costs
+        # NumPy a microsecond a call in overhead alone.
         feasible_rows = entry.static[rows] if entry.static is not None else None
         settled = entry.settled
+        lent = entry.lent
         for k, f, filter_rows in self._dynamic:
             if k in settled:
                 continue
+            m: BoolArray | None
             if filter_rows is not None:
                 m = filter_rows(state, pod, rows)
             else:
                 full = f.filter(state, pod)
-                if full is None:
-                    m = None
-                else:
-                    m = full[rows]
+                m = None if full is None else full[rows]
             current = entry.masks[k]
             if m is None or (current is None and m.all()):
                 if current is not None and not current[rows].all():
@@ -376,18 +387,17 @@ class ClassCache:
                 continue
             if current is None:
                 current = entry.masks[k] = np.ones(state.table.n, np.bool_)
-            elif (current[rows] != m).any():
+                current[rows] = m
+            elif k not in lent:
+                sync_bool_rows(current, rows, m, True)
+            elif sync_bool_rows(current, rows, m, False):  # lent to a record: copy, then write
                 current = entry.writable(k)
                 assert current is not None
-            current[rows] = m
+                current[rows] = m
             feasible_rows = m if feasible_rows is None else feasible_rows & m
-        before = int(np.count_nonzero(entry.feasible[rows]))
         if feasible_rows is None:
-            entry.feasible[rows] = True
-            entry.feasible_count += len(rows) - before
-        else:
-            entry.feasible[rows] = feasible_rows
-            entry.feasible_count += int(np.count_nonzero(feasible_rows)) - before
+            feasible_rows = np.ones(len(rows), np.bool_)
+        entry.feasible_count += set_feasible_rows(entry.feasible, rows, feasible_rows)
         total_rows: IntArray | None = None
         for j, p, w, score_rows in self._row_scores:
             s = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]
@@ -397,10 +407,9 @@ class ClassCache:
         for j, p, score_rows in self._normalized_rows:
             entry.raw[j][rows] = score_rows(state, pod, rows) if score_rows is not None else p.score(state, pod)[rows]
         if total_rows is None:
-            entry.masked[rows] = np.where(entry.feasible[rows], 0, -1)
-        else:
-            entry.total[rows] = total_rows
-            entry.masked[rows] = total_rows if feasible_rows is None else np.where(feasible_rows, total_rows, -1)
+            total_rows = np.zeros(len(rows), np.int64)
+        moved: IntpArray = set_total_rows(entry.total, entry.masked, rows, total_rows, feasible_rows, floor)
+        return moved
 
 
 def check_range(name: str, scores: IntArray) -> None:

@@ -249,6 +249,12 @@ def balanced_scores(requested: IntArray, alloc: IntArray) -> IntArray:
     return out
 
 
+_LeastCycle = tuple[IntArray, dict[int, "IntArray | int"], set[int], dict[int, FloatArray], dict[int, "IntArray | None"]]
+"""LeastAllocated's per-cycle data: divisors, per-kind weight sums, int64-only columns, float64
+divisor columns, per-kind kernel divisors (a module-level alias: a subscripted type built in the
+hot path costs microseconds a call)."""
+
+
 class _ResourceScore:
     """Shared scoring over the table's allocated requests: subclasses set ``strategy``."""
 
@@ -312,9 +318,7 @@ class _ResourceScore:
         # free and 100 × request are exact (< 2^53), so is their difference, the division rounds once,
         # and with a (q + 1) < 2^53 for q ≤ 100 (free ≤ allocatable) rounding never crosses an integer,
         # so truncation gives the integer floor — at half the cost of int64 floor division.
-        divisor, dens, big, exact, kernel_dens = cast(
-            tuple[IntArray, dict[int, IntArray | int], set[int], dict[int, FloatArray], dict[int, IntArray | None]],
-            state.data[self._data_key])
+        divisor, dens, big, exact, kernel_dens = cast(_LeastCycle, state.data[self._data_key])
         free = state.table.free
         if not isinstance(rows, slice):
             den_k = kernel_dens[pod.kind_cols[0]]
