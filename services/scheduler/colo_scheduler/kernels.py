@@ -9,7 +9,8 @@ tests compare both: tests/scheduler/test_kernels.py). Full passes over every nod
 Every kernel takes int64 arrays, never writes its inputs and returns a fresh array of
 ``len(rows)``. Quantities must lie below :data:`KERNEL_QUANTITY_BELOW` and free amounts (or room) at
 most their divisor (allocatable), as the table keeps them, so that ``100 × quantity`` and the
-weighted sums stay within int64; callers take the array path otherwise. Compiled code is cached on disk (``cache=True``: next to this
+weighted sums stay within int64; callers take the array path otherwise. Free amounts and room may be
+as low as −2^63 (over-committed nodes): they are compared with the request before subtracting. Compiled code is cached on disk (``cache=True``: next to this
 module, or in Numba's user cache when that is read-only); :func:`warm_up` compiles or loads every
 kernel so that a service does it before it reports ready, not in its first cycle.
 """
@@ -64,10 +65,10 @@ def least_allocated_rows(free: IntArray, divisor: IntArray, rows: IntpArray, col
             if w == 0:
                 continue
             c = cols[j]
-            x = free[i, c] - request[c]
-            if x < 0:
-                x = 0
-            num += w * (x * 100 // divisor[i, c])
+            f = free[i, c]
+            r = request[c]
+            if f > r:  # compared before subtracting: a free amount near −2^63 minus r would wrap
+                num += w * ((f - r) * 100 // divisor[i, c])
         out[k] = num // (den[0] if same else den[i])
     return out
 
@@ -93,12 +94,9 @@ def load_score_rows(room: IntArray, divisor: IntArray, rows: IntpArray, e_cpu: i
     out = np.empty(m, np.int64)
     for k in range(m):
         i = rows[k]
-        x = room[i, 0] - e_cpu
-        y = room[i, 1] - e_mem
-        if x < 0:
-            x = 0
-        if y < 0:
-            y = 0
+        # compared before subtracting: a room near −2^63 minus the estimate would wrap
+        x = room[i, 0] - e_cpu if room[i, 0] > e_cpu else 0
+        y = room[i, 1] - e_mem if room[i, 1] > e_mem else 0
         out[k] = (w_cpu * (x * 100 // divisor[i, 0]) + w_mem * (y * 100 // divisor[i, 1])) // weight_sum
     return out
 

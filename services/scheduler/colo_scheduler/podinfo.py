@@ -24,9 +24,10 @@ COL: dict[str, int] = {name: i for i, name in enumerate(RESOURCE_NAMES)}
 
 N_RES = len(RESOURCE_NAMES)
 
-NOT_REQUESTED = np.int64(2**62)
-"""``fit_request`` holds −NOT_REQUESTED for resources the pod does not request, so
-``free >= fit_request`` passes them whatever the node's free amount."""
+NOT_REQUESTED = np.iinfo(np.int64).min
+"""``fit_request`` holds NOT_REQUESTED (int64's minimum) for resources the pod does not request, so
+``free >= fit_request`` passes them whatever the node's free amount (−2^62 did not: a column
+over-committed beyond it failed the compiled row filter, kernels.fit_rows)."""
 
 KIND_COLUMNS: dict[str, tuple[int, int]] = {
     "native": (COL["cpu"], COL["memory"]),
@@ -123,7 +124,7 @@ class PodInfo:
     ``request`` (7,) int64 with ``pods`` = 1; ``request_cols`` the columns with a
     non-zero request; ``estimate`` (2,) int64 cpu milli-cores / memory bytes
     (REFERENCE.md §4); ``kind_cols`` the (cpu, memory) columns of the pod's resource
-    kind (adjacent columns); ``fit_request`` (7,) the request with −:data:`NOT_REQUESTED` where
+    kind (adjacent columns); ``fit_request`` (7,) the request with :data:`NOT_REQUESTED` where
     nothing is requested; ``kind_request`` (2,) the request in the kind's columns;
     ``estimate200`` = 200 × estimate (for the integer threshold test); ``estimate_ints`` the estimate as
     Python ints (per-pod loops of the load estimate avoid tiny array operations), ``request_ints`` /
@@ -199,7 +200,7 @@ def make_pod_info(
         request_col_ints=tuple(i for i, v in enumerate(request.tolist()) if v > 0),
         estimate=np.array(est, dtype=np.int64),
         kind_cols=kind_cols,
-        fit_request=np.array([v if v > 0 else -NOT_REQUESTED for v in request.tolist()], np.int64),
+        fit_request=np.array([v if v > 0 else NOT_REQUESTED for v in request.tolist()], np.int64),
         kind_request=request[kind_cols[0]: kind_cols[1] + 1].copy(),
         estimate200=200 * np.array(est, dtype=np.int64),
         estimate_ints=(int(est[0]), int(est[1])),
