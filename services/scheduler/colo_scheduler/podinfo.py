@@ -8,6 +8,7 @@ bytes and a pod count.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -175,6 +176,14 @@ def clone_pod_info(template: PodInfo, spec: PodSpec, queued_at: float, extra: di
     return info
 
 
+def estimate_times_200(est: Sequence[int]) -> IntArray:
+    """(2,) int64 200 × ``est`` (cpu milli-cores, memory bytes), saturated at int64's bounds: LoadAware's
+    threshold test ``slack > 200 × estimate`` then rejects (or passes) as in Python ints where 200 ×
+    the estimate leaves int64 (a wrapped product passed a 2^56 milli-core pod on any node)."""
+    lo, hi = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+    return np.array([min(max(200 * int(e), lo), hi) for e in est], np.int64)
+
+
 def make_pod_info(
     spec: PodSpec,
     cpu_factor_percent: int = 85,
@@ -202,7 +211,7 @@ def make_pod_info(
         kind_cols=kind_cols,
         fit_request=np.array([v if v > 0 else NOT_REQUESTED for v in request.tolist()], np.int64),
         kind_request=request[kind_cols[0]: kind_cols[1] + 1].copy(),
-        estimate200=200 * np.array(est, dtype=np.int64),
+        estimate200=estimate_times_200(est),
         estimate_ints=(int(est[0]), int(est[1])),
         selector_key=tuple(sorted(spec.node_selector.items())),
         tolerations_key=tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),

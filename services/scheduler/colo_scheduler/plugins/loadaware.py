@@ -50,7 +50,7 @@ import numpy.typing as npt
 from colo.messages import AggregatedUsage, NodeMetric
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
 from colo_scheduler.kernels import KERNEL_QUANTITY_BELOW, load_score_rows, under_rows
-from colo_scheduler.podinfo import IntArray, PodInfo, estimate_pod
+from colo_scheduler.podinfo import IntArray, PodInfo, estimate_pod, estimate_times_200
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable, percent_floor
 
@@ -421,7 +421,7 @@ class LoadAware:
             return
         est = estimate_pod(pod.spec, self.factors[0], self.factors[1], *self._defaults)
         pod.estimate = np.array(est, np.int64)
-        pod.estimate200 = 200 * pod.estimate
+        pod.estimate200 = estimate_times_200(est)
         pod.estimate_ints = (int(est[0]), int(est[1]))
         pod.extra["load_factors"] = self.factors
 
