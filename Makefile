@@ -31,6 +31,7 @@ $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach 
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(QUIET_EDITABLE) $(PY) -m pip install -q --no-deps -e shared $(foreach s,$(SERVICES),-e services/$(s))
+	$(PY) -c 'from colo_scheduler import kernels; kernels.warm_up()'  # compile the scheduler's kernels once (a few s)
 	touch $(STAMP)
 
 demo: install

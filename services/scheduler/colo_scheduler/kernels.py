@@ -10,16 +10,32 @@ Every kernel takes int64 arrays, never writes its inputs and returns a fresh arr
 ``len(rows)``. Quantities must lie below :data:`KERNEL_QUANTITY_BELOW` and free amounts (or room) at
 most their divisor (allocatable), as the table keeps them, so that ``100 × quantity`` and the
 weighted sums stay within int64; callers take the array path otherwise. Free amounts and room may be
-as low as −2^63 (over-committed nodes): they are compared with the request before subtracting. Compiled code is cached on disk (``cache=True``: next to this
-module, or in Numba's user cache when that is read-only); :func:`warm_up` compiles or loads every
-kernel so that a service does it before it reports ready, not in its first cycle.
+as low as −2^63 (over-committed nodes): they are compared with the request before subtracting.
+
+Compiled code is cached on disk (``cache=True``): in ``__pycache__`` next to this module, else in
+Numba's user cache (``~/.cache/numba``), else — neither writable, as in a container with a read-only
+root filesystem — in ``<tmp>/colo-numba-cache``; ``NUMBA_CACHE_DIR`` overrides all three. The first
+run after an install or a change of this file compiles (3–5 s on 2 cores), later ones load (~0.4 s):
+:func:`warm_up` does it, so that a service pays before it reports ready, not in its first cycle
+(``make install`` and the scheduler's image call it once).
 """
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
-from numba import njit
+import os
+import tempfile
+
+if "NUMBA_CACHE_DIR" not in os.environ and not any(
+        os.access(d, os.W_OK) for d in (os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"),
+                                        os.path.dirname(os.path.abspath(__file__)),
+                                        os.path.expanduser("~/.cache"), os.path.expanduser("~"))):
+    # Numba reads this when it is first imported (just below): without a writable place its cache
+    # locator fails at import ("no locator available")
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "colo-numba-cache")
+
+import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
+from numba import njit  # noqa: E402
 
 IntArray = npt.NDArray[np.int64]
 IntpArray = npt.NDArray[np.intp]
