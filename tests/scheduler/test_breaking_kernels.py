@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sched_helpers import GI, metric, node, node_resource, pod
 
@@ -167,6 +167,53 @@ def test_row_kernels_equal_python_ints_with_free_and_room_down_to_the_int64_floo
         parts = [max(int(free[i, c]) - int(request[c]), 0) * 100 // int(divisor[i, c]) for c in (0, 1)]
         assert got[k] == sum(int(w) * v for w, v in zip(weights.tolist(), parts))
         assert load[k] == sum(int(w) * v for w, v in zip(weights.tolist(), parts)) // int(weights.sum())
+
+
+WIDE = st.one_of(st.integers(0, 1000), st.integers(0, 2**46), st.integers(2**54, 2**56),
+                 st.sampled_from((0, 1, 2**55 - 1, 2**55, 2**62, 2**63 - 1)))
+HALF = WIDE.map(lambda v: v // 2)  # allocations, usage and requests: their sums stay within int64
+ROW_RESOURCES = [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}, {"name": "pods", "weight": 2}]
+ROW_PROFILE = ProfileSettings(
+    filter=["NodeResourcesFit", "LoadAware"],
+    score={"LoadAware": 1, "NodeResourcesLeastAllocated": 1, "NodeResourcesFit": 1},
+    plugin_args={"NodeResourcesLeastAllocated": {"resources": ROW_RESOURCES},
+                 "NodeResourcesFit": {"scoring_strategy": {"type": "MostAllocated", "resources": ROW_RESOURCES}}})
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes=st.lists(st.tuples(WIDE, WIDE, st.sampled_from((0, 1, 110)), HALF, HALF, st.integers(0, 200),
+                                st.one_of(st.none(), st.tuples(HALF, HALF))), min_size=1, max_size=5),
+       request=st.tuples(HALF, HALF), daemonset=st.booleans())
+@example(nodes=[(2**58, 64 * GI, 0, 0, 0, 0, (100, GI))] * 2, request=(2**56, GI), daemonset=False)
+def test_row_methods_equal_full_passes_and_one_row_methods(
+        nodes: list[tuple[int, int, int, int, int, int, tuple[int, int] | None]], request: tuple[int, int],
+        daemonset: bool) -> None:
+    """Allocatable 0 to 2^63 − 1, allocations beyond it, usage and requests up to 2^62 (estimates × 200
+    beyond int64), DaemonSet pods: NodeResourcesFit's and LoadAware's ``filter_rows`` (kernels) equal
+    ``filter`` and ``filter_node``; LeastAllocated's, LoadAware's and MostAllocated's ``score_rows``
+    equal ``score`` and ``score_node``, on rows in reverse order."""
+    core = Scheduler(SchedulerSettings(profile=ROW_PROFILE))
+    for i, (cpu, mem, pods, used_cpu, used_mem, used_pods, usage) in enumerate(nodes):
+        core.on_node(node(f"n{i}", cpu=cpu, memory=mem, pods=pods), 0.0)
+        core.table.set_allocated(f"n{i}", Resources(cpu=used_cpu, memory=used_mem), used_pods)
+        if usage is not None:
+            core.on_metric(metric(f"n{i}", 0.0, cpu=usage[0], memory=usage[1]), 0.0)
+    state = core.framework.begin_cycle(0.0)
+    info = core.pod_info(pod("p", cpu=request[0], memory=request[1], daemonset=daemonset), 0.0)
+    n = core.table.n
+    rows = np.arange(n - 1, -1, -1, dtype=np.intp)
+    plugins = core.framework.profile.plugins
+    for name in ("NodeResourcesFit", "LoadAware"):
+        f = plugins[name]
+        want = [f.filter_node(state, info, i) for i in rows.tolist()]
+        full = f.filter(state, info)
+        assert (want if full is None else full[rows].tolist()) == want, name
+        assert f.filter_rows(state, info, rows).tolist() == want, name
+    for name in ("NodeResourcesLeastAllocated", "LoadAware", "NodeResourcesFit"):
+        s = plugins[name]
+        want = [s.score_node(state, info, i) for i in rows.tolist()]
+        assert s.score(state, info)[rows].tolist() == want, name
+        assert s.score_rows(state, info, rows).tolist() == want, name
 
 
 def test_kernels_take_read_only_and_strided_arrays() -> None:
