@@ -101,3 +101,14 @@ def test_warm_up_compiles_every_kernel() -> None:
     kernels.warm_up()
     for k in (kernels.fit_rows, kernels.least_allocated_rows, kernels.under_rows, kernels.load_score_rows):
         assert k.signatures, k
+
+
+def test_outside_finds_any_score_beyond_the_range() -> None:
+    scores = np.array([0, 100, 50], np.int64)
+    assert not kernels.outside(scores, 0, 100)
+    for bad in (-1, 101, -2**63, 2**63 - 1):
+        assert kernels.outside(np.array([0, 100, bad, 3], np.int64), 0, 100), bad
+    frozen = np.array([7, 101], np.int64)
+    frozen.setflags(write=False)
+    assert kernels.outside(frozen, 0, 100)
+    assert not kernels.outside(np.zeros(0, np.int64), 0, 100)

@@ -249,6 +249,16 @@ def set_total_rows(total: IntArray, masked: IntArray, rows: IntpArray, totals: I
     return moved[:j]
 
 
+@njit(cache=True, nogil=True)
+def outside(scores: IntArray, lo: int, hi: int) -> bool:  # pragma: no cover - compiled
+    """Whether any of ``scores`` lies outside ``lo``..``hi`` (one pass, stops at the first)."""
+    for i in range(scores.shape[0]):
+        v = scores[i]
+        if v < lo or v > hi:
+            return True
+    return False
+
+
 def warm_up() -> None:
     """Compile (or load from the disk cache) every kernel for the types the scheduler passes."""
     free = np.ones((2, 7), np.int64)
@@ -266,3 +276,7 @@ def warm_up() -> None:
     set_feasible_rows(flags.copy(), rows, flags)
     set_total_rows(free[0].copy(), free[1].copy(), rows, free[0, :2], flags, 0)
     spread_rows(free[0], np.ones(7, np.bool_))
+    outside(free[0], 0, 100)
+    frozen = free[0].copy()
+    frozen.setflags(write=False)  # shared constant score vectors are read-only (selectorspread.py)
+    outside(frozen, 0, 100)
