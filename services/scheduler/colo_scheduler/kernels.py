@@ -259,8 +259,16 @@ def outside(scores: IntArray, lo: int, hi: int) -> bool:  # pragma: no cover - c
     return False
 
 
+_warm = False
+
+
 def warm_up() -> None:
-    """Compile (or load from the disk cache) every kernel for the types the scheduler passes."""
+    """Compile (or load from the disk cache) every kernel for the types the scheduler passes; once
+    per process (later calls return at once). Without it the first decision that needs a kernel
+    pays the load (~0.2–0.4 s) or the compile (seconds)."""
+    global _warm
+    if _warm:
+        return
     free = np.ones((2, 7), np.int64)
     rows = np.arange(2, dtype=np.intp)
     cols = np.arange(2, dtype=np.intp)
@@ -280,3 +288,4 @@ def warm_up() -> None:
     frozen = free[0].copy()
     frozen.setflags(write=False)  # shared constant score vectors are read-only (selectorspread.py)
     outside(frozen, 0, 100)
+    _warm = True

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from colo_scheduler import kernels
 from colo_scheduler.framework.buckets import MOVE_LIMIT, ScoreBuckets
 from colo_scheduler.framework.classcache import ClassCache, ClassEntry, check_range, class_key
 from colo_scheduler.framework.decision import (
@@ -98,6 +99,7 @@ class Framework:
         self._score_meta = tuple((p.name, w) for p, w in profile.score)
         self._score_node = [p.score_node if isinstance(p, NodeScorePlugin) else None for p, _ in profile.score]
         self.use_score_buckets = use_score_buckets and use_class_cache and profile.percentage_of_nodes_to_score >= 100
+        kernels.warm_up()  # the row kernels loaded (or compiled) now, not inside the first decision
 
     def begin_cycle(self, now: float) -> CycleState:
         """A fresh :class:`CycleState` at clock time ``now`` with every plugin's per-cycle arrays.
