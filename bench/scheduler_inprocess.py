@@ -225,6 +225,8 @@ def main() -> None:
                     help="also run the array pick and the score-bucket pick side by side (cycles in turn) "
                          "ROUNDS times and report their ratios")
     args = ap.parse_args()
+    if args.loop_sample < 1:
+        ap.error("--loop-sample must be at least 1 (the speedup divides by the loop's time)")
 
     cluster = build_cluster(args.nodes, args.seed)
     median_mem = int(statistics.median(n.allocatable.memory for n in cluster.nodes))
