@@ -6,8 +6,8 @@ call, a dozen calls a plugin), not the arithmetic. These kernels do a plugin's w
 computation in one call, with the same integer formulas as the array paths they stand for (the
 tests compare both: tests/scheduler/test_kernels.py). Full passes over every node stay in NumPy.
 
-Every kernel takes int64 arrays, never writes its inputs and returns a fresh array of
-``len(rows)``. Quantities must lie below :data:`KERNEL_QUANTITY_BELOW` and free amounts (or room) at
+Kernels take int64 (and bool) arrays; those named ``sync_*`` / ``set_*`` write the arrays they are
+given, every other one leaves its inputs alone and returns fresh values. Quantities must lie below :data:`KERNEL_QUANTITY_BELOW` and free amounts (or room) at
 most their divisor (allocatable), as the table keeps them, so that ``100 × quantity`` and the
 weighted sums stay within int64; callers take the array path otherwise. Free amounts and room may be
 as low as −2^63 (over-committed nodes): they are compared with the request before subtracting.
@@ -22,8 +22,10 @@ run after an install or a change of this file compiles (3–5 s on 2 cores), lat
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import time
 
 if "NUMBA_CACHE_DIR" not in os.environ and not any(
         os.access(d, os.W_OK) for d in (os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"),
@@ -40,6 +42,8 @@ from numba import njit  # noqa: E402
 IntArray = npt.NDArray[np.int64]
 IntpArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
+
+log = logging.getLogger("colo.scheduler")
 
 KERNEL_QUANTITY_BELOW = 2**55
 """Quantities (allocatable, free, room, requests) the kernels take: 100 × x + 100 × r stays within
@@ -269,6 +273,7 @@ def warm_up() -> None:
     global _warm
     if _warm:
         return
+    t0 = time.perf_counter()
     free = np.ones((2, 7), np.int64)
     rows = np.arange(2, dtype=np.intp)
     cols = np.arange(2, dtype=np.intp)
@@ -289,3 +294,5 @@ def warm_up() -> None:
     frozen.setflags(write=False)  # shared constant score vectors are read-only (selectorspread.py)
     outside(frozen, 0, 100)
     _warm = True
+    log.info("row kernels ready in %.1f s (compiled on a first run, loaded from the disk cache after)",
+             time.perf_counter() - t0)

@@ -47,7 +47,6 @@ from colo.messages import (
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
-from colo_scheduler import kernels
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
@@ -205,11 +204,6 @@ class SchedulerService:
         self.ctx = ctx
         self.replica = Replica.from_settings(self.settings, ctx.settings.instance)
         await self._claim_shard()
-        # compile (or load from the disk cache) the row kernels before the first cycle needs them
-        t0 = time.perf_counter()
-        await asyncio.to_thread(kernels.warm_up)
-        log.info("row kernels ready in %.1f s (compiled on a first run, loaded from the disk cache after)",
-                 time.perf_counter() - t0)
         await self._load(ctx.clock.now())
         if self.heap.interval_s > 0:
             self.heap.freeze()  # the loaded cluster is long-lived
