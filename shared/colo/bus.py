@@ -25,6 +25,7 @@ different subscriptions run concurrently (interleaved at ``await`` points). See 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import json
@@ -48,6 +49,7 @@ from colo.messages import DeadLetter, Tick, TickAck
 from colo.subjects import Subject
 
 T = TypeVar("T")
+R = TypeVar("R")
 log = logging.getLogger("colo.bus")
 
 FETCH_BATCH = 256
@@ -405,6 +407,31 @@ def _takes_two(handler: Callable[..., Any]) -> bool:
     return len(params) >= 2
 
 
+STORE_RETRY_S = 10.0
+"""How long :meth:`Bus.ensure_streams` retries a stream store the server is still removing (s)."""
+
+STORE_CREATE_FAILED = 10049
+"""JetStream's ``err_code`` for "error creating store for stream" (JSStreamCreateErrF): among other
+causes, a stream created again while the server still deletes the previous one's files."""
+
+
+async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: float = STORE_RETRY_S) -> R:
+    """Await ``create()`` and return its result; while it fails with JetStream's transient :data:`STORE_CREATE_FAILED`
+    refusal, wait (25 ms doubling to 0.5 s, wall time) and try again, for up to ``within_s``
+    seconds; then the last refusal is raised. Any other error is raised at once."""
+    delay = 0.025
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return await create()
+        except nats.js.errors.ServerError as exc:
+            if exc.err_code != STORE_CREATE_FAILED or time.monotonic() + delay > deadline:
+                raise
+            log.info("JetStream refused a stream store (%s); retrying in %.3f s", exc.description, delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
 class Bus:
     """A service's connection to NATS/JetStream. Create with ``await Bus.connect(...)``."""
 
@@ -447,33 +474,45 @@ class Bus:
                                 error_cb=_log_error if connect_attempts < 0 else _quiet_error)
         return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
 
-    async def ensure_streams(self) -> None:
-        """Create or update every stream of :data:`colo.subjects.STREAMS`."""
+    async def ensure_streams(self, store_retry_s: float = STORE_RETRY_S) -> None:
+        """Create or update every stream of :data:`colo.subjects.STREAMS`.
+
+        A stream created again right after it was deleted can be refused with JetStream's
+        ``err_code`` 10049 ("error creating store for stream") while the server still removes the
+        old stream's files in the background; that refusal is retried with backoff (25 ms doubling
+        to 0.5 s) for up to ``store_retry_s`` seconds of wall time, then raised. Raises
+        nats.js.errors.APIError for any other refusal.
+        """
         for s in subjects.STREAMS:
             cfg = StreamConfig(
                 name=s.name, subjects=list(s.subjects), storage=StorageType.FILE,
                 max_age=s.max_age_s or None, max_msgs_per_subject=s.max_msgs_per_subject,
                 duplicate_window=s.duplicate_window_s,
             )
-            try:
-                await self.js.add_stream(cfg)
-            except nats.js.errors.BadRequestError:
-                await self.js.update_stream(cfg)
+            await retry_store_creation(functools.partial(self._add_or_update_stream, cfg), store_retry_s)
+
+    async def _add_or_update_stream(self, cfg: StreamConfig) -> None:
+        try:
+            await self.js.add_stream(cfg)
+        except nats.js.errors.BadRequestError:
+            await self.js.update_stream(cfg)
 
     async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
         """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key) when
         it does not exist and ``create`` is set.
 
         Raises nats.js.errors.BucketNotFoundError when it does not exist and ``create`` is False,
-        InvalidBucketNameError for a bad name, nats errors when JetStream is unavailable.
+        InvalidBucketNameError for a bad name, nats errors when JetStream is unavailable. Creation
+        retries the transient store refusal as :meth:`ensure_streams` does.
         """
         try:
             return await self.js.key_value(bucket)
         except nats.js.errors.BucketNotFoundError:
             if not create:
                 raise
+        config = KeyValueConfig(bucket=bucket, history=history)
         try:
-            return await self.js.create_key_value(KeyValueConfig(bucket=bucket, history=history))
+            return await retry_store_creation(lambda: self.js.create_key_value(config))
         except nats.js.errors.BadRequestError:  # created meanwhile by another process
             return await self.js.key_value(bucket)
 
