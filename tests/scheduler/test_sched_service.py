@@ -168,3 +168,80 @@ def test_unschedulable_reports(history: list[tuple[dict[str, int], float]], reas
     for old, at in history:
         assert svc._report_unschedulable("p", old, "msg", at)
     assert svc._report_unschedulable("p", reasons, "msg", now) is published
+
+
+@pytest.mark.parametrize("read_at", ["after-store-release", "before-store-release"])
+async def test_a_release_overlapping_an_allocation_resync_never_counts_the_pod_out_twice(
+        bus_factory: Any, store: Any, read_at: str) -> None:
+    """A status handler releases the pod in the store and in the table with an await between them;
+    a resync of the store's sums can run in that gap. Its sums then either already leave the pod out
+    (read after the store's release) or still hold it. The table must never count the pod out twice
+    (an under-count: cycles place on room that is not there); an over-count is re-read next cycle."""
+    from colo.messages import PodStatus
+
+    clock = VirtualClock(10.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    spec = node("n1", cpu=4000, memory=8 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    for uid, cpu in (("a", 1500), ("b", 1000)):
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, cpu, MI), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await svc.tick(10.0))["pods_bound"] == 2
+    row = svc.core.table.index["n1"]
+    real_release = store.release
+    seen: list[int] = []
+
+    async def release_with_a_resync_in_the_gap(*args: Any) -> bool:
+        if read_at == "before-store-release":
+            await svc._resync(15.0)
+        released: bool = await real_release(*args)
+        if read_at == "after-store-release":
+            await svc._resync(15.0)
+        seen.append(int(svc.core.table.allocated[row, 0]))
+        return released
+
+    store.release = release_with_a_resync_in_the_gap
+    await tester.publish(subjects.POD_STATUS, PodStatus(uid="a", node="n1", phase="Succeeded", at=20.0,
+                                                        reason="Completed"), node="n1")
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await store.allocated("n1")).cpu == 1000
+    assert seen and min(seen) >= 1000, seen  # never below what b holds
+    await svc.tick(21.0)  # re-reads the node when the resync may have over-counted
+    assert int(svc.core.table.allocated[row, 0]) == 1000
+
+
+async def test_a_late_pod_bound_during_the_release_does_not_resurrect_the_pod(bus_factory: Any,
+                                                                             store: Any) -> None:
+    """The table releases the pod before the store does; a PodBound of it handled in between finds
+    the store's binding still there and must not adopt the pod back."""
+    from colo.bus import MessageInfo
+    from colo.messages import PodStatus
+
+    clock = VirtualClock(10.0)
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    spec = node("n1", cpu=4000, memory=8 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("a", 1500, MI), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await svc.tick(10.0))["pods_bound"] == 1
+    bound_at = (await store.bound_nodes(["a"]))["a"][1]
+    late = PodBound(spec=pod("a", 1500, MI), node="n1", at=bound_at)
+    real_release = store.release
+
+    async def release_with_a_late_bound_first(*args: Any) -> bool:
+        await svc._on_bound([(late, MessageInfo(subject="colo.v1.pod.bound.n1", headers={}, stream_seq=1,
+                                                num_delivered=1))])
+        released: bool = await real_release(*args)
+        return released
+
+    store.release = release_with_a_late_bound_first
+    await tester.publish(subjects.POD_STATUS, PodStatus(uid="a", node="n1", phase="Succeeded", at=20.0,
+                                                        reason="Completed"), node="n1")
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert "a" not in svc.core.framework.placed and svc.totals["foreign_binds"] == 0
+    await svc.tick(21.0)
+    assert int(svc.core.table.allocated[svc.core.table.index["n1"], 0]) == 0

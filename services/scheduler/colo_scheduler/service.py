@@ -169,6 +169,9 @@ class SchedulerService:
         self._ready = False
         self._last_resync = -math.inf
         self._dirty: set[str] = set()
+        self._allocation_reads = 0  # allocation reads from the store started, and still awaited
+        self._allocation_reads_open = 0
+        self._releasing: dict[str, int] = {}  # uid → status handlers between the table's and the store's release
         self._early_resources: dict[str, NodeResource] = {}
         self._unpublished: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
@@ -344,13 +347,25 @@ class SchedulerService:
         return self.ctx.store
 
     async def _resync(self, now: float) -> None:
-        for name, r in (await self._store().all_allocated()).items():
+        self._dirty.clear()  # before the read: a node a release marks during it stays marked
+        self._allocation_reads += 1
+        self._allocation_reads_open += 1
+        try:
+            allocated = await self._store().all_allocated()
+        finally:
+            self._allocation_reads_open -= 1
+        for name, r in allocated.items():
             self.core.set_allocated(name, r, r.pods)
         self._last_resync = now
-        self._dirty.clear()
 
     async def _refresh(self, nodes: set[str]) -> None:
-        for name, r in (await self._store().allocated_many(nodes)).items():
+        self._allocation_reads += 1
+        self._allocation_reads_open += 1
+        try:
+            allocated = await self._store().allocated_many(nodes)
+        finally:
+            self._allocation_reads_open -= 1
+        for name, r in allocated.items():
             self.core.set_allocated(name, r, r.pods)
 
     async def _dead_letter(self, msg: Any, info: MessageInfo, reason: str) -> None:
@@ -423,13 +438,24 @@ class SchedulerService:
             return
         store = self._store()
         now = self._now()
-        released = await store.release(st.uid, st.phase, st.reason, st.at)
+        # The table first, then the store: an allocation read (_resync, _refresh) that overlaps the
+        # store's release then over-counts the pod at worst, never counts it out twice.
+        reads, open_reads = self._allocation_reads, self._allocation_reads_open
         placed = self.core.release(st.uid, now)
+        self._releasing[st.uid] = self._releasing.get(st.uid, 0) + 1  # a late PodBound must not adopt it
+        try:
+            released = await store.release(st.uid, st.phase, st.reason, st.at)
+        finally:
+            left = self._releasing.pop(st.uid) - 1
+            if left:
+                self._releasing[st.uid] = left
         for watch in self._releases_watch:
             watch.add(st.uid)
         self._last_unschedulable.pop(st.uid, None)
-        if placed is None and released:
-            self._dirty.add(st.node)  # a pod we did not place (another replica): re-read the node
+        if released and (placed is None or open_reads or self._allocation_reads != reads):
+            # a pod we did not place (another replica), or sums read before the store's release
+            # applied after the table's: re-read the node
+            self._dirty.add(st.node)
         if self.core.queue.unschedulable:
             self._wake.set()  # room was freed: the hints may wake a waiting pod
         if st.reason not in REQUEUE_REASONS or not self.replica.owns(st.uid):
@@ -447,7 +473,8 @@ class SchedulerService:
         """PodBound events of other binders (other shards, an earlier leader): count those pods on
         their nodes (:meth:`Scheduler.adopt`, which also drops them from this queue). An event is
         applied only when the store still holds exactly that binding (node and time) and no
-        release of the pod arrived meanwhile, so a late event never resurrects a finished pod."""
+        release of the pod arrived meanwhile or is under way, so a late event never resurrects a
+        finished pod."""
         placed = self.core.framework.placed
         foreign = [m for m, _ in items if m.spec.uid not in placed]
         if not foreign:
@@ -460,7 +487,8 @@ class SchedulerService:
             self._releases_watch.remove(released)
         for m in foreign:
             uid = m.spec.uid
-            if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
+            if (bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed
+                    or uid in self._releasing):
                 continue
             if self.core.adopt(m.spec, m.node, m.at):
                 self.totals["foreign_binds"] += 1

@@ -284,13 +284,18 @@ class NodeTable:
         self.touch(i)
 
     def add_allocated(self, i: int, request: IntArray, sign: int = 1) -> None:
-        """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``."""
+        """Add (sign 1) or remove (sign −1) a request vector (7,) on row ``i``.
+
+        A removal never takes a column below zero: when the store's sums, read after the pod left,
+        were applied (:meth:`set_allocated`) before its removal here, the pod is already out of them.
+        """
         if sign == 1:
             self._allocated[i] += request
             self._free[i] -= request
         else:
-            self._allocated[i] -= request
-            self._free[i] += request
+            allocated = self._allocated[i]
+            np.maximum(allocated - request, 0, out=allocated)
+            self._free[i] = self._alloc[i] - allocated
         self.touch(i)
 
     # ------------------------------------------------------------------ load
