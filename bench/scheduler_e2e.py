@@ -105,6 +105,10 @@ class _Bound(msgspec.Struct):
     spec: _BoundSpec
 
 
+STALL_S = 30.0
+"""Seconds without a bound pod, the submit window full, after which a phase gives up."""
+
+
 @dataclass
 class Watcher:
     """Receives PodBound on core NATS (``colo.v1.pod.bound.*``) and records arrival times."""
@@ -234,15 +238,23 @@ def _cpu_s(procs: dict[str, psutil.Process]) -> dict[str, float]:
 
 async def throughput_phase(pub: Publisher, watcher: Watcher, pods: list[PodSpec], window: int) -> tuple[float, float]:
     """Submit ``pods`` keeping at most ``window`` of them unbound; returns (pods/s, seconds).
-    Every pod of earlier phases must be bound already."""
+    Every pod of earlier phases must be bound already. Raises TimeoutError when no pod is bound for
+    :data:`STALL_S` seconds while the window is full (e.g. more pods than the nodes hold)."""
     payloads = _payloads(pods)
     uids = [u for u, _ in payloads]
     base = len(watcher.at)
     t0 = time.perf_counter()
     sent = 0
+    last_progress, last_bound = time.monotonic(), base
     while sent < len(payloads):
         room = window - (sent - (len(watcher.at) - base))
         if room <= 0:
+            if len(watcher.at) != last_bound:
+                last_progress, last_bound = time.monotonic(), len(watcher.at)
+            elif time.monotonic() - last_progress > STALL_S:
+                raise TimeoutError(
+                    f"no pod bound for {STALL_S:.0f} s with {window} waiting ({len(watcher.at) - base} of "
+                    f"{len(pods)} bound): the nodes may be full; use fewer pods or more --nodes")
             watcher.changed.clear()
             try:
                 await asyncio.wait_for(watcher.changed.wait(), 1.0)
@@ -432,7 +444,10 @@ def main() -> None:
               f" scheduler CPU per pod (load {res['loadavg_1m']})")
         print(json.dumps(res))
         return
-    out = asyncio.run(run(args))
+    try:
+        out = asyncio.run(run(args))
+    except TimeoutError as exc:  # a stalled phase: say why, without a traceback
+        sys.exit(f"scheduler_e2e: {exc}")
     print(f"scheduler e2e, {out['nodes']} nodes, {out['replicas']} scheduler process(es); {out['cpus']} CPUs shared by"
           " the schedulers, nats-server, redis-server and this driver")
     print(f"  throughput: {out['throughput_pods']} pods bound in {out['throughput_s']} s ="
