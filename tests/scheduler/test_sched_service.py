@@ -26,6 +26,21 @@ async def _start(bus_factory: Any, store: Any, clock: VirtualClock) -> Scheduler
     return svc
 
 
+async def _bound_on_n1(bus_factory: Any, store: Any, cpu: int, pods: dict[str, int]) -> tuple[SchedulerService, Any]:
+    """A started service and a tester bus, with node n1 of ``cpu`` milli-cores and ``pods`` (uid →
+    milli-cores) admitted and bound on it by a tick at 10 s."""
+    svc = await _start(bus_factory, store, VirtualClock(10.0))
+    tester = await bus_factory("tester")
+    spec = node("n1", cpu=cpu, memory=8 * GI)
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    for uid, milli in pods.items():
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, milli, MI), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await svc.tick(10.0))["pods_bound"] == len(pods)
+    return svc, tester
+
+
 async def test_admitted_pods_are_bound_without_overcommit(bus_factory: Any, store: Any) -> None:
     clock = VirtualClock(1000.0)
     svc = await _start(bus_factory, store, clock)
@@ -135,15 +150,7 @@ async def test_status_releases_and_requeues_evicted(bus_factory: Any, store: Any
                                                     requeued: bool) -> None:
     from colo.messages import PodStatus
 
-    clock = VirtualClock(10.0)
-    svc = await _start(bus_factory, store, clock)
-    tester = await bus_factory("tester")
-    spec = node("n1", cpu=2000, memory=4 * GI)
-    await store.put_node(spec)
-    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("a", 1500, MI), at=10.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
-    assert (await svc.tick(10.0))["pods_bound"] == 1
+    svc, tester = await _bound_on_n1(bus_factory, store, 2000, {"a": 1500})
     phase = "Failed" if reason == "Evicted" else "Succeeded"
     status = PodStatus(uid="a", node="n1", phase=phase, at=20.0, reason=reason)
     for _ in range(2):  # redelivery is harmless
@@ -179,16 +186,7 @@ async def test_a_release_overlapping_an_allocation_resync_never_counts_the_pod_o
     (an under-count: cycles place on room that is not there); an over-count is re-read next cycle."""
     from colo.messages import PodStatus
 
-    clock = VirtualClock(10.0)
-    svc = await _start(bus_factory, store, clock)
-    tester = await bus_factory("tester")
-    spec = node("n1", cpu=4000, memory=8 * GI)
-    await store.put_node(spec)
-    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
-    for uid, cpu in (("a", 1500), ("b", 1000)):
-        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, cpu, MI), at=10.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
-    assert (await svc.tick(10.0))["pods_bound"] == 2
+    svc, tester = await _bound_on_n1(bus_factory, store, 4000, {"a": 1500, "b": 1000})
     row = svc.core.table.index["n1"]
     real_release = store.release
     seen: list[int] = []
@@ -219,15 +217,7 @@ async def test_a_late_pod_bound_during_the_release_does_not_resurrect_the_pod(bu
     from colo.bus import MessageInfo
     from colo.messages import PodStatus
 
-    clock = VirtualClock(10.0)
-    svc = await _start(bus_factory, store, clock)
-    tester = await bus_factory("tester")
-    spec = node("n1", cpu=4000, memory=8 * GI)
-    await store.put_node(spec)
-    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("a", 1500, MI), at=10.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
-    assert (await svc.tick(10.0))["pods_bound"] == 1
+    svc, tester = await _bound_on_n1(bus_factory, store, 4000, {"a": 1500})
     bound_at = (await store.bound_nodes(["a"]))["a"][1]
     late = PodBound(spec=pod("a", 1500, MI), node="n1", at=bound_at)
     real_release = store.release
