@@ -441,10 +441,18 @@ class SchedulerService:
         # The table first, then the store: an allocation read (_resync, _refresh) that overlaps the
         # store's release then over-counts the pod at worst, never counts it out twice.
         reads, open_reads = self._allocation_reads, self._allocation_reads_open
+        entry = self.core.framework.placed.get(st.uid)
         placed = self.core.release(st.uid, now)
         self._releasing[st.uid] = self._releasing.get(st.uid, 0) + 1  # a late PodBound must not adopt it
         try:
             released = await store.release(st.uid, st.phase, st.reason, st.at)
+        except BaseException:
+            # the store may still hold the pod the table let go (the bus redelivers the status):
+            # re-read the node, or cycles place on room that is not free until then
+            self._dirty.add(st.node)
+            if entry is not None:
+                self._dirty.add(self.core.table.names[entry[1]])
+            raise
         finally:
             left = self._releasing.pop(st.uid) - 1
             if left:
@@ -452,9 +460,11 @@ class SchedulerService:
         for watch in self._releases_watch:
             watch.add(st.uid)
         self._last_unschedulable.pop(st.uid, None)
-        if released and (placed is None or open_reads or self._allocation_reads != reads):
-            # a pod we did not place (another replica), or sums read before the store's release
-            # applied after the table's: re-read the node
+        if placed is None or not released or open_reads or self._allocation_reads != reads:
+            # a pod we did not place (another replica; our sums may count it), one another replica
+            # released in the store first (sums read since then already left it out, and the table
+            # took it out again), or sums read before the store's release applied after the
+            # table's: re-read the node
             self._dirty.add(st.node)
         if self.core.queue.unschedulable:
             self._wake.set()  # room was freed: the hints may wake a waiting pod
@@ -547,7 +557,11 @@ class SchedulerService:
             await self._resync(now)
         elif self._dirty:
             dirty, self._dirty = self._dirty, set()
-            await self._refresh(dirty)
+            try:
+                await self._refresh(dirty)
+            except BaseException:
+                self._dirty |= dirty  # a Redis error: the next cycle re-reads them
+                raise
         await self._flush_unpublished()
         if leading:
             out = self.core.schedule_cycle(now)
