@@ -503,20 +503,22 @@ class Store:
             out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
         return out
 
-    async def release(self, uid: str, phase: PodPhase, reason: str, at: float) -> bool:
+    async def release(self, uid: str, phase: PodPhase, reason: str, at: float, node: str = "") -> bool:
         """Free a bound pod's allocation exactly once and set its phase/reason.
 
-        Returns False when the pod had no binding (already released or never bound). The
-        pod record keeps ``node`` (where it ran) for history.
+        With ``node`` (where the status says the pod ran) a binding on another node is left alone: the
+        status is stale, from a binding before the pod was evicted and bound again elsewhere.
+        Returns False when the pod had no binding (already released or never bound) or, with
+        ``node``, a binding elsewhere. The pod record keeps ``node`` (where it ran) for history.
         """
         k = self.keys
         for _ in range(8):
-            node = await self.bound_node(uid)
-            if node is None:
+            bound = await self.bound_node(uid)
+            if bound is None or (node and bound != node):
                 return False
             res = await self._release(
-                keys=[k.binding(uid), k.pod_state(uid), k.allocated(node), k.node_pods(node)],
-                args=[node, phase, reason, repr(float(at)), uid],
+                keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
+                args=[bound, phase, reason, repr(float(at)), uid],
             )
             if int(res) == 1:
                 return True

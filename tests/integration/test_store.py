@@ -145,6 +145,18 @@ async def test_release_frees_once(store: Store) -> None:
     assert (await store.bind("p", "n1", Resources(cpu=1500), 10.0)).ok  # requeued pod can bind again
 
 
+async def test_release_with_a_node_leaves_a_binding_elsewhere_alone(store: Store) -> None:
+    """A stale status names the node of an earlier binding: the pod's binding on another node stays."""
+    for name in ("n1", "n2"):
+        await store.put_node(node(name))
+    assert (await store.bind("p", "n2", Resources(cpu=1500), 10.0)).ok
+    assert not await store.release("p", "Failed", "Evicted", 9.0, node="n1")
+    assert await store.bound_node("p") == "n2"
+    assert await store.allocated("n2") == Resources(cpu=1500, pods=1)
+    assert await store.release("p", "Succeeded", "Completed", 20.0, node="n2")
+    assert await store.allocated("n2") == Resources()
+
+
 async def test_concurrent_release_frees_exactly_once(store: Store) -> None:
     await store.put_node(node("n1"))
     assert (await store.bind("p", "n1", Resources(cpu=1000), 1.0)).ok

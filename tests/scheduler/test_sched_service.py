@@ -191,10 +191,10 @@ async def test_a_release_overlapping_an_allocation_resync_never_counts_the_pod_o
     real_release = store.release
     seen: list[int] = []
 
-    async def release_with_a_resync_in_the_gap(*args: Any) -> bool:
+    async def release_with_a_resync_in_the_gap(*args: Any, **kwargs: Any) -> bool:
         if read_at == "before-store-release":
             await svc._resync(15.0)
-        released: bool = await real_release(*args)
+        released: bool = await real_release(*args, **kwargs)
         if read_at == "after-store-release":
             await svc._resync(15.0)
         seen.append(int(svc.core.table.allocated[row, 0]))
@@ -222,10 +222,10 @@ async def test_a_late_pod_bound_during_the_release_does_not_resurrect_the_pod(bu
     late = PodBound(spec=pod("a", 1500, MI), node="n1", at=bound_at)
     real_release = store.release
 
-    async def release_with_a_late_bound_first(*args: Any) -> bool:
+    async def release_with_a_late_bound_first(*args: Any, **kwargs: Any) -> bool:
         await svc._on_bound([(late, MessageInfo(subject="colo.v1.pod.bound.n1", headers={}, stream_seq=1,
                                                 num_delivered=1))])
-        released: bool = await real_release(*args)
+        released: bool = await real_release(*args, **kwargs)
         return released
 
     store.release = release_with_a_late_bound_first

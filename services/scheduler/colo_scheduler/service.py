@@ -81,6 +81,13 @@ def _negative(r: Resources) -> list[str]:
     return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
 
 
+def _leave(counts: dict[str, int], key: str) -> None:
+    """Count one holder of ``key`` less, dropping the key at zero."""
+    left = counts.pop(key) - 1
+    if left:
+        counts[key] = left
+
+
 def _pod_problem(spec: PodSpec) -> str:
     """Why an admitted pod cannot be scheduled ('' when it can): empty uid or one with a control
     character (it goes into the JetStream message id of its events, a header), quantities out of
@@ -169,9 +176,9 @@ class SchedulerService:
         self._ready = False
         self._last_resync = -math.inf
         self._dirty: set[str] = set()
-        self._allocation_reads = 0  # allocation reads from the store started, and still awaited
-        self._allocation_reads_open = 0
-        self._releasing: dict[str, int] = {}  # uid → status handlers between the table's and the store's release
+        self._allocation_reads_open = 0  # allocation reads from the store still awaited
+        self._releasing_nodes: dict[str, int] = {}  # node → status handlers releasing a pod of it in the store
+        self._releasing: dict[str, int] = {}  # uid → status handlers releasing it in the store
         self._early_resources: dict[str, NodeResource] = {}
         self._unpublished: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
@@ -348,25 +355,31 @@ class SchedulerService:
 
     async def _resync(self, now: float) -> None:
         self._dirty.clear()  # before the read: a node a release marks during it stays marked
-        self._allocation_reads += 1
         self._allocation_reads_open += 1
         try:
             allocated = await self._store().all_allocated()
         finally:
             self._allocation_reads_open -= 1
-        for name, r in allocated.items():
-            self.core.set_allocated(name, r, r.pods)
+        self._apply_allocated(allocated)
         self._last_resync = now
 
     async def _refresh(self, nodes: set[str]) -> None:
-        self._allocation_reads += 1
         self._allocation_reads_open += 1
         try:
             allocated = await self._store().allocated_many(nodes)
         finally:
             self._allocation_reads_open -= 1
+        self._apply_allocated(allocated)
+
+    def _apply_allocated(self, allocated: dict[str, Resources]) -> None:
+        """Set the store's sums on the table, except on nodes with a release under way (the sums may
+        or may not hold the pod yet): those are re-read next cycle."""
+        releasing = self._releasing_nodes
         for name, r in allocated.items():
-            self.core.set_allocated(name, r, r.pods)
+            if name in releasing:
+                self._dirty.add(name)
+            else:
+                self.core.set_allocated(name, r, r.pods)
 
     async def _dead_letter(self, msg: Any, info: MessageInfo, reason: str) -> None:
         assert self.ctx is not None
@@ -438,34 +451,37 @@ class SchedulerService:
             return
         store = self._store()
         now = self._now()
-        # The table first, then the store: an allocation read (_resync, _refresh) that overlaps the
-        # store's release then over-counts the pod at worst, never counts it out twice.
-        reads, open_reads = self._allocation_reads, self._allocation_reads_open
+        # The store first, then the table: a cycle in between still counts the pod, so it never
+        # binds on room the store holds. Sums read while the release is under way are not applied
+        # to its nodes (_apply_allocated), and reads still open when it ends may hold the pod: both
+        # re-read the nodes next cycle, so the table never counts the pod out twice.
         entry = self.core.framework.placed.get(st.uid)
-        placed = self.core.release(st.uid, now)
+        table_node = self.core.table.names[entry[1]] if entry is not None else ""
+        nodes = {st.node, table_node} - {""}
+        for n in nodes:
+            self._releasing_nodes[n] = self._releasing_nodes.get(n, 0) + 1
         self._releasing[st.uid] = self._releasing.get(st.uid, 0) + 1  # a late PodBound must not adopt it
         try:
-            released = await store.release(st.uid, st.phase, st.reason, st.at)
+            released = await store.release(st.uid, st.phase, st.reason, st.at, node=st.node)
         except BaseException:
-            # the store may still hold the pod the table let go (the bus redelivers the status):
-            # re-read the node, or cycles place on room that is not free until then
-            self._dirty.add(st.node)
-            if entry is not None:
-                self._dirty.add(self.core.table.names[entry[1]])
+            self._dirty |= nodes  # the store may have released it before the error: re-read
             raise
         finally:
-            left = self._releasing.pop(st.uid) - 1
-            if left:
-                self._releasing[st.uid] = left
+            _leave(self._releasing, st.uid)
+            for n in nodes:
+                _leave(self._releasing_nodes, n)
+        if st.node and table_node and table_node != st.node:
+            placed = None  # a stale status: the pod was bound again elsewhere since (the store kept it)
+        else:
+            placed = self.core.release(st.uid, now)
         for watch in self._releases_watch:
             watch.add(st.uid)
         self._last_unschedulable.pop(st.uid, None)
-        if placed is None or not released or open_reads or self._allocation_reads != reads:
+        if placed is None or not released or self._allocation_reads_open:
             # a pod we did not place (another replica; our sums may count it), one another replica
             # released in the store first (sums read since then already left it out, and the table
-            # took it out again), or sums read before the store's release applied after the
-            # table's: re-read the node
-            self._dirty.add(st.node)
+            # took it out again), or a read still open that may hold it: re-read the nodes
+            self._dirty |= nodes
         if self.core.queue.unschedulable:
             self._wake.set()  # room was freed: the hints may wake a waiting pod
         if st.reason not in REQUEUE_REASONS or not self.replica.owns(st.uid):
