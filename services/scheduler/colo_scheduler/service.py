@@ -470,7 +470,7 @@ class SchedulerService:
             _leave(self._releasing, st.uid)
             for n in nodes:
                 _leave(self._releasing_nodes, n)
-        if st.node and table_node and table_node != st.node:
+        if not released and st.node and table_node and table_node != st.node:
             placed = None  # a stale status: the pod was bound again elsewhere since (the store kept it)
         else:
             placed = self.core.release(st.uid, now)
