@@ -341,3 +341,29 @@ def test_random_clusters_place_as_the_array_pick(cluster: Cluster, data: st.Data
     with _top_rows(top_rows):
         trace = _both(seed, LEAN if lean else None, drive, scalar=scalar)
     event(f"placed: {min(sum(1 for c in trace for _, name, _ in c if name), 20) // 5 * 5}+")
+
+
+@settings(max_examples=400, deadline=None)
+@given(top_rows=st.sampled_from((1, 3, 8, 64)),
+       blocks=st.lists(st.tuples(st.integers(-1, 300), st.integers(1, 150)), min_size=1, max_size=6),
+       data=st.data())
+def test_a_build_keeps_every_row_at_or_above_the_top_rows_th_best_score(
+        top_rows: int, blocks: list[tuple[int, int]], data: st.DataObject) -> None:
+    """The build's three ways of grouping (the best rows all tied, a few rows, many rows of several
+    scores) against the definition: floor = the top_rows-th best score (0 with few feasible rows),
+    every row scoring at least it in its score's bucket, rows ascending. Scores come in blocks of
+    equal ones, shuffled: ties of every size, at the best score and at the floor."""
+    scores = [score for score, count in blocks for _ in range(count)]
+    masked = np.array(data.draw(st.permutations(scores), label="masked"), np.int64)
+    n = len(masked)
+    with _top_rows(top_rows):
+        b = ScoreBuckets(masked)
+    floor = 0 if n <= top_rows else max(int(np.sort(masked)[n - top_rows]), 0)
+    want: dict[int, list[int]] = {}
+    for i, s in enumerate(masked.tolist()):
+        if s >= floor:
+            want.setdefault(s, []).append(i)
+    assert b.floor == floor and b.rows == want
+    assert b.top == (max(want) if want else -1)
+    event("tied best" if len(want) == 1 and len(want[b.top]) >= top_rows else
+          "few rows" if sum(map(len, want.values())) <= 2 * top_rows else "many rows")

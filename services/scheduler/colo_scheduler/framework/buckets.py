@@ -52,16 +52,36 @@ class ScoreBuckets:
         n = len(masked)
         # with at most TOP_ROWS feasible rows (``feasible``: their count, when known) floor 0 keeps them all
         few = n <= TOP_ROWS or (feasible is not None and feasible <= TOP_ROWS)
-        floor = 0 if few else int(np.partition(masked, n - TOP_ROWS)[n - TOP_ROWS])
+        tied = False
+        if few:
+            floor = 0
+        else:  # the TOP_ROWS-th best score: the best itself when that many rows tie at it (common)
+            floor = int(masked.max())
+            tied = int(np.count_nonzero(masked == floor)) >= TOP_ROWS
+            if not tied:
+                floor = int(np.partition(masked, n - TOP_ROWS)[n - TOP_ROWS])
         self.floor = max(floor, 0)
-        sel = np.flatnonzero(masked >= self.floor)
+        sel = np.flatnonzero(masked >= self.floor)  # ascending rows
         rows: dict[int, list[int]] = {}
-        for i, s in zip(sel.tolist(), masked[sel].tolist()):  # ascending rows: each bucket sorted
-            lst = rows.get(s)
-            if lst is None:
-                rows[s] = [i]
-            else:
-                lst.append(i)
+        if len(sel):
+            scores = masked[sel]
+            if tied:  # the kept rows are the best ones, all tied: one bucket
+                rows[floor] = sel.tolist()
+            elif len(sel) <= 2 * TOP_ROWS:  # few rows: appended in row order, each bucket ascending
+                for i, score in zip(sel.tolist(), scores.tolist()):
+                    lst = rows.get(score)
+                    if lst is None:
+                        rows[score] = [i]
+                    else:
+                        lst.append(i)
+            else:  # many rows, several scores: a stable sort keeps each score's rows ascending
+                order = np.argsort(scores, kind="stable")
+                ordered = scores[order]
+                cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+                kept = sel[order].tolist()
+                starts = [0, *cuts]
+                for a, b, score in zip(starts, [*cuts, len(kept)], ordered[starts].tolist()):
+                    rows[score] = kept[a:b]
         self.rows = rows
         self.top: int = max(rows) if rows else -1
 
