@@ -416,9 +416,9 @@ causes, a stream created again while the server still deletes the previous one's
 
 
 async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: float = STORE_RETRY_S) -> R:
-    """Await ``create()`` and return its result; while it fails with JetStream's transient :data:`STORE_CREATE_FAILED`
-    refusal, wait (25 ms doubling to 0.5 s, wall time) and try again, for up to ``within_s``
-    seconds; then the last refusal is raised. Any other error is raised at once."""
+    """Await ``create()`` and return its result; while it fails with JetStream's transient
+    :data:`STORE_CREATE_FAILED` refusal, wait (25 ms doubling to 0.5 s, wall time) and try again, for
+    up to ``within_s`` seconds; then the last refusal is raised. Any other error is raised at once."""
     delay = 0.025
     deadline = time.monotonic() + within_s
     while True:
