@@ -172,3 +172,19 @@ def test_missing_traces_clear_error(tmp_path) -> None:  # type: ignore[no-untype
 
 def test_traces_dir_env(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert tr.traces_dir({"COLO_TRACES_DIR": str(tmp_path)}) == tmp_path
+
+
+def test_demo_names_the_missing_trace_on_one_line_when_piped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Piped output (no terminal) must not wrap the missing file's path: a user copies it."""
+    import os
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("traces-" + "x" * 60)
+    deep.mkdir()
+    env = {**os.environ, "COLO_TRACES_DIR": str(deep)}
+    done = subprocess.run([sys.executable, "-m", "colo.sim", "--nodes", "20", "--hours", "1",
+                           "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    want = str(deep / "alibaba-gpu-v2023" / "openb_node_list_all_node.csv")
+    assert any(want in line and "colo traces fetch" in line for line in done.stdout.splitlines()), done.stdout

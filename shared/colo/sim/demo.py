@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from colo.sim.report import write_report
 from colo.sim.run import run_all
@@ -33,13 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
     """Build the scenario, run it, write the report. Returns the exit code (1 on invariant violations)."""
-    console = console or Console()
+    # not a terminal (a pipe, a CI log): wide lines, so that paths and the progress bars stay whole
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     params = ScenarioParams(nodes=args.nodes, hours=args.hours, seed=args.seed,
                             ls_cpu_fraction=args.ls_cpu_fraction, batch_scale=args.batch_scale)
     try:
         scenario = build_scenario(params)
     except (ValueError, TraceError) as exc:
-        console.print(f"[red]scenario: {exc}[/]")
+        console.print(f"[red]scenario: {escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 2
     if args.scenario_only:
         console.print_json(json.dumps(scenario.description))
@@ -50,7 +52,7 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
                   f"{d['batch_pods']} batch pods over {params.hours:g} h")
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     args.out.mkdir(parents=True, exist_ok=True)
-    results = asyncio.run(run_all(scenario, args.out, runs))
+    results = asyncio.run(run_all(scenario, args.out, runs, console=console))
     summary = write_report(args.out, [r.metrics for r in results], scenario.description, console)
     bad = 0
     for r in results:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from colo import subjects as S
@@ -189,16 +190,18 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     return result
 
 
-def make_progress() -> Progress:
-    """The rich progress bar shown during runs: ticks done of the run's ticks (one tick = ``STEP_S`` virtual
-    seconds), pods bound/completed/unschedulable so far, wall time."""
+def make_progress(console: Console | None = None) -> Progress:
+    """The rich progress bar shown during runs (on ``console``, default rich's own): ticks done of the
+    run's ticks (one tick = ``STEP_S`` virtual seconds), pods bound/completed/unschedulable so far, wall
+    time."""
     return Progress(TextColumn("[bold]{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn(f"ticks of {STEP_S:g} s ·"), TextColumn("{task.fields[status]}"), TimeElapsedColumn())
+                    TextColumn(f"ticks of {STEP_S:g} s ·"), TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
+                    console=console)
 
 
 async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("baseline", "colo"),
                   show_progress: bool = True, hook: StepHook | None = None,
-                  concurrent: bool | None = None) -> list[RunResult]:
+                  concurrent: bool | None = None, console: Console | None = None) -> list[RunResult]:
     """Each of ``runs`` on fresh embedded servers (or on COLO_NATS_URL/COLO_REDIS_URL when set).
 
     With ``concurrent`` (default: when both servers are embedded, there are several runs and
@@ -214,7 +217,7 @@ async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("
         concurrent = not nats_env and not redis_env and len(runs) > 1 and (os.cpu_count() or 1) > 1
     if nats_env or redis_env:
         concurrent = False
-    progress = make_progress() if show_progress else None
+    progress = make_progress(console) if show_progress else None
 
     async def one(run: str) -> RunResult:
         if nats_env and redis_env:
