@@ -61,6 +61,12 @@ async def _cluster(svc: SchedulerService, bus_factory: BusFactory, store: Store,
     return tester
 
 
+async def _admit(svc: SchedulerService, tester: Any, uid: str, cpu: int, at: float) -> None:
+    """Admit one more pod of ``cpu`` milli-cores and let the service queue it."""
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, cpu, MI), at=at))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+
+
 def _table_cpu(svc: SchedulerService, name: str) -> int:
     return int(svc.core.table.allocated[svc.core.table.index[name], 0])
 
@@ -89,8 +95,7 @@ async def test_a_release_while_a_cycle_binds_converges_next_cycle(bus_factory: B
     svc = await _start(bus_factory, store, clock)
     tester = await _cluster(svc, bus_factory, store, {"n1": 4000}, {"a": 1500})
     assert (await svc.tick(10.0))["pods_bound"] == 1
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("c", 1000, MI), at=11.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    await _admit(svc, tester, "c", 1000, 11.0)
     real_bind_many = store.bind_many
     seen: list[int] = []
 
@@ -142,8 +147,7 @@ async def test_a_release_refused_by_redis_is_not_an_under_count(bus_factory: Bus
         await svc._on_status(st, _info("n1"))
     store.release = real_release  # type: ignore[method-assign]
     assert await store.bound_node("a") == "n1"
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("c", 2000, MI), at=21.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    await _admit(svc, tester, "c", 2000, 21.0)
     stats = await svc.tick(21.0)
     assert _table_cpu(svc, "n1") >= (await store.allocated("n1")).cpu == 3000
     assert stats["pods_bound"] == 0 and stats["bind_conflicts"] == 0  # c waits: no bind on room a holds
@@ -179,8 +183,7 @@ async def test_a_refresh_refused_by_redis_is_retried_next_cycle(bus_factory: Bus
     with pytest.raises(redis.exceptions.ConnectionError):
         await svc.tick(21.0)
     store.allocated_many = real_allocated_many  # type: ignore[method-assign]
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("c", 2000, MI), at=22.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    await _admit(svc, tester, "c", 2000, 22.0)
     stats = await svc.tick(22.0)
     assert stats["pods_bound"] == 1 and stats["bind_conflicts"] == 0
     assert _table_cpu(svc, "n1") == (await store.allocated("n1")).cpu == 2000
@@ -273,8 +276,7 @@ async def test_a_cycle_during_the_store_release_does_not_place_on_the_room_still
     svc = await _start(bus_factory, store, clock)
     tester = await _cluster(svc, bus_factory, store, {"n1": 4000}, {"a": 3000})
     assert (await svc.tick(10.0))["pods_bound"] == 1
-    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("c", 2000, MI), at=11.0))
-    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    await _admit(svc, tester, "c", 2000, 11.0)
     real_release = store.release
     stats: list[dict[str, float]] = []
 
