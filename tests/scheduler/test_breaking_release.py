@@ -313,3 +313,30 @@ async def test_a_stale_eviction_redelivered_after_the_rebind_releases_nothing(bu
     assert "a" in svc.core.framework.placed and "a" not in svc.core.queue
     await svc.tick(22.0)
     assert (await store.allocated("n2")).cpu == _table_cpu(svc, "n2") == 1500
+
+
+async def test_a_foreign_pod_adopted_while_its_release_is_under_way_is_released_again(
+        bus_factory: BusFactory, store: Store) -> None:
+    """Another binder's pod: its PodBound is handled while this replica's status handler waits for
+    the store's release (the binding is still there, so it is adopted); the table's release after the
+    store's must take it out again, and the node's sums match the store's next cycle."""
+    from colo.messages import PodBound, Resources
+
+    clock = VirtualClock(10.0)
+    svc = await _start(bus_factory, store, clock)
+    await _cluster(svc, bus_factory, store, {"n1": 4000}, {})
+    spec = pod("x", 1500, MI)
+    assert (await store.bind("x", "n1", Resources(cpu=1500, memory=MI), 10.0)).ok
+    real_release = store.release
+
+    async def release_with_the_bound_event_first(*args: Any, **kwargs: Any) -> bool:
+        await svc._on_bound([(PodBound(spec=spec, node="n1", at=10.0), _info("n1"))])
+        assert "x" in svc.core.framework.placed  # adopted: the binding still stands
+        released: bool = await real_release(*args, **kwargs)
+        return released
+
+    store.release = release_with_the_bound_event_first  # type: ignore[method-assign]
+    await svc._on_status(_done("x", "n1", 20.0), _info("n1"))
+    assert "x" not in svc.core.framework.placed
+    await svc.tick(21.0)
+    assert _table_cpu(svc, "n1") == (await store.allocated("n1")).cpu == 0

@@ -178,7 +178,6 @@ class SchedulerService:
         self._dirty: set[str] = set()
         self._allocation_reads_open = 0  # allocation reads from the store still awaited
         self._releasing_nodes: dict[str, int] = {}  # node → status handlers releasing a pod of it in the store
-        self._releasing: dict[str, int] = {}  # uid → status handlers releasing it in the store
         self._early_resources: dict[str, NodeResource] = {}
         self._unpublished: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
@@ -460,14 +459,12 @@ class SchedulerService:
         nodes = {st.node, table_node} - {""}
         for n in nodes:
             self._releasing_nodes[n] = self._releasing_nodes.get(n, 0) + 1
-        self._releasing[st.uid] = self._releasing.get(st.uid, 0) + 1  # a late PodBound must not adopt it
         try:
             released = await store.release(st.uid, st.phase, st.reason, st.at, node=st.node)
         except BaseException:
             self._dirty |= nodes  # the store may have released it before the error: re-read
             raise
         finally:
-            _leave(self._releasing, st.uid)
             for n in nodes:
                 _leave(self._releasing_nodes, n)
         if not released and st.node and table_node and table_node != st.node:
@@ -499,8 +496,8 @@ class SchedulerService:
         """PodBound events of other binders (other shards, an earlier leader): count those pods on
         their nodes (:meth:`Scheduler.adopt`, which also drops them from this queue). An event is
         applied only when the store still holds exactly that binding (node and time) and no
-        release of the pod arrived meanwhile or is under way, so a late event never resurrects a
-        finished pod."""
+        release of the pod arrived meanwhile, so a late event never resurrects a finished pod (one
+        adopted while its release is under way is released again when the store's release returns)."""
         placed = self.core.framework.placed
         foreign = [m for m, _ in items if m.spec.uid not in placed]
         if not foreign:
@@ -513,8 +510,7 @@ class SchedulerService:
             self._releases_watch.remove(released)
         for m in foreign:
             uid = m.spec.uid
-            if (bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed
-                    or uid in self._releasing):
+            if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
                 continue
             if self.core.adopt(m.spec, m.node, m.at):
                 self.totals["foreign_binds"] += 1
