@@ -10,7 +10,7 @@ import pytest
 from colo.messages import CPUSetStrategy, CPUSuppressStrategy, QoSClass
 from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, cpuset_target, suppress
 from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
-from colo_node_agent.topology import CPUInfo, CPUTopology, read_topology, spread_order, take_cores
+from colo_node_agent.topology import CPUInfo, CPUTopology, read_topology, spread_order
 
 # 2 sockets × 4 cores × 2 threads: CPU c and c+8 are siblings; CPUs 0-3,8-11 on socket/NUMA 0, 4-7,12-15 on 1
 TOPO = CPUTopology.smt(4, 2, 2)
@@ -29,17 +29,6 @@ def test_smt_topology_numbering() -> None:
 ], ids=["whole-pairs-alternate-sockets", "bigger-socket-first-lone-sibling-last", "one-thread-each"])
 def test_spread_order(cpus: tuple[int, ...], want: list[int]) -> None:
     assert spread_order(cpus, TOPO) == want
-
-
-@pytest.mark.parametrize(("free", "n", "want"), [
-    (set(range(16)), 4, (0, 1, 8, 9)),
-    (set(range(16)), 3, (0, 1, 8)),
-    ({2, 3, 10} | set(range(4, 8)) | set(range(12, 16)), 2, (2, 10)),
-    (set(range(16)), 10, (0, 1, 2, 3, 4, 8, 9, 10, 11, 12)),
-    ({1, 2}, 3, None),
-], ids=["whole-cores-one-node", "odd-leaves-a-sibling", "best-fit-node", "spills-to-second-node", "too-few"])
-def test_take_cores(free: set[int], n: int, want: tuple[int, ...] | None) -> None:
-    assert take_cores(free, n, TOPO) == want
 
 
 def pod(uid: str, qos: QoSClass, cores: float, current: tuple[int, ...] = ()) -> CpusetPod:

@@ -1,12 +1,11 @@
-"""CPU topology of a node (logical CPU → core, socket, NUMA node) and the two orders strategies pick CPUs in.
+"""CPU topology of a node (logical CPU → core, socket, NUMA node) and the order the BE cpuset takes CPUs in.
 
 * :func:`spread_order` — for the BE cpuset of CPU suppress (REFERENCE.md §5): whole hyper-thread sibling pairs
   first, one core at a time round-robin over NUMA nodes/sockets, so that n CPUs are n/2 whole cores spread
   evenly. The order is fixed for a given candidate set, so the first n CPUs of it only grow or shrink at the
   end when n changes (no churn), where Koordinator's ``calculateBESuppressCPUSetPolicy`` recomputes a set.
-* :func:`take_cores` — for exclusive (LSE) and reserved (LSR) cpusets: whole cores, packed into the NUMA node
-  that fits the request most tightly (fewer cross-node accesses, less fragmentation), as the Kubernetes CPU
-  manager's static policy prefers.
+* exclusive (LSE) and reserved (LSR) cpusets take whole cores across the node, packed as compactly as the
+  free CPUs allow: :func:`colo_node_agent.cpu_accumulator.take_cores`.
 
 :func:`read_topology` reads ``/sys/devices/system`` (core_id, physical_package_id, node*/cpulist).
 """
@@ -90,28 +89,6 @@ def spread_order(cpus: tuple[int, ...] | list[int], topo: CPUTopology) -> list[i
                 out.extend(b[turn])
         turn += 1
     return out
-
-
-def take_cores(free: set[int], n: int, topo: CPUTopology) -> tuple[int, ...] | None:
-    """``n`` CPUs out of ``free`` for an exclusive/reserved cpuset, or None when ``free`` has fewer than ``n``.
-
-    Whole cores first; all from the one NUMA bucket with the fewest free CPUs that still holds ``n`` (best fit),
-    else from the buckets with the most free CPUs first.
-    """
-    if n <= 0 or len(free) < n:
-        return None
-    buckets = _cores(free, topo)
-    sizes = {k: sum(len(g) for g in v.values()) for k, v in buckets.items()}
-    fitting = sorted((s, k) for k, s in sizes.items() if s >= n)
-    order = [fitting[0][1]] if fitting else sorted(buckets, key=lambda k: (-sizes[k], k))
-    picked: list[int] = []
-    for key in order:
-        for group in _bucket_order(buckets[key]):
-            take = group[: n - len(picked)]
-            picked.extend(take)
-            if len(picked) == n:
-                return tuple(sorted(picked))
-    return None
 
 
 def read_topology(root: str | Path = "/sys/devices/system") -> CPUTopology:

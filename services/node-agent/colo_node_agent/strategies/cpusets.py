@@ -2,8 +2,9 @@
 priority": LSE/LSR get exclusive or reserved cpusets; §1 classes).
 
 * LSE and LSR pods that request a whole, non-zero number of cores get that many CPUs of their own
-  (:func:`~colo_node_agent.topology.take_cores`: whole cores, one NUMA node when it fits). A pod keeps the CPUs it
-  has while they stay valid (same count, not reserved, not taken by another pod), so allocations never move.
+  (:func:`~colo_node_agent.cpu_accumulator.take_cores`: whole cores across the node, on as few NUMA nodes and
+  sockets as the free CPUs allow, best fit). A pod keeps the CPUs it has while they stay valid (same count, not
+  reserved, not taken by another pod), so allocations never move.
 * LS (and SYSTEM) pods share the pool = all CPUs − reserved − LSE − LSR.
 * BE may use all CPUs − reserved − LSE (LSR cores are shared with BE when idle); CPU suppress picks the BE
   cpuset out of these, giving LSR CPUs their proportional share.
@@ -20,7 +21,8 @@ from colo.messages import CPUSetStrategy, QoSClass
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import CGROUPFS, Layout
 from colo_node_agent.cgroups.resources import cpuset_format
-from colo_node_agent.topology import CPUTopology, take_cores
+from colo_node_agent.cpu_accumulator import take_cores
+from colo_node_agent.topology import CPUTopology
 
 
 @dataclass(frozen=True)
