@@ -424,8 +424,9 @@ class CPUBurstStrategy(Message, frozen=True):
     ``policy``: ``none``; ``cpuBurstOnly`` sets ``cpu.cfs_burst_us`` = limit × ``burst_percent``/100 × period;
     ``cfsQuotaBurstOnly`` scales the CFS quota ×1.2 up when throttled / ×0.8 down within [base, base ×
     ``quota_scale_max_percent``/100] by the share-pool state (Overload ≥ ``share_pool_threshold_percent``,
-    Cooling ≥ 90 % of it); ``auto`` both. ``quota_burst_period_s`` caps how long a pod may run above its base
-    quota (token bucket; −1 = no cap, ``cfsQuotaBurstPeriodSeconds``).
+    Cooling ≥ 90 % of it), pod by pod within the pool's headroom below Overload; ``auto`` both.
+    ``quota_burst_period_s`` caps how long a pod may run above its base quota (token bucket; −1 = no cap,
+    ``cfsQuotaBurstPeriodSeconds``).
     """
 
     policy: Literal["none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"] = "none"
@@ -433,6 +434,10 @@ class CPUBurstStrategy(Message, frozen=True):
     quota_scale_max_percent: int = 300
     share_pool_threshold_percent: int = 50
     quota_burst_period_s: int = -1
+    scale_down_unthrottled_rounds: int = 5
+    """A pod above its base quota that was not throttled for this many rounds in a row, and whose use fits the
+    next lower quota, steps down ×0.8 (it gives back quota it does not use). 0 = never: such a pod keeps its
+    quota until the share pool is in Overload, as in the reference. ≥ 0."""
 
 
 class MemoryQoSClass(Message, frozen=True):

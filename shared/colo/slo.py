@@ -60,7 +60,8 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
 
     Percents within 0..100; memory eviction ``lower_percent`` ≤ ``threshold_percent``; CPU eviction
     ``lower_percent`` ≤ ``upper_percent``; cool-downs ≥ 0 s and ``cpu_evict.window_s`` > 0 s; CPU burst
-    ``burst_percent`` ≥ 0, ``quota_scale_max_percent`` ≥ 100, ``quota_burst_period_s`` ≥ −1; resctrl
+    ``burst_percent`` ≥ 0, ``quota_scale_max_percent`` ≥ 100, ``quota_burst_period_s`` ≥ −1,
+    ``scale_down_unthrottled_rounds`` ≥ 0; resctrl
     0 ≤ L3 start < end ≤ 100 and MBA 1..100; BE block I/O devices ``MAJOR:MINOR``, once each, limits ≥ 0;
     system (when enabled) ``min_free_kbytes_factor`` > 0 and ``watermark_scale_factor`` within
     :data:`WATERMARK_SCALE_RANGE`.
@@ -101,6 +102,9 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
         if cb.quota_burst_period_s < -1:
             out.append(f"{w}cpu_burst.quota_burst_period_s must be >= -1 (-1 = no cap), "
                        f"got {cb.quota_burst_period_s}")
+        if cb.scale_down_unthrottled_rounds < 0:
+            out.append(f"{w}cpu_burst.scale_down_unthrottled_rounds must be >= 0 (0 = never), "
+                       f"got {cb.scale_down_unthrottled_rounds}")
     mq = values.get("memory_qos")
     if isinstance(mq, MemoryQoSStrategy):
         out += _memory_qos_problems(mq, f"{w}memory_qos")

@@ -15,6 +15,7 @@ from colo_node_agent.settings import ENV_PREFIX, NodeAgentSettings, validate_slo
     ({"cpu_burst": {"share_pool_threshold_percent": 101}}, "share_pool_threshold_percent"),
     ({"cpu_burst": {"quota_burst_period_s": -2}}, "quota_burst_period_s"),
     ({"cpu_burst": {"burst_percent": -1}}, "burst_percent"),
+    ({"cpu_burst": {"scale_down_unthrottled_rounds": -1}}, "scale_down_unthrottled_rounds must be >= 0"),
     ({"memory_qos": {"min_percent": 120}}, "memory_qos.min_percent"),
     ({"memory_qos": {"be": {"throttling_percent": -1}}}, "memory_qos.be.throttling_percent"),
     ({"resctrl": {"be": {"l3_start_percent": 40, "l3_end_percent": 30}}}, "resctrl.be"),

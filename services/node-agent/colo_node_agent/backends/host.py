@@ -427,15 +427,18 @@ class HostBackend:
         for uid, pod in [*self.pods.items(), *self.terminating.items()]:
             cg = pod.state.cgroup
             quota, cpus = self.ex.read(cg, "cpu.cfs_quota_us"), self.ex.read(cg, "cpuset.cpus")
-            throttled = None
+            throttled, ratio = None, 0.0
             if burst and uid in self.pods:
                 thr = self.tree.throttling(cg)
                 if thr is not None:
+                    periods = thr.nr_periods - pod.loop_periods
+                    ratio = (thr.nr_throttled - pod.loop_throttled) / periods if periods > 0 else 0.0
                     throttled, pod.loop_throttled = thr.nr_throttled > pod.loop_throttled, thr.nr_throttled
+                    pod.loop_periods = thr.nr_periods
             pods.append(PodState(pod.state.spec, pod.state.qos, int(pod.cpu_milli), pod.memory_bytes,
                                  quota if isinstance(quota, int) else -1, throttled,
                                  cpuset_parse(cpus) if isinstance(cpus, str) and cpus else (),
-                                 evicting=uid in self.terminating))
+                                 evicting=uid in self.terminating, throttled_ratio=ratio))
         be_cpus, be_quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
         cap = self.cap
         return NodeSnapshot(

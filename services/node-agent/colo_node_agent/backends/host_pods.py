@@ -83,6 +83,8 @@ class HostPod:
     throttled_ratio: float = 0.0
     samples: list[tuple[float, float]] = field(default_factory=list)
     """(cpu milli-cores, memory bytes) per loop, newest last, at most the report window."""
+    loop_periods: int = 0
+    """nr_periods at the previous loop (CPU burst orders throttled pods by their throttled share of periods)."""
 
     @property
     def uid(self) -> str:

@@ -34,7 +34,7 @@ from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, CgroupVersion, 
 from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
-from colo_node_agent.strategies.cpu_burst import BurstPod, Limiter, SharePoolPod, cpu_burst, share_pool_state
+from colo_node_agent.strategies.cpu_burst import BurstPod, Limiter, SharePoolPod, cpu_burst, share_pool
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
 from colo_node_agent.strategies.cpu_suppress import (
     SuppressInput,
@@ -133,10 +133,14 @@ class SimBackend:
         self.lsr_cpus: list[tuple[int, ...]] = [() for _ in nodes]
         self.share_pool: list[tuple[int, ...]] = [c for c in self.candidates]
         self.limiters: list[dict[str, Limiter]] = [{} for _ in nodes]
+        self.unthrottled_rounds: list[dict[str, int]] = [{} for _ in nodes]
         self.blkio_devices: list[tuple[str, ...]] = [() for _ in nodes]
         self.memory_qos_on = [False] * n
         self.throttled: BOOL = np.zeros((n, 1), dtype=bool)
         """Per pod slot: demand above its CFS quota in the last sub-step (CPU burst reads it)."""
+        self.unmet: F64 = np.zeros((n, 1))
+        """Per pod slot: the share of its demand its CFS quota cut off in the last sub-step (CPU burst orders
+        throttled pods by it, as the host does by the throttled share of CFS periods)."""
         self.reserved_milli = [max(s.capacity.cpu - s.allocatable.cpu, len(r) * 1000, s.reserved.cpu)
                                for s, r in zip(nodes, reserved)]
         self.be_shares: F64 = np.full(n, 2.0)
@@ -360,6 +364,8 @@ class SimBackend:
         cpu_dem, mem = T.demand_at(t)
         dem = np.minimum(cpu_dem, T.quota_cap)
         self.throttled = T.active & (cpu_dem > T.quota_cap)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.unmet = np.where(self.throttled, 1.0 - T.quota_cap / cpu_dem, 0.0)
         ls, be = T.active & ~T.is_be, T.active & T.is_be
         avail = np.maximum(self.cap_cpu - self.sys_cpu, 0.0)
         be_cap = np.minimum(np.minimum(self.be_quota_cap, self.be_cpuset_cap), avail)
@@ -565,9 +571,8 @@ class SimBackend:
         policy = self.slos[i].cpu_burst
         keys = self._node_pods(i)
         views = self._views(i, be_only=False)
-        state = share_pool_state(self.logical[i], int(node_cpu),
-                                 [SharePoolPod(v.qos, v.cpu_request, v.cpu_used) for v in views],
-                                 policy.share_pool_threshold_percent)
+        pool = share_pool(self.logical[i], int(node_cpu), [SharePoolPod(v.qos, v.cpu_request, v.cpu_used)
+                                                            for v in views])
         pods = []
         for key, v in zip(keys, views):
             if v.qos != "LS" or v.cpu_limit <= 0:
@@ -575,11 +580,13 @@ class SimBackend:
             cg = pod_dir(v.qos, v.uid)
             quota = self.ex[i].read(cg, "cpu.cfs_quota_us")
             pods.append(BurstPod(v.uid, cg, v.qos, v.cpu_limit, quota if isinstance(quota, int) else -1,
-                                 bool(self.throttled[key]), v.cpu_used))
+                                 bool(self.throttled[key]), v.cpu_used, float(self.unmet[key])))
         if not pods:
             return
-        plan = cpu_burst(pods, state, policy, self.limiters[i], at)
+        plan = cpu_burst(pods, pool, policy, self.limiters[i], at, unthrottled_rounds=self.unthrottled_rounds[i])
         self.limiters[i] = plan.limiters
+        self.unthrottled_rounds[i] = plan.unthrottled_rounds
+        state = plan.state
         records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
         changed = [r for r in records if r.ok and not r.skipped and r.resource == "cpu.cfs_quota_us"]
         for r in changed:

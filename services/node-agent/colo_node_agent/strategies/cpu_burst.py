@@ -5,12 +5,12 @@ Only LS pods with a CPU limit take part (not LSE/LSR/BE). Two mechanisms, chosen
 * **burst** (``cpuBurstOnly``, ``auto``): ``cpu.cfs_burst_us`` = limit (cores) × burst_percent/100 × period
   (default 1000 % → ten periods of full quota saved up); the executor clamps it to the quota (the kernel's
   rule). Other policies write 0.
-* **quota scaling** (``cfsQuotaBurstOnly``, ``auto``): per round a pod that was throttled gets its quota ×1.2,
-  the share-pool state may turn that into "remain" (Cooling, Unknown) or ×0.8 (Overload, which also scales down
-  pods that would remain), and the result stays within [base, base × quota_scale_max_percent/100], base = limit
-  × period/1000. Other policies reset the quota to base.
+* **quota scaling** (``cfsQuotaBurstOnly``, ``auto``): per round the pods to scale ×1.2 up or ×0.8 down are
+  chosen one by one within the share pool's headroom, with hysteresis
+  (:mod:`~colo_node_agent.strategies.burst_scaling`), and the result stays within [base, base ×
+  quota_scale_max_percent/100], base = limit × period/1000. Other policies reset the quota to base.
 
-Share-pool state: pool = logical CPUs − Σ LSE/LSR requests (cores), pool use = node used − Σ LSE/LSR/BE pod use;
+Share pool: capacity = logical CPUs − Σ LSE/LSR requests (cores), use = node used − Σ LSE/LSR/BE pod use;
 Overload when use/pool ≥ threshold (50 %), Cooling when ≥ 90 % of it, Idle below, Unknown without a node metric.
 
 ``quota_burst_period_s`` ≥ 0 adds a token bucket per pod (Koordinator's ``burstLimiter``): capacity = period ×
@@ -22,24 +22,31 @@ at a random 0–50 %, to de-synchronize pods; a fixed start keeps the plan a pur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from colo.messages import CPUBurstStrategy, QoSClass
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US
+from colo_node_agent.strategies.burst_scaling import (
+    NodeState,
+    Operation,
+    ScalingPod,
+    SharePool,
+    scaling_operations,
+    step_down,
+    step_up,
+)
 
-NodeState = Literal["overload", "cooling", "idle", "unknown"]
-Operation = Literal["up", "down", "remain", "reset"]
+__all__ = ["BurstPlan", "BurstPod", "Limiter", "NodeState", "Operation", "SharePool", "SharePoolPod", "base_quota",
+           "burst_us", "cpu_burst", "limiter_allows", "share_pool", "share_pool_state"]
 
-SCALE_UP, SCALE_DOWN = 1.2, 0.8
-COOLING_RATIO = 0.9
 LIMITER_CONSUME_PERCENT, LIMITER_SAVE_PERCENT = 100, 60
 
 
 @dataclass(frozen=True)
 class BurstPod:
     """One pod for burst planning: ``cpu_limit`` milli-cores (0 = none), ``quota_us`` its current CFS quota,
-    ``throttled`` whether it was throttled since the last round (None = unknown), ``cpu_used`` milli-cores."""
+    ``throttled`` whether it was throttled since the last round (None = unknown), ``cpu_used`` milli-cores,
+    ``throttled_ratio`` the throttled share of CFS periods since the last round (0..1; orders throttled pods)."""
 
     uid: str
     cgroup: str
@@ -48,6 +55,7 @@ class BurstPod:
     quota_us: int
     throttled: bool | None = None
     cpu_used: int = 0
+    throttled_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,28 +78,28 @@ class SharePoolPod:
 
 @dataclass(frozen=True)
 class BurstPlan:
-    """Writes (pod burst and quota), the operation per pod, the node state and the limiters to keep."""
+    """Writes (pod burst and quota), the operation per pod, the node state, the limiters to keep and, per pod,
+    the rounds in a row it was not throttled (to keep for the next round)."""
 
     writes: list[CgroupWrite] = field(default_factory=list)
     operations: dict[str, Operation] = field(default_factory=dict)
     state: NodeState = "unknown"
     limiters: dict[str, Limiter] = field(default_factory=dict)
+    unthrottled_rounds: dict[str, int] = field(default_factory=dict)
+
+
+def share_pool(logical_cpus: int, node_used: int | None, pods: list[SharePoolPod]) -> SharePool:
+    """The LS share pool (module doc): ``node_used`` milli-cores, None = no metric."""
+    total = logical_cpus * 1000 - sum(p.cpu_request for p in pods if p.qos in ("LSE", "LSR"))
+    if node_used is None:
+        return SharePool(total, None)
+    return SharePool(total, node_used - sum(p.cpu_used for p in pods if p.qos in ("LSE", "LSR", "BE")))
 
 
 def share_pool_state(logical_cpus: int, node_used: int | None, pods: list[SharePoolPod],
                      threshold_percent: int) -> NodeState:
-    """Overload / Cooling / Idle of the share pool (module doc); ``node_used`` milli-cores, None = no metric."""
-    if node_used is None:
-        return "unknown"
-    total = logical_cpus * 1000 - sum(p.cpu_request for p in pods if p.qos in ("LSE", "LSR"))
-    used = node_used - sum(p.cpu_used for p in pods if p.qos in ("LSE", "LSR", "BE"))
-    ratio = used / total if total > 0 else 1.0
-    threshold = threshold_percent / 100
-    if ratio >= threshold:
-        return "overload"
-    if ratio >= threshold * COOLING_RATIO:
-        return "cooling"
-    return "idle"
+    """Overload / Cooling / Idle / Unknown of the share pool (module doc); ``node_used`` milli-cores."""
+    return share_pool(logical_cpus, node_used, pods).state(threshold_percent)
 
 
 def base_quota(cpu_limit: int, period_us: int = DEFAULT_PERIOD_US) -> int:
@@ -124,34 +132,33 @@ def limiter_allows(lim: Limiter | None, policy: CPUBurstStrategy, use_percent: f
     return tokens > 0, Limiter(capacity, tokens, now)
 
 
-def _operation(pod: BurstPod, policy: CPUBurstStrategy, allowed: bool, state: NodeState) -> Operation:
-    if policy.policy not in ("cfsQuotaBurstOnly", "auto"):
-        return "reset"
-    op: Operation = "down" if not allowed else ("up" if pod.throttled else "remain")
-    if state == "overload" and op in ("up", "remain"):
-        return "down"
-    if state in ("cooling", "unknown") and op == "up":
-        return "remain"
-    return op
-
-
-def cpu_burst(pods: list[BurstPod], state: NodeState, policy: CPUBurstStrategy, limiters: dict[str, Limiter],
-              now: float, period_us: int = DEFAULT_PERIOD_US) -> BurstPlan:
-    """The burst plan for the LS pods among ``pods`` (others ignored). ``limiters`` as returned last round."""
+def cpu_burst(pods: list[BurstPod], pool: SharePool, policy: CPUBurstStrategy, limiters: dict[str, Limiter],
+              now: float, period_us: int = DEFAULT_PERIOD_US,
+              unthrottled_rounds: dict[str, int] | None = None) -> BurstPlan:
+    """The burst plan for the LS pods with a CPU limit among ``pods`` (others ignored). ``limiters`` and
+    ``unthrottled_rounds`` as returned last round (absent pods start with none)."""
+    state = pool.state(policy.share_pool_threshold_percent)
     plan = BurstPlan(state=state)
-    for p in pods:
-        if p.qos != "LS" or p.cpu_limit <= 0:
-            continue
+    calm = unthrottled_rounds or {}
+    scaling = policy.policy in ("cfsQuotaBurstOnly", "auto")
+    candidates: list[ScalingPod] = []
+    ls = [p for p in pods if p.qos == "LS" and p.cpu_limit > 0]
+    for p in ls:
         base = base_quota(p.cpu_limit, period_us)
         ceil = base * max(policy.quota_scale_max_percent, 100) // 100
-        use = p.cpu_used * 100 / p.cpu_limit
-        allowed, lim = limiter_allows(limiters.get(p.uid), policy, use, now)
+        allowed, lim = limiter_allows(limiters.get(p.uid), policy, p.cpu_used * 100 / p.cpu_limit, now)
         if lim is not None:
             plan.limiters[p.uid] = lim
-        op = _operation(p, policy, allowed, state)
+        rounds = calm.get(p.uid, 0) + 1 if p.throttled is False else (0 if p.throttled else calm.get(p.uid, 0))
+        plan.unthrottled_rounds[p.uid] = rounds
         cur = p.quota_us if p.quota_us > 0 else base
-        target = {"up": int(cur * SCALE_UP), "down": int(cur * SCALE_DOWN), "remain": cur, "reset": base}[op]
-        target = min(max(target, base), ceil)
+        candidates.append(ScalingPod(p.uid, cur, base, ceil, p.cpu_used, p.throttled, p.throttled_ratio, allowed,
+                                     rounds))
+    ops = scaling_operations(candidates, pool, policy, period_us) if scaling else {}
+    for p, c in zip(ls, candidates):
+        op: Operation = ops.get(p.uid, "reset")
+        target = {"up": step_up(c), "down": step_down(c), "remain": c.quota_us, "reset": c.base_us}[op]
+        target = min(max(target, c.base_us), c.ceil_us)
         plan.operations[p.uid] = op
         plan.writes.append(CgroupWrite(p.cgroup, "cpu.cfs_quota_us", target, f"cpu burst {op} ({state})"))
         plan.writes.append(CgroupWrite(p.cgroup, "cpu.cfs_burst_us", burst_us(p.cpu_limit, policy, period_us),

@@ -29,7 +29,7 @@ from colo_node_agent.strategies.cpu_burst import (
     NodeState,
     SharePoolPod,
     cpu_burst,
-    share_pool_state,
+    share_pool,
 )
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
 from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
@@ -58,8 +58,8 @@ class NodeFeatures:
 @dataclass(frozen=True)
 class PodState:
     """One running pod: its spec and class, use (milli-cores, bytes), current CFS quota (µs, −1 none), whether
-    it was throttled since the last round (None unknown), its CPUs now, its task ids, and whether an eviction
-    is already under way."""
+    it was throttled since the last round (None unknown), its CPUs now, its task ids, whether an eviction
+    is already under way, and the throttled share of CFS periods since the last round (0..1)."""
 
     spec: PodSpec
     qos: QoSClass
@@ -70,6 +70,7 @@ class PodState:
     cpus: tuple[int, ...] = ()
     pids: tuple[int, ...] = ()
     evicting: bool = False
+    throttled_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ class StrategyMemory:
     last_cpu_evict: float | None = None
     be_samples: deque[BECPUSample] = field(default_factory=lambda: deque(maxlen=600))
     limiters: dict[str, Limiter] = field(default_factory=dict)
+    unthrottled_rounds: dict[str, int] = field(default_factory=dict)
+    """CPU burst: per LS pod, the rounds in a row it was not throttled."""
 
     def absorb(self, plan: NodePlan, now: float, evicted: dict[str, int] | None = None) -> None:
         """Keep ``plan``'s new state; ``evicted`` pods really evicted per kind ("memory"/"cpu") start a
@@ -116,6 +119,7 @@ class StrategyMemory:
         if plan.be_sample is not None:
             self.be_samples.append(plan.be_sample)
         self.limiters = dict(plan.limiters)
+        self.unthrottled_rounds = dict(plan.unthrottled_rounds)
         done = evicted if evicted is not None else {}
         if done.get("memory"):
             self.last_memory_evict = now
@@ -135,7 +139,8 @@ class PlannedEviction:
 @dataclass(frozen=True)
 class NodePlan:
     """One round's result: writes, evictions, the BE CPU budget (−1 = suppress off), burst node state, the
-    new limiters and BE sample to remember, and problems worth an event."""
+    new limiters and BE sample to remember, problems worth an event, the BE cpuset, and the CPU burst
+    unthrottled-round counts to remember."""
 
     writes: list[CgroupWrite]
     evictions: list[PlannedEviction]
@@ -145,6 +150,7 @@ class NodePlan:
     be_sample: BECPUSample | None
     problems: list[str]
     be_cpus: tuple[int, ...] = ()
+    unthrottled_rounds: dict[str, int] = field(default_factory=dict)
 
 
 def _views(snap: NodeSnapshot) -> list[PodView]:
@@ -197,12 +203,12 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
         be_cpus = next((cpuset_parse(str(w.value)) for w in sp.writes
                         if w.cgroup == layout.besteffort and w.resource == "cpuset.cpus"), be_cpus)
 
-    burst_state = share_pool_state(len(snap.topology.cpus), snap.node_cpu_used,
-                                   [SharePoolPod(v.qos, v.cpu_request, v.cpu_used) for v in views],
-                                   slo.cpu_burst.share_pool_threshold_percent)
+    pool = share_pool(len(snap.topology.cpus), snap.node_cpu_used,
+                      [SharePoolPod(v.qos, v.cpu_request, v.cpu_used) for v in views])
     bp = cpu_burst([BurstPod(p.spec.uid, layout.pod_dir(p.qos, p.spec.uid), p.qos, v.cpu_limit, p.quota_us,
-                             p.throttled, p.cpu_used) for p, v in zip(snap.pods, views)],
-                   burst_state, slo.cpu_burst, memory.limiters, now, snap.period_us)
+                             p.throttled, p.cpu_used, p.throttled_ratio) for p, v in zip(snap.pods, views)],
+                   pool, slo.cpu_burst, memory.limiters, now, snap.period_us, memory.unthrottled_rounds)
+    burst_state = bp.state
     # quota scaling works on every kernel; cfs_burst_us only where the kernel has it (5.14+)
     writes += [w for w in bp.writes if feats.cpu_burst or w.resource != "cpu.cfs_burst_us"]
 
@@ -234,4 +240,5 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
         ce = cpu_evict(window, sample, [v for v in views if v.uid not in gone], slo.cpu_evict,
                        memory.last_cpu_evict, now)
         evictions += [PlannedEviction("cpu", e, ce.release) for e in ce.evictions]
-    return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus))
+    return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus),
+                    bp.unthrottled_rounds)
