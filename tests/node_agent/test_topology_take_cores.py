@@ -8,11 +8,13 @@ answer on random topologies and taken sets.
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from colo_node_agent.cpu_accumulator import take_cores
+from colo_node_agent.cpu_accumulator import numa_free, select, take_cores
 from colo_node_agent.topology import CPUInfo, CPUTopology
 
 
@@ -136,3 +138,47 @@ def test_take_cores_property(case: tuple[CPUTopology, set[int], int]) -> None:
     info = topo.by_id()
     whole = {(c.socket, c.core) for c in topo.cpus} - {(info[c].socket, info[c].core) for c in taken}
     assert half_cores(got, topo) == n - threads * min(len(whole), n // threads)
+
+
+def test_select_refuses_nodes_without_enough_cpus() -> None:
+    with pytest.raises(ValueError, match="3 CPUs wanted, 2 free"):
+        select(tuple(numa_free({1, 2}, SMT2)), 3)
+
+
+def unpruned(free: set[int], n: int, topo: CPUTopology) -> tuple[int, ...]:
+    """The rules by brute force: every set of NUMA nodes, keyed by (half cores, NUMA nodes, sockets, split cores,
+    free CPUs, NUMA keys); the CPUs chosen within a set by :func:`select`."""
+    nodes = numa_free(free, topo)
+    best = None
+    for count in range(1, len(nodes) + 1):
+        for subset in combinations(nodes, count):
+            if sum(m.free for m in subset) < n:
+                continue
+            got = select(subset, n)
+            key = (got.half, count, len({m.key[1] for m in subset}), got.splits, sum(m.free for m in subset),
+                   tuple(m.key for m in subset))
+            if best is None or key < best[0]:
+                best = (key, got.cpus)
+    assert best is not None
+    return best[1]
+
+
+@st.composite
+def bigger_cases(draw: st.DrawFn) -> tuple[CPUTopology, set[int], int]:
+    topo = grid(draw(st.integers(1, 4)), draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 2)),
+                siblings_adjacent=draw(st.booleans()))
+    ids = topo.ids()
+    taken = set(draw(st.lists(st.sampled_from(ids), max_size=len(ids))))
+    free = set(ids) - taken
+    return topo, taken, draw(st.integers(1, max(len(free), 1)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(bigger_cases())
+def test_take_cores_prunes_without_changing_the_answer(case: tuple[CPUTopology, set[int], int]) -> None:
+    topo, taken, n = case
+    free = free_of(topo, taken)
+    if n > len(free):
+        assert take_cores(free, n, topo) is None
+    else:
+        assert take_cores(free, n, topo) == unpruned(free, n, topo)

@@ -14,9 +14,10 @@ node at a time. In order of importance:
 4. **Best fit.** Then the NUMA nodes with the fewest free CPUs (that still hold the request), filled tightest
    first, so the larger free blocks stay whole for later requests; last, the lowest NUMA ids and CPU ids.
 
-The NUMA nodes to use are found by trying every set of them of increasing size (a set of the N NUMA nodes is
-examined at most once: 2^N sets, 16 on a 2-socket machine with 2 NUMA nodes per socket), so the result is the
-best by the rules above, not a greedy approximation.
+The NUMA nodes to use are found by trying the sets of them by increasing size (at most 2^N sets of N NUMA
+nodes: 16 on a 2-socket machine with 2 NUMA nodes per socket), so the result is the best by the rules above, not
+a greedy approximation; sets that cannot hold the request or span more sockets than the best so far are skipped
+before CPUs are chosen in them (the answer is the same: ``test_take_cores_prunes_without_changing_the_answer``).
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ class Selection:
     splits: int
 
 
+def _threads_per_core(topo: CPUTopology) -> dict[tuple[int, int], list[int]]:
+    out: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for c in topo.cpus:
+        out[(c.socket, c.core)].append(c.cpu)
+    return out
+
+
 def numa_free(free: set[int], topo: CPUTopology) -> list[NumaFree]:
     """``free`` grouped by NUMA node (ascending keys). A core is whole when every thread the topology lists for
     it is free; CPUs missing from the topology count as cores of their own on NUMA node 0, socket 0."""
     info = topo.by_id()
-    threads: dict[tuple[int, int], int] = defaultdict(int)
-    for c in topo.cpus:
-        threads[(c.socket, c.core)] += 1
+    threads = {core: len(cpus) for core, cpus in _threads_per_core(topo).items()}
     cores: dict[NumaKey, dict[tuple[int, int], list[int]]] = defaultdict(lambda: defaultdict(list))
     for cpu in sorted(free):
         i = info.get(cpu, CPUInfo(cpu, -1 - cpu))
@@ -76,13 +82,17 @@ def numa_free(free: set[int], topo: CPUTopology) -> list[NumaFree]:
     return out
 
 
-def select(nodes: tuple[NumaFree, ...], n: int) -> Selection | None:
-    """``n`` CPUs out of ``nodes`` by rules 1, 3 and 4 of the module doc, or None when they hold fewer.
+def select(nodes: tuple[NumaFree, ...], n: int) -> Selection:
+    """``n`` CPUs out of ``nodes`` by rules 1, 3 and 4 of the module doc. Raises ValueError when ``nodes`` hold
+    fewer than ``n`` free CPUs.
 
     Nodes are filled tightest first (fewest free CPUs, then lowest key). Whole cores are taken while they fit in
     what is still needed; the rest comes from as few cores as possible: a half-taken core that covers it,
     else a fully free core split, else the half-taken core with the most free CPUs, repeated.
     """
+    if sum(m.free for m in nodes) < n:
+        raise ValueError(f"{n} CPUs wanted, {sum(m.free for m in nodes)} free in NUMA nodes "
+                         f"{[m.key for m in nodes]}")
     order = sorted(nodes, key=lambda m: (m.free, m.key))
     picked: list[int] = []
     need = n
@@ -95,48 +105,64 @@ def select(nodes: tuple[NumaFree, ...], n: int) -> Selection | None:
             else:
                 spare.append(core)
     rank = {m.key: r for r, m in enumerate(order)}
-    pieces = sorted(((-len(p), rank[m.key], p[0], p) for m in order for p in m.partial))
-    partial = [p for *_, p in pieces]
+    rest = [p for *_, p in sorted((-len(p), rank[m.key], p[0], p) for m in order for p in m.partial)]
     half = splits = 0
     while need > 0:
-        cover = [p for p in partial if len(p) >= need]
+        cover = [p for p in rest if len(p) >= need]
         if cover:
             piece = min(cover, key=len)
+            rest.remove(piece)
         elif spare:
-            piece, splits = spare.pop(0), splits + 1
-        elif partial:
-            piece = partial[0]
+            piece = spare.pop(0)
+            splits += 1
         else:
-            return None
-        if piece in partial:
-            partial.remove(piece)
+            piece = rest.pop(0)
         picked.extend(piece[:need])
         need -= min(len(piece), need)
         half += 1
     return Selection(tuple(sorted(picked)), half, splits)
 
 
+def whole_cores_needed(nodes: list[NumaFree], n: int, topo: CPUTopology) -> int:
+    """How many fully free cores any choice with the fewest half cores must hold: min(W, ⌊n/t⌋) when every core
+    of ``topo`` has the same t ≤ 2 threads (each CPU beyond them then costs a half core of its own), else 0 (no
+    bound: with more threads a half-taken core may hold several of the missing CPUs)."""
+    threads = {len(g) for g in _threads_per_core(topo).values()}
+    if len(threads) != 1 or max(threads) > 2:
+        return 0
+    t = threads.pop()
+    return min(sum(len(m.whole) for m in nodes), n // t)
+
+
 def take_cores(free: set[int], n: int, topo: CPUTopology) -> tuple[int, ...] | None:
     """``n`` CPUs (ascending ids) out of ``free`` for an exclusive/reserved cpuset, chosen by the module doc's
     rules; None when ``n`` ≤ 0 or ``free`` has fewer than ``n`` CPUs (the caller reports the pod as not
-    placed: it runs in the share pool)."""
+    placed: it runs in the share pool).
+
+    Sets of NUMA nodes that cannot hold the free CPUs or the whole cores needed
+    (:func:`whole_cores_needed`), or that span more sockets than the best set found so far, are skipped before
+    CPUs are chosen in them.
+    """
     if n <= 0 or len(free) < n:
         return None
     nodes = numa_free(free, topo)
     everything = select(tuple(nodes), n)
-    if everything is None:
-        return None
+    need_whole = whole_cores_needed(nodes, n, topo)
     sizes = sorted((m.free for m in nodes), reverse=True)
+    wholes = sorted((len(m.whole) for m in nodes), reverse=True)
     for count in range(1, len(nodes)):  # all of them is the fallback below
-        if sum(sizes[:count]) < n:
+        if sum(sizes[:count]) < n or sum(wholes[:count]) < need_whole:
             continue
         best: tuple[tuple[int, int, int, tuple[NumaKey, ...]], Selection] | None = None
         for subset in combinations(nodes, count):
-            got = select(subset, n) if sum(m.free for m in subset) >= n else None
-            if got is None or got.half > everything.half:
+            sockets = len({m.key[1] for m in subset})
+            if (best is not None and sockets > best[0][0]) or sum(m.free for m in subset) < n \
+                    or sum(len(m.whole) for m in subset) < need_whole:
                 continue
-            key = (len({m.key[1] for m in subset}), got.splits, sum(m.free for m in subset),
-                   tuple(m.key for m in subset))
+            got = select(subset, n)
+            if got.half > everything.half:
+                continue
+            key = (sockets, got.splits, sum(m.free for m in subset), tuple(m.key for m in subset))
             if best is None or key < best[0]:
                 best = (key, got)
         if best is not None:
