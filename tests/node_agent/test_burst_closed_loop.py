@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from colo.messages import CPUBurstStrategy, NodeSLO, NodeSpec, PodSpec, Resources, SimWorkload
 from colo_node_agent.backends.sim import SimBackend, SimConfig
@@ -94,3 +96,16 @@ def test_plan_node_keeps_the_unthrottled_rounds_between_rounds() -> None:
                        if w.cgroup == "kubepods/burstable/podp" and w.resource == "cpu.cfs_quota_us"][-1])
     assert quotas == [200_000] * 4 + [160_000, 160_000]  # the snapshot keeps showing 200000: one step each round
     assert memory.unthrottled_rounds == {"p": 6}
+
+
+@settings(max_examples=25, deadline=None)
+@given(cores=st.sampled_from([8, 16, 32]), limit=st.sampled_from([500, 1000, 2000]), data=st.data())
+def test_constant_demand_never_flips(cores: int, limit: int, data: st.DataObject) -> None:
+    """Any number of LS pods with one constant demand: the total quota never reverses in 20 rounds, and a pool
+    that starts below Overload at base quotas is never driven into it."""
+    pods = data.draw(st.integers(1, cores * 1000 // limit), label="pods")
+    demand = data.draw(st.integers(limit * 8 // 10, limit * 4), label="demand")
+    rounds = run(pods, cores, limit, demand, rounds=20)
+    assert flips(rounds, start=pods * limit * 100) == 0
+    if pods * min(limit, demand) < cores * 1000 * THRESHOLD:
+        assert max(r.pool for r in rounds) < THRESHOLD
