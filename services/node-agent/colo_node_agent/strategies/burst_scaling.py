@@ -127,13 +127,15 @@ def scaling_operations(pods: list[ScalingPod], pool: SharePool, policy: CPUBurst
     state = pool.state(policy.share_pool_threshold_percent)
     if state == "overload":
         above = [p for p in pods if p.quota_us > p.base_us and ops[p.uid] == "remain"]
-        for p in sorted(above, key=lambda p: (p.throttled is True, *_pressure(p), p.uid)):
+        least_first = sorted(above, key=lambda p: (p.throttled is True, *_pressure(p), p.uid))
+        for p in least_first:
             if projected < threshold:
                 break
             down(p)
     elif state == "idle":
         wanting = [p for p in pods if p.throttled and p.allowed and p.quota_us < p.ceil_us and ops[p.uid] == "remain"]
-        for p in sorted(wanting, key=lambda p: (tuple(-x for x in _pressure(p)), p.uid)):
+        most_first = sorted(wanting, key=lambda p: (-_pressure(p)[0], -_pressure(p)[1], p.uid))
+        for p in most_first:
             new = _milli(step_up(p), period_us)
             extra = max(min(new - _milli(p.quota_us, period_us), new - p.cpu_used), 0)
             if projected + extra < threshold:

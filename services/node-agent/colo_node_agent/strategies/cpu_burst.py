@@ -149,7 +149,9 @@ def cpu_burst(pods: list[BurstPod], pool: SharePool, policy: CPUBurstStrategy, l
         allowed, lim = limiter_allows(limiters.get(p.uid), policy, p.cpu_used * 100 / p.cpu_limit, now)
         if lim is not None:
             plan.limiters[p.uid] = lim
-        rounds = calm.get(p.uid, 0) + 1 if p.throttled is False else (0 if p.throttled else calm.get(p.uid, 0))
+        rounds = calm.get(p.uid, 0)  # unknown throttling (no statistics) keeps the count
+        if p.throttled is not None:
+            rounds = 0 if p.throttled else rounds + 1
         plan.unthrottled_rounds[p.uid] = rounds
         cur = p.quota_us if p.quota_us > 0 else base
         candidates.append(ScalingPod(p.uid, cur, base, ceil, p.cpu_used, p.throttled, p.throttled_ratio, allowed,
