@@ -1,15 +1,18 @@
 """A migration's booking: the usage it takes off its source and adds to its target until the metrics show it.
 
 A NodeMetric's node usage is the mean over ``window_s`` seconds ending at ``at`` (REFERENCE.md §2, 300 s), and
-the descheduler's node usage is system + Σ pods, which equals that node figure (system is node − Σ pods). So a
-pod contributes ``usage × covered`` to a node's figure, where ``covered`` is the share of the window it ran
-there. After an eviction:
+the descheduler's node usage is system + Σ pods, which equals that node figure less host apps (system is
+node − Σ pods − host apps; :func:`base_usage` reads the node figure itself where the metric has it). So a pod
+contributes ``usage × covered`` to a node's figure, where ``covered`` is the share of the window it ran there.
+After an eviction:
 
-- on the **source**, while the pod list names the pod its figure is in Σ pods and the booking takes all of
-  ``usage`` off; after it left the list, its share is still in the node figure (as part of system usage) while
-  the window covers any second it ran there, and the booking takes ``usage × covered_source`` off;
+- on the **source**, its share is still in the node figure while the window covers any second it ran there
+  (after it left the pod list, as part of system usage); the booking takes ``usage × covered_source`` off;
 - on the **target** (the node the replacement was bound on, else the booked target), the replacement is only
   partly in the figure until it has run for a whole window; the booking adds ``usage × (1 − covered_target)``.
+
+A metric without its node figure (``node_usage`` 0) tells only through its pod list: a listed pod's figure is
+in Σ pods (the source takes all of ``usage`` off, the target adds nothing), an unlisted one is handled as above.
 
 Each side ends when its share is 0 (the source's window starts after the pod left and its pod list no longer
 names it; the replacement has run on the target for a whole window); a TTL after the eviction is the backstop.
@@ -74,24 +77,45 @@ class Booking:
         """(share of ``usage`` to take off, pods to take off) of the source's ``metric``; latches the end."""
         if self.source_done:
             return 0.0, 0
-        if any(p.uid == self.uid for p in metric.pods):
-            return 1.0, 1  # its per-pod figure is in Σ pods
-        if self.left_at is None:
-            return 1.0, 0  # still running, reported after this metric's pod list was taken
-        if metric.at - metric.window_s >= self.left_at:
+        listed = any(p.uid == self.uid for p in metric.pods)
+        start = metric.at - metric.window_s
+        if not listed and self.left_at is not None and start >= self.left_at:
             self.source_done = True
             return 0.0, 0
-        return covered(metric.at - metric.window_s, metric.at, self.ran_since, self.left_at), 0
+        end = metric.at if self.left_at is None else min(self.left_at, metric.at)
+        if not has_node_figure(metric):
+            share = 1.0 if listed or self.left_at is None else covered(start, metric.at, self.ran_since, end)
+        else:
+            share = covered(start, metric.at, self.ran_since, end)
+        return share, 1 if listed else 0
 
     def target_share(self, metric: NodeMetric) -> tuple[float, int]:
         """(share of ``usage`` to add, pods to add) to the target's ``metric``; latches the end."""
         if self.target_done:
             return 0.0, 0
         listed = any(p.uid == self.uid for p in metric.pods)
+        pods = 0 if listed else 1
         if self.bound_at is None:
-            return 1.0, 0 if listed else 1
+            return 1.0, pods
         if metric.at - metric.window_s >= self.bound_at:
             self.target_done = True
             return 0.0, 0
-        share = covered(metric.at - metric.window_s, metric.at, self.bound_at, metric.at)
-        return 1.0 - share, 0 if listed else 1
+        if not has_node_figure(metric):
+            return (0.0 if listed else 1.0), pods
+        return 1.0 - covered(metric.at - metric.window_s, metric.at, self.bound_at, metric.at), pods
+
+
+def has_node_figure(metric: NodeMetric) -> bool:
+    """Whether ``metric`` carries its node usage (the window mean); without it only its pod list tells."""
+    return metric.node_usage.cpu > 0 or metric.node_usage.memory > 0
+
+
+def base_usage(metric: NodeMetric) -> Vec:
+    """The usage a round starts from, (cpu m, memory B): node − host apps when the metric has its node figure
+    (= system + Σ pods, without the clamp of system at 0 that over-counts a pod started within the window,
+    whose per-pod mean covers only its own run), else system + Σ pods (REFERENCE.md §6)."""
+    if has_node_figure(metric):
+        return (max(metric.node_usage.cpu - metric.host_apps_usage.cpu, 0),
+                max(metric.node_usage.memory - metric.host_apps_usage.memory, 0))
+    return (metric.system_usage.cpu + sum(p.cpu for p in metric.pods),
+            metric.system_usage.memory + sum(p.memory for p in metric.pods))

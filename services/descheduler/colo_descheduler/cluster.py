@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
-from colo_descheduler.booking import Booking
+from colo_descheduler.booking import Booking, base_usage
 from colo_descheduler.limits import LimitKey, MigrationLimiter
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
 from colo_descheduler.settings import DeschedulerSettings
@@ -201,8 +201,9 @@ class ClusterView:
     # ------------------------------------------------------------------ round inputs
 
     def fresh_loads(self, now: float, expiry_s: float) -> list[NodeLoad]:
-        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6), pods = the
-        metric's pod count, each corrected by the bookings of migrations (booking.py).
+        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6; the node
+        figure less host apps where the metric has it, booking.base_usage), pods = the metric's pod count,
+        each corrected by the bookings of migrations (booking.py).
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -226,8 +227,8 @@ class ClusterView:
         loads: list[NodeLoad] = []
         for name, metric in fresh.items():
             delta: Sequence[float] = adjust.get(name, (0.0, 0.0, 0.0))
-            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods) + delta[0]
-            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods) + delta[1]
+            base = base_usage(metric)
+            cpu, mem = base[0] + delta[0], base[1] + delta[1]
             pods = len(metric.pods) + int(delta[2])
             loads.append(NodeLoad(name, self.allocatable[name], (max(round(cpu), 0), max(round(mem), 0)),
                                   self.pods_allocatable.get(name, 0), max(pods, 0), name not in self.no_target))
