@@ -92,3 +92,13 @@ def test_selection_matches_brute_force(pods: list[tuple[int, int, str, int]], cp
     key = (max(tier(p) for p in got), len(got),
            round(sum(usage3(p)[r] / alloc[r] for p in got for r in range(3) if excess[r] > 0), 9))
     assert key == best
+
+
+def test_greedy_cover_past_the_search_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget the greedy cover still cures, without redundant pods, ending on the smallest fit."""
+    import colo_descheduler.victims as victims
+
+    monkeypatch.setattr(victims, "SEARCH_BUDGET", 0)
+    cands = [Candidate(f"p{i}", "n", (cpu, GI)) for i, cpu in enumerate((3000, 2500, 2000, 1200, 900))]
+    got = select_victims(cands, (4000, 0, 0), (32_000, 128 * GI, 110))
+    assert [p.uid for p in got] == ["p0", "p3"]  # 3000 + the smallest that completes 4000

@@ -92,7 +92,7 @@ def _greedy(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Vic
         if rest and cures(rest, excess):
             chosen = rest
     if chosen:
-        last, head = chosen[-1], chosen[:-1]
+        head = chosen[:-1]
         swaps = [p for p in pool if p not in head and cures([*head, p], excess)]
         chosen = [*head, min(swaps, key=lambda p: (_weight(p, excess, allocatable), p.uid))]
     return chosen
