@@ -25,13 +25,24 @@ def test_covered(window: tuple[float, float], run: tuple[float, float], share: f
     assert covered(*window, *run) == pytest.approx(share)
 
 
-def test_bookings_follow_what_the_metrics_show() -> None:
-    """One pod of 4000 m moves from ``src`` to ``dst`` at t = 0; every metric for 15 minutes, the corrected
-    usage of both nodes equals their real usage after the move within 1 % of a node, and each booking side
-    ends once the window no longer needs it (source: ≤ 360 s after the pod left, target: ≤ 360 s after the
-    replacement started), long before the 900 s TTL."""
-    model = NodeAgentModel([ModelNode("src", ALLOC, (4000, 8 * GI)),
-                            ModelNode("dst", ALLOC, (2000, 8 * GI), report_offset_s=30.0)])
+@pytest.mark.parametrize(
+    ("src_offset", "dst_offset", "rebind_s", "ends"),
+    [(0.0, 30.0, 5.0, {"source": 300, "target": 330, "gone": 330}),
+     (50.0, 10.0, 5.0, {"source": 350, "target": 310, "gone": 350}),
+     (20.0, 20.0, 40.0, {"source": 320, "target": 380, "gone": 380}),
+     (0.0, 0.0, 1.0, {"source": 300, "target": 360, "gone": 360})],
+    ids=["dst-half-interval-later", "src-late-dst-early", "slow-rebind", "same-offsets-fast-rebind"],
+)
+def test_bookings_follow_what_the_metrics_show(src_offset: float, dst_offset: float, rebind_s: float,
+                                               ends: dict[str, int]) -> None:
+    """One pod of 4000 m moves from ``src`` to ``dst`` at t = 0; at every round (10 s) for 15 minutes, the
+    corrected usage of both nodes equals their real usage after the move within 1 % of a node, and each
+    booking side ends at the first report that no longer needs it: the source's first report whose window
+    starts after the pod left (≥ 300 s), the target's first whose window starts after the replacement
+    started (≥ rebind + 300 s), long before the 900 s TTL."""
+    model = NodeAgentModel([ModelNode("src", ALLOC, (4000, 8 * GI), report_offset_s=src_offset),
+                            ModelNode("dst", ALLOC, (2000, 8 * GI), report_offset_s=dst_offset)],
+                           rebind_delay_s=rebind_s)
     view = ClusterView()
     for spec in model.node_specs():
         view.on_node(spec)
@@ -47,7 +58,8 @@ def test_bookings_follow_what_the_metrics_show() -> None:
     view.on_status(model.evict(ev, 0.0))
     want = {"src": 4000 + 6000 + 9000, "dst": 2000 + 4000}  # real CPU after the move
     seen: set[str] = set()
-    ends = {"source": -1, "gone": -1}
+    booking = view.bookings["p0"]
+    seen_ends = {"source": -1, "target": -1, "gone": -1}
     for t in range(0, 900):
         for bound, status in model.binds_due(float(t)):
             view.on_bound(bound)
@@ -61,14 +73,11 @@ def test_bookings_follow_what_the_metrics_show() -> None:
             for name, cpu in want.items():
                 assert abs(loads[name] - cpu) <= ALLOC[0] // 100, (t, name, loads[name], cpu)
         view.expire(float(t), 300.0)
-        booking = view.bookings.get("p0")
-        if booking is not None:
-            if booking.source_done and ends["source"] < 0:
-                ends["source"] = t
-            ends["gone"] = t + 1
-    # src reports at :00: its window [0, 300] no longer holds the pod at 300; dst reports at :30: the
-    # replacement (started at 5) has a whole window at 330
-    assert ends == {"source": 300, "gone": 330}
+        for side, done in (("source", booking.source_done), ("target", booking.target_done),
+                           ("gone", "p0" not in view.bookings)):
+            if done and seen_ends[side] < 0:
+                seen_ends[side] = t
+    assert seen_ends == ends
 
 
 def test_replacement_on_another_node_moves_the_booking() -> None:
@@ -85,12 +94,34 @@ def test_replacement_on_another_node_moves_the_booking() -> None:
 
 
 def test_booking_ttl_is_the_backstop() -> None:
+    """The pod left its source but no replacement was bound and no metric came: the TTL ends the booking."""
     view = ClusterView(DeschedulerSettings(booking_ttl_s=900.0))
-    view.start_migration(Eviction("p", "a", "b", "", (1000, GI)), 0.0)  # never reported anywhere
+    view.start_migration(Eviction("p", "a", "b", "", (1000, GI)), 0.0)
+    view.on_status(PodStatus(uid="p", node="a", phase="Failed", at=1.0, reason="Evicted"))
     view.expire(900.0, 300.0)
-    assert "p" in view.bookings
+    assert "p" in view.bookings and view.migrations == {}
     view.expire(901.0, 300.0)
     assert view.bookings == {}
+
+
+def test_eviction_that_never_took_drops_its_booking() -> None:
+    """No word of the pod leaving or rebinding when the migration's TTL passes: the pod still runs on its
+    source (its metric lists it), so the booking must not keep taking it off for the rest of the 900 s."""
+    view = ClusterView()
+    view.start_migration(Eviction("p", "a", "b", "", (1000, GI)), 0.0)
+    view.expire(300.0, 300.0)
+    assert "p" in view.bookings  # still running at the TTL
+    view.expire(301.0, 300.0)
+    assert view.bookings == {} and view.migrations == {}
+
+
+def test_running_status_before_binding_moves_the_booking() -> None:
+    view = ClusterView()
+    view.start_migration(Eviction("p", "a", "b", "", (1000, GI)), 0.0)
+    view.on_status(PodStatus(uid="p", node="c", phase="Running", at=7.0))
+    booking = view.bookings["p"]
+    assert (booking.target_node, booking.bound_at, booking.left_at) == ("c", 7.0, 7.0)
+    assert view.migrations == {}
 
 
 def test_source_share_while_listed_and_after() -> None:

@@ -12,7 +12,7 @@ from agent_model import GI, DriveResult, ModelNode, NodeAgentModel, drive
 
 from colo.messages import PodSpec
 from colo_descheduler.service import DeschedulerService
-from colo_descheduler.settings import DeschedulerSettings
+from colo_descheduler.settings import DeschedulerSettings, WindowLimit
 
 ALLOC = (32_000, 128 * GI)
 POD_CPU = 2950
@@ -29,7 +29,11 @@ def cascade_run(settings: DeschedulerSettings | None = None) -> DriveResult:
 
 
 def test_one_eviction_cures_the_hot_node() -> None:
-    """Evictions are what the excess needs (1), the target stays low, one app is not emptied in 120 s."""
+    """Evictions are what the excess needs (1), the target stays low, one app is not emptied in 120 s.
+
+    On main this run evicted 7 of hot's 8 pods within 60 s, all to cold, which peaked at 84.5 % and sent 7
+    back (35 evictions in 30 minutes; 7 replicas of shop/web within 120 s).
+    """
     res = cascade_run()
     assert res.from_node("hot") == 1, [(e.at, e.uid, e.source) for e in res.evictions]
     assert res.from_node("cold") == 0
@@ -38,7 +42,11 @@ def test_one_eviction_cures_the_hot_node() -> None:
 
 
 def test_window_limits_alone_stop_the_cascade() -> None:
-    """With bookings switched off (TTL 1 s), the per-workload window limit still holds a workload of 8
-    replicas to max_unavailable(8) = 2 migrations per 5 minutes."""
-    res = cascade_run(DeschedulerSettings(booking_ttl_s=1.0))
-    assert res.max_moved_within("shop/web", 300.0) <= 2
+    """With bookings cut to 1 s, the per-workload window limit alone holds a workload of 8 replicas to
+    max_unavailable(8) = 2 migrations per 5 minutes; without the window limits only the caps on running
+    migrations act, and all 8 replicas move within 5 minutes (cold peaks at 93.8 %)."""
+    limited = cascade_run(DeschedulerSettings(booking_ttl_s=1.0))
+    assert limited.max_moved_within("shop/web", 300.0) == 2
+    unlimited = cascade_run(DeschedulerSettings(booking_ttl_s=1.0, workload_window_s=0,
+                                                node_window_limit=WindowLimit()))
+    assert unlimited.max_moved_within("shop/web", 300.0) > 2

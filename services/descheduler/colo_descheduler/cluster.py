@@ -163,6 +163,11 @@ class ClusterView:
         entry = self.pods.get(status.uid)
         if entry is not None and entry.node == status.node:
             entry.phase = status.phase
+        if status.phase == "Running" and booking is not None and booking.source != status.node \
+                and booking.bound_at is None:
+            booking.bound_node, booking.bound_at = status.node, status.at  # its binding not seen yet
+            if booking.left_at is None:
+                booking.left_at = status.at
         if status.phase == "Running" and mig is not None and mig.source != status.node:
             self._finish(status.uid, status.at)
 
@@ -172,7 +177,7 @@ class ClusterView:
         entry = self.pods.get(ev.uid)
         ran_since = entry.bound_at if entry is not None and entry.node == ev.source else 0.0
         self.bookings[ev.uid] = Booking(ev.uid, ev.source, ev.target, ev.usage, now, ran_since)
-        namespace = entry.spec.namespace if entry is not None else ev.workload.partition("/")[0]
+        namespace = entry.spec.namespace if entry is not None else ev.namespace
         self.limiter.record(ev.uid, LimitKey(ev.source, namespace, ev.workload), now)
 
     def _finish(self, uid: str, now: float) -> None:
@@ -187,14 +192,23 @@ class ClusterView:
         for uid in old:
             self._finish(uid, now)
         ttl = self.settings.booking_ttl_s
-        for uid in [u for u, b in self.bookings.items() if b.done or now - b.started_at > ttl]:
+        for uid in [u for u, b in self.bookings.items()
+                    if b.done or now - b.started_at > ttl or self._never_left(b)]:
             del self.bookings[uid]
         self.limiter.prune(now)
         return len(old)
 
-    def refuse(self, pod: Candidate, now: float, planned: Sequence[Eviction] = ()) -> str:
-        """Why the time-window limits keep ``pod`` ("" when it may go); ``planned`` this round's evictions."""
-        _, replicas = self.workload_counts()
+    def _never_left(self, b: Booking) -> bool:
+        """The migration stopped running (TTL) with no word of the pod leaving its source or being bound
+        elsewhere: the eviction did not take, and the pod still runs where its metric shows it."""
+        return b.uid not in self.migrations and b.left_at is None and b.bound_at is None
+
+    def refuse(self, pod: Candidate, now: float, planned: Sequence[Eviction] = (),
+               replicas: Mapping[str, int] | None = None) -> str:
+        """Why the time-window limits keep ``pod`` ("" when it may go); ``planned`` this round's evictions,
+        ``replicas`` the known replicas per workload (computed from the view when None)."""
+        if replicas is None:
+            _, replicas = self.workload_counts()
         keys = [LimitKey(e.source, e.namespace, e.workload) for e in planned]
         return self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys)
 

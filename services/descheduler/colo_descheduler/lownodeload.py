@@ -20,7 +20,10 @@ from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, order_victim
 Vec = tuple[int, int]
 """(cpu milli-cores, memory bytes)."""
 
-__all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK"]
+# The class ranks live in victims.py; re-exported here, where they used to be defined.
+__all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
+           "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
+           "victim_order"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ def victim_order(pods: Sequence[Candidate], excess: Sequence[int], allocatable: 
     """
     ex = (excess[0], excess[1], excess[2] if len(excess) > 2 else 0)
     al = (allocatable[0], allocatable[1], allocatable[2] if len(allocatable) > 2 else 0)
-    return order_victims(pods, ex, al)  # type: ignore[return-value]
+    return order_victims(pods, ex, al)
 
 
 Vec3 = list[float]

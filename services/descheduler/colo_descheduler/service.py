@@ -102,7 +102,7 @@ class DeschedulerService:
         unavailable, replicas = self.cluster.workload_counts()
         result = self.balancer.run(loads, self.cluster.lazy_candidates(loads), self.cluster.migrating_per_node(),
                                    unavailable, replicas, lambda: self.bucket.try_take(now),
-                                   lambda pod, planned: self.cluster.refuse(pod, now, planned))
+                                   lambda pod, planned: self.cluster.refuse(pod, now, planned, replicas))
         for ev in result.evictions:
             self.cluster.start_migration(ev, now)
         self.rounds += 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from colo.messages import PriorityClass, QoSClass
 
@@ -56,6 +56,10 @@ class Victim(Protocol):
     def qos_class(self) -> QoSClass: ...
 
 
+V = TypeVar("V", bound=Victim)
+"""A candidate type (selection returns the objects it was given)."""
+
+
 def tier(p: Victim) -> tuple[int, int, int]:
     """(priority class rank, priority, QoS rank): lower is evicted first."""
     return PRIORITY_CLASS_RANK.get(p.priority_class, 3), p.priority, QOS_RANK.get(p.qos_class, 1)
@@ -81,8 +85,8 @@ def _set_key(pods: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> tuple[i
     return len(pods), sum(_weight(p, excess, allocatable) for p in pods), tuple(sorted(p.uid for p in pods))
 
 
-def _greedy(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Victim]:
-    chosen: list[Victim] = []
+def _greedy(pool: Sequence[V], excess: Vec3, allocatable: Vec3) -> list[V]:
+    chosen: list[V] = []
     for p in sorted(pool, key=lambda p: (-_weight(p, excess, allocatable), p.uid)):
         if cures(chosen, excess):
             break
@@ -98,7 +102,7 @@ def _greedy(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Vic
     return chosen
 
 
-def _fewest(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Victim]:
+def _fewest(pool: Sequence[V], excess: Vec3, allocatable: Vec3) -> list[V]:
     """The subset of ``pool`` (which cures ``excess``) with fewest pods, then least usage, then uids."""
     largest = [sorted((usage3(p)[r] for p in pool), reverse=True) for r in range(3)]
     for k in range(1, len(pool) + 1):
@@ -106,7 +110,7 @@ def _fewest(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Vic
             continue
         if math.comb(len(pool), k) > SEARCH_BUDGET:
             return _greedy(pool, excess, allocatable)
-        best: tuple[tuple[int, float, tuple[str, ...]], list[Victim]] | None = None
+        best: tuple[tuple[int, float, tuple[str, ...]], list[V]] | None = None
         for combo in itertools.combinations(pool, k):
             if cures(combo, excess):
                 key = _set_key(combo, excess, allocatable)
@@ -117,7 +121,7 @@ def _fewest(pool: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Vic
     return []
 
 
-def select_victims(pods: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Victim]:
+def select_victims(pods: Sequence[V], excess: Vec3, allocatable: Vec3) -> list[V]:
     """The pods to evict to cure ``excess`` (module docstring, steps 1–2); [] when nothing cures it.
 
     ``excess`` and ``allocatable`` are (cpu m, memory B, pods); a zero excess is not in excess.
@@ -133,7 +137,7 @@ def select_victims(pods: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> l
     return []
 
 
-def order_victims(pods: Sequence[Victim], excess: Vec3, allocatable: Vec3) -> list[Victim]:
+def order_victims(pods: Sequence[V], excess: Vec3, allocatable: Vec3) -> list[V]:
     """Every pod in eviction order: :func:`select_victims` first, then the rest by the fallback order."""
     chosen = select_victims(pods, excess, allocatable)
     picked = {p.uid for p in chosen}
