@@ -101,3 +101,19 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     evict_local_storage_pods: bool = False
     """Evict pods with local storage (``PodSpec.local_storage``: emptyDir / hostPath volumes), whose data is
     lost; false as the reference's ``evictLocalStoragePods``. Mirror and static pods are never evicted."""
+
+    def __post_init__(self) -> None:
+        """Low thresholds must not exceed high ones, and ``pods`` is set in both or in neither (a node could
+        otherwise be low and high at once, or never low); raises ValueError listing every problem."""
+        problems = []
+        low, high = self.low_thresholds, self.high_thresholds
+        for name in ("cpu", "memory"):
+            if getattr(low, name) > getattr(high, name):
+                problems.append(f"low_thresholds.{name} ({getattr(low, name)}) exceeds high_thresholds.{name} "
+                                f"({getattr(high, name)})")
+        if (low.pods is None) != (high.pods is None):
+            problems.append("low_thresholds.pods and high_thresholds.pods must both be set or both be unset")
+        elif low.pods is not None and high.pods is not None and low.pods > high.pods:
+            problems.append(f"low_thresholds.pods ({low.pods}) exceeds high_thresholds.pods ({high.pods})")
+        if problems:
+            raise ValueError("; ".join(problems))
