@@ -122,3 +122,25 @@ def test_source_at_nth_consecutive_high_round(n: int, first_round: int) -> None:
     pods = {"hot": [Candidate("a", "hot", (1500, 1 << 30))]}
     rounds = [bool(lnl.run(nodes, pods, {}, {}, {}, lambda: True).evictions) for _ in range(6)]
     assert rounds.index(True) + 1 == first_round
+
+
+PODS_T = DeschedulerSettings(low_thresholds=LowThresholds(pods=30), high_thresholds=HighThresholds(pods=50))
+CLASSIFY_CASES = [
+    ("pods-high", PODS_T, NodeLoad("n", (10_000, 100 << 30), (1000, 10 << 30), 10, 6), (False, True)),
+    ("pods-at-high-not-high", PODS_T, NodeLoad("n", (10_000, 100 << 30), (1000, 10 << 30), 10, 5), (False, False)),
+    ("pods-low-inclusive", PODS_T, NodeLoad("n", (10_000, 100 << 30), (1000, 10 << 30), 10, 3), (True, False)),
+    ("pods-off-by-default", DeschedulerSettings(), NodeLoad("n", (10_000, 100 << 30), (1000, 10 << 30), 10, 10),
+     (True, False)),
+    ("no-pods-allocatable-ignores-pods", PODS_T, NodeLoad("n", (10_000, 100 << 30), (1000, 10 << 30), 0, 50),
+     (True, False)),
+    ("zero-cpu-allocatable-counts-as-full", DeschedulerSettings(), NodeLoad("n", (0, 100 << 30), (0, 0)),
+     (False, True)),
+]
+
+
+@pytest.mark.parametrize(("settings", "load", "low_high"), [c[1:] for c in CLASSIFY_CASES],
+                         ids=[c[0] for c in CLASSIFY_CASES])
+def test_classification_with_pods(settings: DeschedulerSettings, load: NodeLoad,
+                                  low_high: tuple[bool, bool]) -> None:
+    res = LowNodeLoad(settings).run([load], {}, {}, {}, {}, lambda: True)
+    assert (res.low == ["n"], res.high == ["n"]) == low_high

@@ -23,7 +23,7 @@ Vec = tuple[int, int]
 # The class ranks live in victims.py; re-exported here, where they used to be defined.
 __all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
            "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
-           "victim_order"]
+           "pods_percent", "victim_order"]
 
 
 @dataclass(frozen=True)
@@ -152,16 +152,25 @@ def _usage(load: NodeLoad) -> Vec3:
     return [float(load.usage[0]), float(load.usage[1]), float(load.pods)]
 
 
+def pods_percent(load: NodeLoad) -> float | None:
+    """The node's pod count as percent of its pods allocatable; None when that is 0 (pods not considered)."""
+    return 100.0 * load.pods / load.pods_allocatable if load.pods_allocatable > 0 else None
+
+
 def node_is_low(load: NodeLoad, low: Thresholds) -> bool:
-    """Every considered resource (cpu, memory, pods when set) at or below its low threshold."""
-    lim = _limits(load, low)
-    return all(u <= m for u, m in zip(_usage(load), lim, strict=True))
+    """Every considered resource (cpu, memory; pods when its threshold is set) at or below its low threshold."""
+    if not is_low(load.usage, load.allocatable, low):
+        return False
+    pods = pods_percent(load)
+    return low.pods is None or pods is None or pods <= low.pods
 
 
 def node_is_high(load: NodeLoad, high: Thresholds) -> bool:
-    """Any considered resource above its high threshold."""
-    lim = _limits(load, high)
-    return any(u > m for u, m in zip(_usage(load), lim, strict=True))
+    """Any considered resource above its high threshold (a zero cpu/memory allocatable counts as 100 %)."""
+    if is_high(load.usage, load.allocatable, high):
+        return True
+    pods = pods_percent(load)
+    return high.pods is not None and pods is not None and pods > high.pods
 
 
 class LowNodeLoad:
