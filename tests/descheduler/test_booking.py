@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from agent_model import GI, ModelNode, NodeAgentModel
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from colo.messages import NodeMetric, PodBound, PodMetric, PodSpec, PodStatus, Usage
 from colo_descheduler.booking import Booking, covered
@@ -78,6 +80,60 @@ def test_bookings_follow_what_the_metrics_show(src_offset: float, dst_offset: fl
             if done and seen_ends[side] < 0:
                 seen_ends[side] = t
     assert seen_ends == ends
+
+
+def _move_one_pod(src_offset: float, dst_offset: float, rebind_s: float, pod_cpu: int,
+                  check: list[tuple[int, str, int, int]]) -> int:
+    """Move a ``pod_cpu`` pod from src to dst at 0; append (t, node, corrected, real) every 10 s once both
+    nodes reported; returns the second the booking was gone (-1 if never)."""
+    model = NodeAgentModel([ModelNode("src", ALLOC, (3000, 8 * GI), report_offset_s=src_offset),
+                            ModelNode("dst", ALLOC, (2000, 8 * GI), report_offset_s=dst_offset)],
+                           rebind_delay_s=rebind_s)
+    view = ClusterView()
+    for spec in model.node_specs():
+        view.on_node(spec)
+    view.on_bound(model.add_pod(PodSpec(uid="mv", name="mv"), "src", (pod_cpu, GI), at=-900.0))
+    view.on_bound(model.add_pod(PodSpec(uid="stay", name="stay"), "src", (5000, GI), at=-900.0))
+    for t in range(-900, 0):
+        model.sample(float(t))
+        for name in model.due(float(t)):
+            view.on_metric(model.metric(name, float(t)))
+    ev = Eviction("mv", "src", "dst", "", (pod_cpu, GI))
+    view.start_migration(ev, 0.0)
+    view.on_status(model.evict(ev, 0.0))
+    real = {"src": 3000 + 5000, "dst": 2000 + pod_cpu}
+    seen: set[str] = set()
+    for t in range(0, 600):
+        for bound, status in model.binds_due(float(t)):
+            view.on_bound(bound)
+            view.on_status(status)
+        model.sample(float(t))
+        for name in model.due(float(t)):
+            view.on_metric(model.metric(name, float(t)))
+            seen.add(name)
+        if t % 10 == 0 and seen == {"src", "dst"}:
+            for load in view.fresh_loads(float(t), 180.0):
+                check.append((t, load.name, load.usage[0], real[load.name]))
+        view.expire(float(t), 300.0)
+        if "mv" not in view.bookings:
+            return t
+    return -1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([0.0, 10.0, 20.0, 30.0, 40.0, 50.0]), st.sampled_from([0.0, 10.0, 20.0, 30.0, 40.0, 50.0]),
+       st.integers(1, 50), st.integers(500, 12_000))
+def test_bookings_neither_over_nor_under_count(src_offset: float, dst_offset: float, rebind_s: int,
+                                               pod_cpu: int) -> None:
+    """For any report offsets, rebind delay and pod size, every round's corrected usage of source and target
+    is the real usage after the move within 1 % of a node, and the booking ends no later than one window
+    plus one report interval (and one round) after the replacement started."""
+    check: list[tuple[int, str, int, int]] = []
+    gone = _move_one_pod(src_offset, dst_offset, float(rebind_s), pod_cpu, check)
+    assert check
+    for t, node, corrected, real in check:
+        assert abs(corrected - real) <= ALLOC[0] // 100, (t, node, corrected, real)
+    assert 0 < gone <= rebind_s + 300 + 60 + 10
 
 
 def test_replacement_on_another_node_moves_the_booking() -> None:
