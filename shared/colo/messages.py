@@ -119,6 +119,10 @@ class NodeSpec(Message, frozen=True):
     reserved: Resources = Resources()
     cpus: int = 0
     registered_at: float = 0.0
+    unschedulable: bool = False
+    """Cordoned (Kubernetes ``spec.unschedulable``): no new pod is placed here unless it tolerates
+    ``node.kubernetes.io/unschedulable:NoSchedule``, and the descheduler never migrates pods onto it; pods
+    already running stay."""
 
 
 class NodeResource(Message, frozen=True):
@@ -298,6 +302,14 @@ class PodSpec(Message, frozen=True):
     env: dict[str, str] = {}
     sim: SimWorkload | None = None
     created_at: float = 0.0
+    mirror: bool = False
+    """A mirror pod (Kubernetes: the API copy of a static pod, annotation ``kubernetes.io/config.mirror``):
+    never evicted."""
+    static: bool = False
+    """A static pod (started by the kubelet from a manifest, not by the scheduler): never evicted."""
+    local_storage: bool = False
+    """Has local storage (emptyDir or hostPath volumes), lost on eviction: evicted only when the descheduler's
+    ``evict_local_storage_pods`` is set."""
 
 
 class PodAdmitted(Message, frozen=True):

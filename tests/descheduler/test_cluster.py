@@ -51,12 +51,14 @@ def test_candidates_exclude_unknown_daemonset_critical() -> None:
 @pytest.mark.parametrize(
     ("status", "still_migrating"),
     [
-        (PodStatus(uid="p1", node="n1", phase="Failed", at=120.0, reason="Evicted"), False),
+        (PodStatus(uid="p1", node="n1", phase="Failed", at=120.0, reason="Evicted"), True),
         (PodStatus(uid="p1", node="n1", phase="Succeeded", at=120.0), False),
         (PodStatus(uid="p1", node="n1", phase="Running", at=120.0), True),
         (PodStatus(uid="p1", node="n2", phase="Failed", at=120.0), True),
+        (PodStatus(uid="p1", node="n2", phase="Running", at=120.0), False),
     ],
-    ids=["evicted-ends", "succeeded-ends", "running-keeps", "other-node-ignored"],
+    ids=["evicted-runs-until-replacement", "succeeded-ends", "running-keeps", "other-node-ignored",
+         "replacement-running-ends"],
 )
 def test_migration_ends_on_status(status: PodStatus, still_migrating: bool) -> None:
     v = view()
@@ -65,28 +67,19 @@ def test_migration_ends_on_status(status: PodStatus, still_migrating: bool) -> N
     assert v.workload_counts()[0] == {"default/web": 1}
     v.on_status(status)
     assert ("p1" in v.migrations) is still_migrating
-    assert v.candidates(v.fresh_loads(100.0, 180.0))["n1"] == []  # migrating or gone
+    assert v.candidates(v.fresh_loads(100.0, 180.0))["n1"] == []  # migrating, booked or gone
 
 
-def test_rebound_elsewhere_ends_migration_and_ttl() -> None:
+def test_rebound_elsewhere_runs_until_running_and_ttl() -> None:
     v = view()
     v.start_migration(Eviction("p1", "n1", "n2", "default/web", (1000, GI)), 110.0)
     v.on_bound(PodBound(spec=PodSpec(uid="p1", name="p1", app="web"), node="n2", at=130.0))
+    assert set(v.migrations) == {"p1"}  # bound is not yet available
+    v.on_status(PodStatus(uid="p1", node="n2", phase="Running", at=131.0))
     assert v.migrations == {}
     v.start_migration(Eviction("crit", "n1", "n2", "", (1, 1)), 110.0)
     assert v.expire(410.0, 300.0) == 0
     assert v.expire(411.0, 300.0) == 1
-
-
-def test_migration_in_flight_moves_usage_until_it_ends() -> None:
-    v = view()
-    v.on_metric(NodeMetric(node="n2", at=100.0, system_usage=Usage(cpu=1000, memory=GI)))
-    v.start_migration(Eviction("p1", "n1", "n2", "default/web", (1000, GI)), 110.0)
-    loads = {load.name: load.usage for load in v.fresh_loads(120.0, 180.0)}
-    assert loads == {"n1": (4500 - 1000, 5 * GI - GI), "n2": (2000, 2 * GI)}
-    v.on_status(PodStatus(uid="p1", node="n1", phase="Failed", at=130.0, reason="Evicted"))
-    loads = {load.name: load.usage for load in v.fresh_loads(130.0, 180.0)}
-    assert loads == {"n1": (4500, 5 * GI), "n2": (1000, GI)}  # booking released, nothing leaks
 
 
 @pytest.mark.parametrize(

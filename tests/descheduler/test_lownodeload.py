@@ -50,8 +50,8 @@ HOT_PODS = [pod("a", "hot", 1000), pod("b", "hot", 1500)]
 
 
 @pytest.mark.parametrize(
-    ("rounds", "evicts"), [(1, False), (5, False), (6, True), (7, True)],
-    ids=["1-round", "5-rounds-not-more-than-N", "6-rounds", "7-rounds"],
+    ("rounds", "evicts"), [(1, False), (4, False), (5, True), (6, True)],
+    ids=["1-round", "4-rounds-below-N", "5-rounds-N-reached", "6-rounds"],
 )
 def test_consecutive_high_rounds_gate(rounds: int, evicts: bool) -> None:
     res = run(LowNodeLoad(), HOT, HOT_PODS, rounds=rounds)
@@ -61,9 +61,9 @@ def test_consecutive_high_rounds_gate(rounds: int, evicts: bool) -> None:
 
 def test_streak_resets_when_node_cools_or_goes_stale() -> None:
     lnl = LowNodeLoad()
-    run(lnl, HOT, HOT_PODS, rounds=5)
+    run(lnl, HOT, HOT_PODS, rounds=4)
     run(lnl, [node("hot", 60, 50), node("cold", 20, 20)], HOT_PODS)  # not high any more
-    assert run(lnl, HOT, HOT_PODS, rounds=5).evictions == []
+    assert run(lnl, HOT, HOT_PODS, rounds=4).evictions == []
     run(lnl, [node("cold", 20, 20)], HOT_PODS)  # hot's metric went stale
     assert lnl.high_rounds == {}
 
@@ -104,8 +104,9 @@ VICTIM_ORDER_CASES = [
     ("qos-within-priority", [pod("lse", "n", 1, qos_class="LSE"), pod("lsr", "n", 1, qos_class="LSR"),
                              pod("ls", "n", 1, qos_class="LS"), pod("be", "n", 1, qos_class="BE")],
      ["be", "ls", "lsr", "lse"]),
-    ("closeness-to-excess", [pod("far", "n", 4000), pod("near", "n", 1400), pod("mid", "n", 600)],
-     ["near", "mid", "far"]),
+    ("smallest-single-cover-first", [pod("far", "n", 4000), pod("near", "n", 1400), pod("cover", "n", 1600),
+                                     pod("mid", "n", 600)],
+     ["cover", "far", "near", "mid"]),
     ("class-before-closeness", [pod("near-prod", "n", 1500, priority_class="prod"),
                                 pod("far-batch", "n", 9000, priority_class="batch")],
      ["far-batch", "near-prod"]),
@@ -132,7 +133,7 @@ def test_rate_limit_stops_round() -> None:
     bucket = TokenBucket(rate_per_s=10, burst=1)
     nodes = [node("h1", 90, 50), node("h2", 88, 50), node("cold", 10, 10)]
     pods = [pod("a", "h1", 1500), pod("b", "h2", 1300)]
-    res = run(LowNodeLoad(), nodes, pods, rounds=6, allow=lambda: bucket.try_take(0.0))
+    res = run(LowNodeLoad(), nodes, pods, rounds=5, allow=lambda: bucket.try_take(0.0))
     assert [e.uid for e in res.evictions] == ["a"]
     assert res.skipped["b"] == "eviction rate limit"
 

@@ -136,3 +136,29 @@ def test_unreadable_file(tmp_path: Path) -> None:
 ])
 def test_events_describe(subject: str, payload: bytes, expected: str) -> None:
     assert cli.describe(subject, payload).startswith(expected)
+
+
+@pytest.mark.parametrize(("text", "kinds"), [
+    pytest.param("metadata: {name: a}\nspec: {containers: [{}]}\n", (False, False, False), id="plain"),
+    pytest.param("metadata: {name: a, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{}]}\n",
+                 (True, False, False), id="mirror-annotation"),
+    pytest.param("metadata: {name: a, annotations: {kubernetes.io/config.source: file}}\nspec: {containers: [{}]}\n",
+                 (False, True, False), id="static-from-file"),
+    pytest.param("metadata: {name: a, annotations: {kubernetes.io/config.source: api}}\nspec: {containers: [{}]}\n",
+                 (False, False, False), id="source-api-not-static"),
+    pytest.param("metadata: {name: a}\nspec: {containers: [{}], volumes: [{name: d, emptyDir: {}}]}\n",
+                 (False, False, True), id="emptydir-local-storage"),
+    pytest.param("metadata: {name: a}\nspec: {containers: [{}], volumes: [{name: h, hostPath: {path: /x}}]}\n",
+                 (False, False, True), id="hostpath-local-storage"),
+    pytest.param("metadata: {name: a}\nspec: {containers: [{}], volumes: [{name: c, configMap: {name: x}}]}\n",
+                 (False, False, False), id="configmap-not-local"),
+])
+def test_pod_kinds_for_eviction(text: str, kinds: tuple[bool, bool, bool]) -> None:
+    (pod,) = parse_pods(text)
+    assert (pod.mirror, pod.static, pod.local_storage) == kinds
+
+
+def test_volumes_must_be_a_list() -> None:
+    with pytest.raises(PodFileError) as err:
+        parse_pods("metadata: {name: a}\nspec: {containers: [{}], volumes: {name: d}}\n")
+    assert "spec.volumes: expected a list" in str(err.value)

@@ -1,10 +1,12 @@
 """The descheduler's view of the cluster, kept fresh from events (no I/O).
 
-Holds node allocatable (NodeSpec), the latest NodeMetric per node, bound pods and
-the migrations in flight. Turns them into LowNodeLoad inputs. A migration counts
-from the eviction until the pod's PodStatus reports it ended (Succeeded/Failed,
-or running on another node), or until the job TTL passes; only these running
-migrations count against the per-node cap (REFERENCE.md §11).
+Holds node allocatable (NodeSpec), the latest NodeMetric per node, bound pods, the
+migrations in flight, their bookings and the time-window limits. Turns them into
+LowNodeLoad inputs. A migration *runs* from the eviction until its replacement is
+reported Running on another node, or until the job TTL passes; only running
+migrations count against the per-node cap and a workload's max unavailable
+(REFERENCE.md §11). Its *booking* (booking.py) lasts until the metrics show the
+move; the limiter (limits.py) counts it while it runs and for a window after.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
-from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad
+from colo_descheduler.booking import Booking, base_usage
+from colo_descheduler.limits import LimitKey, MigrationLimiter
+from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
+from colo_descheduler.settings import DeschedulerSettings
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 """Kubernetes system-critical priority: such pods are never evicted."""
@@ -64,8 +69,11 @@ def workload_of(spec: PodSpec) -> str:
 
 
 def evictable(spec: PodSpec) -> bool:
-    """Not a DaemonSet pod, not SYSTEM QoS, not system-critical priority."""
-    if spec.daemonset or qos_class_of(spec) == "SYSTEM":
+    """Not a DaemonSet, mirror or static pod, not SYSTEM QoS, not system-critical priority.
+
+    Local storage is a setting (``evict_local_storage_pods``), checked by :meth:`ClusterView.candidates_on`.
+    """
+    if spec.daemonset or spec.mirror or spec.static or qos_class_of(spec) == "SYSTEM":
         return False
     return (spec.priority or 0) < SYSTEM_CRITICAL_PRIORITY
 
@@ -97,17 +105,28 @@ class LazyCandidates(Mapping[str, list[Candidate]]):
 class ClusterView:
     """Nodes, fresh metrics, pods and migrations as the descheduler sees them."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: DeschedulerSettings | None = None) -> None:
+        self.settings = settings or DeschedulerSettings()
         self.allocatable: dict[str, tuple[int, int]] = {}
         self.metrics: dict[str, NodeMetric] = {}
         self.pods: dict[str, PodEntry] = {}
         self.migrations: dict[str, Migration] = {}
+        self.bookings: dict[str, Booking] = {}
+        self.pods_allocatable: dict[str, int] = {}
+        self.no_target: set[str] = set()
+        self.limiter = MigrationLimiter(self.settings, max_unavailable)
 
     # ------------------------------------------------------------------ events
 
     def on_node(self, spec: NodeSpec) -> None:
-        """A node registration: remember its allocatable (cpu m, memory B)."""
+        """A node registration: remember its allocatable (cpu m, memory B, pods) and whether it may be a
+        migration target (not unschedulable, no NoSchedule/NoExecute taint)."""
         self.allocatable[spec.name] = (spec.allocatable.cpu, spec.allocatable.memory)
+        self.pods_allocatable[spec.name] = spec.allocatable.pods
+        if spec.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in spec.taints):
+            self.no_target.add(spec.name)
+        else:
+            self.no_target.discard(spec.name)
 
     def on_metric(self, metric: NodeMetric) -> None:
         """Keep the newest metric per node (older, replayed reports are ignored)."""
@@ -116,64 +135,122 @@ class ClusterView:
             self.metrics[metric.node] = metric
 
     def on_bound(self, msg: PodBound) -> None:
-        """A binding; a pod bound elsewhere than its migration source ends that migration."""
+        """A binding; a pod bound elsewhere than its migration source is its replacement: the booking moves
+        to that node from then on (the migration runs until the replacement is Running)."""
         self.pods[msg.spec.uid] = PodEntry(msg.spec, msg.node, "Pending", msg.at)
-        mig = self.migrations.get(msg.spec.uid)
-        if mig is not None and mig.source != msg.node:
-            del self.migrations[msg.spec.uid]
+        booking = self.bookings.get(msg.spec.uid)
+        if booking is not None and booking.source != msg.node and booking.bound_at is None:
+            booking.bound_node, booking.bound_at = msg.node, msg.at
+            if booking.left_at is None:
+                booking.left_at = msg.at
 
     def on_status(self, status: PodStatus) -> None:
-        """Pod lifecycle: Running updates the phase; Succeeded/Failed forget the pod and end its migration."""
+        """Pod lifecycle: Running updates the phase (Running off the source ends a migration);
+        Succeeded/Failed forget the pod and, on a migration's source, mark when it left."""
+        mig = self.migrations.get(status.uid)
+        booking = self.bookings.get(status.uid)
         if status.phase in ("Succeeded", "Failed"):
             entry = self.pods.get(status.uid)
             if entry is not None and entry.node == status.node:
                 del self.pods[status.uid]
-            mig = self.migrations.get(status.uid)
-            if mig is not None and mig.source == status.node:
-                del self.migrations[status.uid]
+            if booking is not None and booking.source == status.node and booking.left_at is None:
+                booking.left_at = status.at
+            if status.phase == "Succeeded" and mig is not None and mig.source == status.node:
+                if booking is not None:
+                    booking.target_done = True  # it finished its work: no replacement comes
+                self._finish(status.uid, status.at)
             return
         entry = self.pods.get(status.uid)
         if entry is not None and entry.node == status.node:
             entry.phase = status.phase
+        if status.phase == "Running" and booking is not None and booking.source != status.node \
+                and booking.bound_at is None:
+            booking.bound_node, booking.bound_at = status.node, status.at  # its binding not seen yet
+            if booking.left_at is None:
+                booking.left_at = status.at
+        if status.phase == "Running" and mig is not None and mig.source != status.node:
+            self._finish(status.uid, status.at)
 
     def start_migration(self, ev: Eviction, now: float) -> None:
-        """Record an eviction just sent."""
+        """Record an eviction just sent: the running migration, its booking and its place in the limits."""
         self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now, ev.usage)
+        entry = self.pods.get(ev.uid)
+        ran_since = entry.bound_at if entry is not None and entry.node == ev.source else 0.0
+        self.bookings[ev.uid] = Booking(ev.uid, ev.source, ev.target, ev.usage, now, ran_since)
+        namespace = entry.spec.namespace if entry is not None else ev.namespace
+        self.limiter.record(ev.uid, LimitKey(ev.source, namespace, ev.workload), now)
+
+    def _finish(self, uid: str, now: float) -> None:
+        """The migration of ``uid`` stops running (its booking stays until the metrics show the move)."""
+        self.migrations.pop(uid, None)
+        self.limiter.finish(uid, now)
 
     def expire(self, now: float, migration_ttl_s: float) -> int:
-        """Drop migrations older than the TTL; returns how many."""
+        """Stop migrations running longer than the TTL, drop bookings past ``booking_ttl_s`` or done, prune
+        the limits' history; returns how many migrations stopped."""
         old = [u for u, m in self.migrations.items() if now - m.started_at > migration_ttl_s]
         for uid in old:
-            del self.migrations[uid]
+            self._finish(uid, now)
+        ttl = self.settings.booking_ttl_s
+        for uid in [u for u, b in self.bookings.items()
+                    if b.done or now - b.started_at > ttl or self._never_left(b)]:
+            del self.bookings[uid]
+        self.limiter.prune(now)
         return len(old)
+
+    def _never_left(self, b: Booking) -> bool:
+        """The migration stopped running (TTL) with no word of the pod leaving its source or being bound
+        elsewhere: the eviction did not take, and the pod still runs where its metric shows it."""
+        return b.uid not in self.migrations and b.left_at is None and b.bound_at is None
+
+    def refuse(self, pod: Candidate, now: float, planned: Sequence[Eviction] = (),
+               replicas: Mapping[str, int] | None = None) -> str:
+        """Why the time-window limits keep ``pod`` ("" when it may go); ``planned`` this round's evictions,
+        ``replicas`` the known replicas per workload (computed from the view when None)."""
+        if replicas is None:
+            _, replicas = self.workload_counts()
+        keys = [LimitKey(e.source, e.namespace, e.workload) for e in planned]
+        return self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys)
 
     # ------------------------------------------------------------------ round inputs
 
     def fresh_loads(self, now: float, expiry_s: float) -> list[NodeLoad]:
-        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6).
+        """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6; the node
+        figure less host apps where the metric has it, booking.base_usage), pods = the metric's pod count,
+        each corrected by the bookings of migrations (booking.py).
 
-        Migrations in flight are accounted for until they end: a leaving pod's usage is taken
-        off its source (still in the source's metric until it stops) and booked on its target;
-        without this the next rounds would see the source as hot as before and evict again.
+        Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
+        the evicted pod for minutes) and its target as cold as before, and evict again.
         """
-        loads: list[NodeLoad] = []
         fresh = {n: m for n, m in self.metrics.items()
                  if n in self.allocatable and now - m.at <= expiry_s}
-        adjust: dict[str, list[int]] = {}
-        for mig in self.migrations.values():
-            for node, sign in ((mig.source, -1), (mig.target, 1)):
-                a = adjust.setdefault(node, [0, 0])
-                a[0] += sign * mig.usage[0]
-                a[1] += sign * mig.usage[1]
+        adjust: dict[str, list[float]] = {}
+        for b in self.bookings.values():
+            sides = []
+            if b.source in fresh:
+                share, pods = b.source_share(fresh[b.source])
+                sides.append((b.source, -share, -pods))
+            if b.target_node in fresh:
+                share, pods = b.target_share(fresh[b.target_node])
+                sides.append((b.target_node, share, pods))
+            for node, share, pods in sides:
+                a = adjust.setdefault(node, [0.0, 0.0, 0.0])
+                a[0] += share * b.usage[0]
+                a[1] += share * b.usage[1]
+                a[2] += pods
+        loads: list[NodeLoad] = []
         for name, metric in fresh.items():
-            delta: Sequence[int] = adjust.get(name, (0, 0))
-            cpu = metric.system_usage.cpu + sum(p.cpu for p in metric.pods) + delta[0]
-            mem = metric.system_usage.memory + sum(p.memory for p in metric.pods) + delta[1]
-            loads.append(NodeLoad(name, self.allocatable[name], (max(cpu, 0), max(mem, 0))))
+            delta: Sequence[float] = adjust.get(name, (0.0, 0.0, 0.0))
+            base = base_usage(metric)
+            cpu, mem = base[0] + delta[0], base[1] + delta[1]
+            pods = len(metric.pods) + int(delta[2])
+            loads.append(NodeLoad(name, self.allocatable[name], (max(round(cpu), 0), max(round(mem), 0)),
+                                  self.pods_allocatable.get(name, 0), max(pods, 0), name not in self.no_target))
         return loads
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
-        """Evictable pods per node: known, bound there, in its metric, not already migrating."""
+        """Evictable pods per node: known, bound there, in its metric, not migrating or booked, not local
+        storage unless ``evict_local_storage_pods``."""
         return {load.name: self.candidates_on(load.name) for load in loads}
 
     def candidates_on(self, node: str) -> list[Candidate]:
@@ -181,13 +258,13 @@ class ClusterView:
         pods: list[Candidate] = []
         for pm in self.metrics[node].pods:
             entry = self.pods.get(pm.uid)
-            if entry is None or entry.node != node or pm.uid in self.migrations:
+            if entry is None or entry.node != node or pm.uid in self.migrations or pm.uid in self.bookings:
                 continue
-            if not entry.evictable:
+            if not entry.evictable or (entry.spec.local_storage and not self.settings.evict_local_storage_pods):
                 continue
             pods.append(Candidate(pm.uid, node, (max(pm.cpu, 0), max(pm.memory, 0)),
                                   entry.priority_class, entry.spec.priority or 0, entry.qos_class,
-                                  entry.workload))
+                                  entry.workload, entry.spec.namespace))
         return pods
 
     def lazy_candidates(self, loads: list[NodeLoad]) -> LazyCandidates:

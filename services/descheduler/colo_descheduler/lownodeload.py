@@ -3,34 +3,44 @@
 Pure: a list of node loads and candidate pods in, a list of evictions out. The
 only state carried between rounds is the count of consecutive high rounds per
 node (:class:`LowNodeLoad`). Resources are CPU (milli-cores) and memory (bytes),
-indexed 0 and 1 in every tuple; percentages are of node allocatable.
+indexed 0 and 1 in every tuple, and the pod count (index 2 inside a round, when a
+``pods`` threshold is set); percentages are of node allocatable.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.messages import PriorityClass, QoSClass
 from colo_descheduler.settings import DeschedulerSettings, Thresholds
+from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, order_victims
 
 Vec = tuple[int, int]
 """(cpu milli-cores, memory bytes)."""
 
-PRIORITY_CLASS_RANK: dict[PriorityClass, int] = {"free": 0, "batch": 1, "mid": 2, "none": 3, "prod": 4}
-"""Victim order by priority class, first evicted first (REFERENCE.md §6; ``none`` is
-our choice: after mid, before prod)."""
-QOS_RANK: dict[QoSClass, int] = {"BE": 0, "LS": 1, "LSR": 2, "LSE": 3, "SYSTEM": 4}
-"""Victim order by QoS class, first evicted first (REFERENCE.md §6)."""
+# The class ranks live in victims.py; re-exported here, where they used to be defined.
+__all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
+           "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
+           "pods_percent", "victim_order"]
 
 
 @dataclass(frozen=True)
 class NodeLoad:
-    """A node with a fresh metric: allocatable and usage (system + Σ pods), (cpu m, memory B)."""
+    """A node with a fresh metric: allocatable and usage (system + Σ pods), (cpu m, memory B).
+
+    ``pods_allocatable`` / ``pods``: the node's pod capacity and pod count (0 capacity = pods not
+    considered on this node); ``target_ok`` False for a node that may not receive pods (unschedulable,
+    NoSchedule/NoExecute taint).
+    """
 
     name: str
     allocatable: Vec
     usage: Vec
+    pods_allocatable: int = 0
+    pods: int = 0
+    target_ok: bool = True
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class Candidate:
     priority: int = 0
     qos_class: QoSClass = "LS"
     workload: str = ""
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Eviction:
     target: str
     workload: str
     usage: Vec
+    namespace: str = "default"
 
 
 @dataclass
@@ -113,17 +125,52 @@ def _score(usage: Vec, allocatable: Vec) -> float:
     return (cpu + mem) / 2.0
 
 
-def victim_order(pods: Sequence[Candidate], excess: Vec, allocatable: Vec) -> list[Candidate]:
-    """Pods in eviction order: priority class, priority, QoS class, then closeness of usage to ``excess``.
+def victim_order(pods: Sequence[Candidate], excess: Sequence[int], allocatable: Sequence[int]) -> list[Candidate]:
+    """Pods in eviction order (colo_descheduler/victims.py): class keys first, then the fewest pods that cure
+    ``excess`` (a single covering pod, the smallest, when one exists), then least usage; the rest after.
 
-    Closeness = Σ over resources in excess of |usage − excess| / allocatable (smaller first);
-    ties broken by uid so a round is reproducible.
+    ``excess`` / ``allocatable``: (cpu m, memory B) or (cpu m, memory B, pods).
     """
-    def distance(p: Candidate) -> float:
-        return sum(abs(u - e) / a for u, e, a in zip(p.usage, excess, allocatable) if e > 0 and a > 0)
+    ex = (excess[0], excess[1], excess[2] if len(excess) > 2 else 0)
+    al = (allocatable[0], allocatable[1], allocatable[2] if len(allocatable) > 2 else 0)
+    return order_victims(pods, ex, al)
 
-    return sorted(pods, key=lambda p: (PRIORITY_CLASS_RANK.get(p.priority_class, 3), p.priority,
-                                       QOS_RANK.get(p.qos_class, 1), distance(p), p.uid))
+
+Vec3 = list[float]
+"""(cpu m, memory B, pods) inside a round; a limit of ``inf`` means the resource is not considered."""
+
+
+def _limits(load: NodeLoad, t: Thresholds) -> Vec3:
+    """The usage at thresholds ``t`` per resource; pods at ``inf`` when not considered."""
+    lim: Vec3 = [load.allocatable[0] * t.cpu / 100, load.allocatable[1] * t.memory / 100, math.inf]
+    if t.pods is not None and load.pods_allocatable > 0:
+        lim[2] = load.pods_allocatable * t.pods / 100
+    return lim
+
+
+def _usage(load: NodeLoad) -> Vec3:
+    return [float(load.usage[0]), float(load.usage[1]), float(load.pods)]
+
+
+def pods_percent(load: NodeLoad) -> float | None:
+    """The node's pod count as percent of its pods allocatable; None when that is 0 (pods not considered)."""
+    return 100.0 * load.pods / load.pods_allocatable if load.pods_allocatable > 0 else None
+
+
+def node_is_low(load: NodeLoad, low: Thresholds) -> bool:
+    """Every considered resource (cpu, memory; pods when its threshold is set) at or below its low threshold."""
+    if not is_low(load.usage, load.allocatable, low):
+        return False
+    pods = pods_percent(load)
+    return low.pods is None or pods is None or pods <= low.pods
+
+
+def node_is_high(load: NodeLoad, high: Thresholds) -> bool:
+    """Any considered resource above its high threshold (a zero cpu/memory allocatable counts as 100 %)."""
+    if is_high(load.usage, load.allocatable, high):
+        return True
+    pods = pods_percent(load)
+    return high.pods is not None and pods is not None and pods > high.pods
 
 
 class LowNodeLoad:
@@ -141,72 +188,90 @@ class LowNodeLoad:
         workload_unavailable: Mapping[str, int],
         workload_replicas: Mapping[str, int],
         allow: Callable[[], bool],
+        refuse: Callable[[Candidate, Sequence[Eviction]], str] | None = None,
     ) -> RoundResult:
         """One round over ``nodes`` (fresh metrics only; absent nodes lose their high streak).
 
         ``pods`` node → candidates; ``migrating`` node → running migrations off it;
         ``workload_unavailable`` / ``workload_replicas`` per workload; ``allow()`` asks the
-        eviction rate limiter for one token (called only for a victim that passed every check).
+        eviction rate limiter for one token (called only for a victim that passed every check);
+        ``refuse(pod, planned)`` the time-window limits ("" = may go; ``planned`` = this round's
+        evictions so far). Low nodes that may not receive pods (``target_ok`` False) are neither
+        low nor targets.
         """
         s = self.settings
         result = RoundResult()
         streak: dict[str, int] = {}
         loads = {n.name: n for n in nodes}
         for n in sorted(nodes, key=lambda n: n.name):
-            if is_high(n.usage, n.allocatable, s.high_thresholds):
+            if node_is_high(n, s.high_thresholds):
                 result.high.append(n.name)
                 streak[n.name] = self.high_rounds.get(n.name, 0) + 1
-            elif is_low(n.usage, n.allocatable, s.low_thresholds):
+            elif n.target_ok and node_is_low(n, s.low_thresholds):
                 result.low.append(n.name)
         self.high_rounds = streak
-        result.sources = sorted((n for n in result.high if streak[n] > s.consecutive_high_rounds),
+        result.sources = sorted((n for n in result.high if streak[n] >= s.consecutive_high_rounds),
                                 key=lambda n: (-_score(loads[n].usage, loads[n].allocatable), n))
         if not result.low or not result.sources:
             return result
-        target_usage = {n: list(loads[n].usage) for n in result.low}
-        target_limit = {n: high_limit(loads[n].allocatable, s.high_thresholds) for n in result.low}
-        headroom = [sum(target_limit[n][r] - target_usage[n][r] for n in result.low) for r in (0, 1)]
+        target_usage = {n: _usage(loads[n]) for n in result.low}
+        target_limit = {n: _limits(loads[n], s.high_thresholds) for n in result.low}
+        headroom = [sum(target_limit[n][r] - target_usage[n][r] for n in result.low) for r in range(3)]
         moving = dict(migrating)
         unavailable = dict(workload_unavailable)
         for name in result.sources:
-            node = loads[name]
-            usage = list(node.usage)
-            limit = high_limit(node.allocatable, s.high_thresholds)
-            excess: Vec = (max(usage[0] - limit[0], 0), max(usage[1] - limit[1], 0))
-            for pod in victim_order(pods.get(name, ()), excess, node.allocatable):
-                if not is_high((usage[0], usage[1]), node.allocatable, s.high_thresholds):
-                    break
-                if headroom[0] <= 0 or headroom[1] <= 0:
-                    return result
-                if moving.get(name, 0) >= s.max_migrating_per_node:
-                    result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
-                    break
-                reason = self._refuse(pod, usage, limit, unavailable, workload_replicas)
-                if reason:
-                    result.skipped[pod.uid] = reason
-                    continue
-                target = self._target(pod, target_usage, target_limit)
-                if target is None:
-                    result.skipped[pod.uid] = "fits no low node without making it high"
-                    continue
-                if not allow():
-                    result.skipped[pod.uid] = "eviction rate limit"
-                    return result
-                for r in (0, 1):
-                    usage[r] -= pod.usage[r]
-                    target_usage[target][r] += pod.usage[r]
-                    headroom[r] -= pod.usage[r]
-                moving[name] = moving.get(name, 0) + 1
-                if pod.workload:
-                    unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
-                result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage))
+            if not self._drain(name, loads[name], list(pods.get(name, ())), target_usage, target_limit,
+                               headroom, moving, unavailable, workload_replicas, allow, refuse, result):
+                return result
         return result
 
+    def _drain(self, name: str, node: NodeLoad, remaining: list[Candidate], target_usage: dict[str, Vec3],
+               target_limit: Mapping[str, Vec3], headroom: Vec3, moving: dict[str, int],
+               unavailable: dict[str, int], replicas: Mapping[str, int], allow: Callable[[], bool],
+               refuse: Callable[[Candidate, Sequence[Eviction]], str] | None, result: RoundResult) -> bool:
+        """Evict from source ``name`` one victim at a time while it is high; False ends the round."""
+        s = self.settings
+        usage = _usage(node)
+        limit = _limits(node, s.high_thresholds)
+        alloc = (node.allocatable[0], node.allocatable[1], node.pods_allocatable)
+        while remaining and any(u > m for u, m in zip(usage, limit, strict=True)):
+            if any(h <= 0 for h in headroom):
+                return False
+            excess = tuple(max(math.ceil(u - m), 0) if m != math.inf else 0 for u, m in zip(usage, limit, strict=True))
+            pod = victim_order(remaining, excess, alloc)[0]
+            remaining.remove(pod)
+            if moving.get(name, 0) >= s.max_migrating_per_node:
+                result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+                return True
+            reason = self._refuse(pod, usage, limit, unavailable, replicas)
+            if not reason and refuse is not None:
+                reason = refuse(pod, result.evictions)
+            if reason:
+                result.skipped[pod.uid] = reason
+                continue
+            target = self._target(pod, target_usage, target_limit)
+            if target is None:
+                result.skipped[pod.uid] = "fits no low node without making it high"
+                continue
+            if not allow():
+                result.skipped[pod.uid] = "eviction rate limit"
+                return False
+            for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
+                usage[r] -= amount
+                target_usage[target][r] += amount
+                headroom[r] -= amount
+            moving[name] = moving.get(name, 0) + 1
+            if pod.workload:
+                unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
+            result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
+        return True
+
     @staticmethod
-    def _refuse(pod: Candidate, usage: list[int], limit: Vec, unavailable: Mapping[str, int],
+    def _refuse(pod: Candidate, usage: Vec3, limit: Vec3, unavailable: Mapping[str, int],
                 replicas: Mapping[str, int]) -> str:
         """Why ``pod`` must stay ("" when it may go)."""
-        if not any(pod.usage[r] > 0 and usage[r] > limit[r] for r in (0, 1)):
+        amounts = (pod.usage[0], pod.usage[1], 1)
+        if not any(amounts[r] > 0 and usage[r] > limit[r] for r in range(3)):
             return "uses nothing of the resources in excess"
         if pod.workload:
             allowed = max_unavailable(replicas.get(pod.workload, 1))
@@ -215,15 +280,17 @@ class LowNodeLoad:
         return ""
 
     @staticmethod
-    def _target(pod: Candidate, usage: Mapping[str, list[int]], limit: Mapping[str, Vec]) -> str | None:
+    def _target(pod: Candidate, usage: Mapping[str, Vec3], limit: Mapping[str, Vec3]) -> str | None:
         """The low node with the most room left after taking ``pod`` without going over high."""
+        amounts = (pod.usage[0], pod.usage[1], 1)
         best: tuple[float, str] | None = None
         for name, u in usage.items():
             lim = limit[name]
-            after = [u[r] + pod.usage[r] for r in (0, 1)]
-            if any(after[r] > lim[r] for r in (0, 1)):
+            after = [u[r] + amounts[r] for r in range(3)]
+            if any(after[r] > lim[r] for r in range(3)):
                 continue
-            room = min((lim[r] - after[r]) / lim[r] if lim[r] > 0 else 0.0 for r in (0, 1))
+            room = min((lim[r] - after[r]) / lim[r] if lim[r] > 0 else 0.0
+                       for r in range(3) if lim[r] != math.inf)
             if best is None or (-room, name) < (-best[0], best[1]):
                 best = (room, name)
         return best[1] if best else None

@@ -3,7 +3,7 @@
 Consumes ``node.registered.*``, ``node.metric.*``, ``pod.bound.*`` and ``pod.status.*``;
 each round (at most every ``interval_s``) publishes an :class:`EvictionCommand`
 (reason ``LowNodeLoad``) on ``pod.evict.<node>`` per victim, then tracks the
-migration until the pod's PodStatus ends it.
+migration until its replacement runs, and its booking until the metrics show the move.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class DeschedulerService:
     def __init__(self, settings: DeschedulerSettings | None = None) -> None:
         self.settings = settings or DeschedulerSettings()
         self.tick_interval_s = self.settings.tick_interval_s
-        self.cluster = ClusterView()
+        self.cluster = ClusterView(self.settings)
         self.balancer = LowNodeLoad(self.settings)
         self.bucket = TokenBucket(self.settings.eviction_rate_per_s, self.settings.eviction_burst)
         self.ctx: ServiceContext | None = None
@@ -101,7 +101,8 @@ class DeschedulerService:
         loads = self.cluster.fresh_loads(now, s.metric_expiry_s)
         unavailable, replicas = self.cluster.workload_counts()
         result = self.balancer.run(loads, self.cluster.lazy_candidates(loads), self.cluster.migrating_per_node(),
-                                   unavailable, replicas, lambda: self.bucket.try_take(now))
+                                   unavailable, replicas, lambda: self.bucket.try_take(now),
+                                   lambda pod, planned: self.cluster.refuse(pod, now, planned, replicas))
         for ev in result.evictions:
             self.cluster.start_migration(ev, now)
         self.rounds += 1
@@ -153,4 +154,7 @@ class DeschedulerService:
             "high_rounds": dict(self.balancer.high_rounds),
             "migrations": {u: {"source": m.source, "target": m.target, "started_at": m.started_at}
                            for u, m in self.cluster.migrations.items()},
+            "bookings": {u: {"source": b.source, "target": b.target_node, "left_at": b.left_at,
+                             "bound_at": b.bound_at, "source_done": b.source_done, "target_done": b.target_done}
+                         for u, b in self.cluster.bookings.items()},
         }

@@ -19,6 +19,9 @@ class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """CPU threshold, percent."""
     memory: Percent = 0
     """Memory threshold, percent."""
+    pods: Percent | None = None
+    """Pod-count threshold, percent of the node's ``allocatable.pods``; None = pods not considered (the
+    reference's default: a resource left out of the thresholds does not count)."""
 
 
 class LowThresholds(Thresholds, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -39,6 +42,16 @@ class HighThresholds(Thresholds, frozen=True, kw_only=True, forbid_unknown_field
     """Memory high threshold, percent."""
 
 
+class WindowLimit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """At most ``max_migrations`` migrations within ``window_s`` (a migration counts while it runs and for
+    ``window_s`` after it finished; colo_descheduler/limits.py)."""
+
+    max_migrations: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """Migrations allowed in the window; 0 = no limit."""
+    window_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """Window length, seconds."""
+
+
 class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Settings of the descheduler (LowNodeLoad); defaults are the reference's shipped example.
 
@@ -54,8 +67,9 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     """A node is *high* when any resource is above these percentages."""
     interval_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
     """Minimum time between two rounds, seconds (0 = every tick, as in the demo)."""
-    consecutive_high_rounds: Annotated[int, msgspec.Meta(ge=0)] = 5
-    """A high node becomes a source only after MORE than this many consecutive high rounds."""
+    consecutive_high_rounds: Annotated[int, msgspec.Meta(ge=1)] = 5
+    """N: a high node becomes a source at its N-th consecutive high round (count >= N; N = 1 = the first
+    round it is high), the reference's ``consecutiveAbnormalities`` (default 5)."""
     metric_expiry_s: Annotated[float, msgspec.Meta(gt=0)] = 180.0
     """NodeMetrics older than this are stale and ignored (REFERENCE.md §2)."""
     max_migrating_per_node: Annotated[int, msgspec.Meta(ge=0)] = 2
@@ -68,3 +82,38 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     """A migration whose end was never reported stops counting after this long (job TTL 5 min)."""
     tick_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     """Period of tick() under the wall clock, seconds."""
+    booking_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 900.0
+    """Backstop of a migration's booking (usage taken off its source, added to its target), seconds after the
+    eviction: normally it ends when the metrics show the move (colo_descheduler/booking.py), which takes one
+    300 s window plus up to one 60 s report after the pod left or the replacement started; 900 s leaves room
+    for a slow rebind (our choice)."""
+    node_window_limit: WindowLimit = WindowLimit(max_migrations=2, window_s=300.0)
+    """Migrations off one source node per window: 2 per 5 min (the reference's 2 migrating pods per node, held
+    over its 5-minute limiter duration)."""
+    namespace_window_limit: WindowLimit = WindowLimit()
+    """Migrations of one namespace per window; off by default (the reference has no namespace default)."""
+    workload_window_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    """Window of the per-workload limit: at most max unavailable (REFERENCE.md §6: > 10 replicas 10 %, 4–10 2,
+    < 4 1) migrations of one workload within it; 5 min as the reference's workload object limiter; 0 = off."""
+    global_window_limit: WindowLimit = WindowLimit(window_s=60.0)
+    """Migrations in the whole cluster per window; off by default (the eviction rate limit already caps the
+    cluster)."""
+    evict_local_storage_pods: bool = False
+    """Evict pods with local storage (``PodSpec.local_storage``: emptyDir / hostPath volumes), whose data is
+    lost; false as the reference's ``evictLocalStoragePods``. Mirror and static pods are never evicted."""
+
+    def __post_init__(self) -> None:
+        """Low thresholds must not exceed high ones, and ``pods`` is set in both or in neither (a node could
+        otherwise be low and high at once, or never low); raises ValueError listing every problem."""
+        problems = []
+        low, high = self.low_thresholds, self.high_thresholds
+        for name in ("cpu", "memory"):
+            if getattr(low, name) > getattr(high, name):
+                problems.append(f"low_thresholds.{name} ({getattr(low, name)}) exceeds high_thresholds.{name} "
+                                f"({getattr(high, name)})")
+        if (low.pods is None) != (high.pods is None):
+            problems.append("low_thresholds.pods and high_thresholds.pods must both be set or both be unset")
+        elif low.pods is not None and high.pods is not None and low.pods > high.pods:
+            problems.append(f"low_thresholds.pods ({low.pods}) exceeds high_thresholds.pods ({high.pods})")
+        if problems:
+            raise ValueError("; ".join(problems))

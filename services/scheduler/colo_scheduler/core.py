@@ -34,6 +34,7 @@ from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
+from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.podinfo import PodInfo, clone_pod_info, make_pod_info, pod_priority
@@ -42,7 +43,7 @@ from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
 
 EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResourcesFit, MaxInstancePerNode,
-                       LoadAware)
+                       LoadAware, NodeUnschedulable)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
 

@@ -341,6 +341,9 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             return lambda i: terms is None or required_matches(terms, table.labels(i))  # type: ignore[arg-type]
         if name == "TaintToleration":
             return lambda i: _taints_ok(spec, table, i)
+        if name == "NodeUnschedulable":
+            return lambda i: not table.specs[i].unschedulable or _tolerated(spec, "node.kubernetes.io/unschedulable",
+                                                                            "", "NoSchedule")
         if name == "NodeResourcesFit":
             return lambda i: _fits(req, alloc[i], allocated[i])
         if name == "MaxInstancePerNode":

@@ -246,7 +246,8 @@ class NodeTable:
             self.specs[i] = spec
             if old == spec:
                 return False
-            if old.labels != spec.labels or old.taints != spec.taints or old.annotations != spec.annotations:
+            if (old.labels != spec.labels or old.taints != spec.taints or old.annotations != spec.annotations
+                    or old.unschedulable != spec.unschedulable):
                 self.version += 1
         a = spec.allocatable
         pods = a.pods if a.pods > 0 else UNLIMITED

@@ -126,6 +126,30 @@ def _tolerations(ctx: _Ctx, obj: Any, path: str) -> list[Toleration]:
     return out
 
 
+LOCAL_STORAGE_VOLUMES = ("emptyDir", "hostPath")
+"""Volume sources whose data lives on the node and is lost on eviction (Kubernetes; the descheduler's
+``evictLocalStoragePods``)."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Annotation the kubelet puts on a mirror pod (the API copy of a static pod)."""
+SOURCE_ANNOTATION = "kubernetes.io/config.source"
+"""Annotation the kubelet puts on the pods it runs; any value other than ``api`` (``file``, ``http``) marks a
+static pod."""
+
+
+def _local_storage(ctx: _Ctx, obj: Any, path: str) -> bool:
+    """Whether ``spec.volumes`` holds an emptyDir or hostPath volume (each entry must be a mapping)."""
+    if obj is None:
+        return False
+    if not isinstance(obj, list):
+        ctx.err(path, "expected a list")
+        return False
+    found = False
+    for i, v in enumerate(obj):
+        volume = ctx.mapping(v, _join(path, i), required=True)
+        found = found or any(k in volume for k in LOCAL_STORAGE_VOLUMES)
+    return found
+
+
 def _pod(ctx: _Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
     before = len(ctx.errors)
     doc = ctx.mapping(obj, path, required=True)
@@ -173,6 +197,7 @@ def _pod(ctx: _Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
                 f"unknown QoS class {qos!r} (known: {', '.join(_QOS)})")
     selector = ctx.str_map(spec.get("nodeSelector"), _join(sp, "nodeSelector"))
     tolerations = _tolerations(ctx, spec.get("tolerations"), _join(sp, "tolerations"))
+    local_storage = _local_storage(ctx, spec.get("volumes"), _join(sp, "volumes"))
     if len(ctx.errors) > before:
         return None
     uid = str(meta.get("uid") or f"{namespace}-{name}")
@@ -182,6 +207,8 @@ def _pod(ctx: _Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
         scheduler_name=str(spec.get("schedulerName", "colo-scheduler")),
         requests=Resources(**req), limits=Resources(**lim), node_selector=selector,
         tolerations=tolerations, app=labels.get("app", ""), command=command, env=env, created_at=now,
+        mirror=MIRROR_ANNOTATION in annotations,
+        static=annotations.get(SOURCE_ANNOTATION, "api") != "api", local_storage=local_storage,
     )
     for problem in validate_classes(pod):
         ctx.err(sp, problem)

@@ -17,6 +17,7 @@ from colo_scheduler.plugins.noderesources import (
     ResourcesArgs,
 )
 from colo_scheduler.plugins.nodeselector import NodeSelector
+from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from colo_scheduler.plugins.prioritysort import PrioritySort
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.selectorspread import SelectorSpread
@@ -46,6 +47,7 @@ def new_in_tree_registry() -> Registry:
     r.register(NodeAffinity.name, lambda a, s: NodeAffinity())
     r.register(SelectorSpread.name, lambda a, s: SelectorSpread())
     r.register(QoSAdmission.name, lambda a, s: QoSAdmission())
+    r.register(NodeUnschedulable.name, lambda a, s: NodeUnschedulable())
     return r
 
 
@@ -53,7 +55,7 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     """The default profile (docs/scheduler.md "Default profile").
 
     PreFilter: QoSAdmission, NodeAffinity (invalid pods). Filters, cheap static ones first so
-    that their rejections are reported first: NodeSelector, NodeAffinity, TaintToleration,
+    that their rejections are reported first: NodeUnschedulable, NodeSelector, NodeAffinity, TaintToleration,
     NodeResourcesFit, MaxInstancePerNode, LoadAware. Scores (weights): LoadAware
     (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
@@ -61,7 +63,7 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     return ProfileConfig(
         queue_sort=PrioritySort.name,
         pre_filter=(QoSAdmission.name, NodeAffinity.name),
-        filter=(NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
+        filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
                 MaxInstancePerNode.name, LoadAware.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
