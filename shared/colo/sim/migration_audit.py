@@ -1,0 +1,185 @@
+"""Audit of a run's descheduling from what the node agents reported (no I/O).
+
+Given every NodeMetric of a run and every eviction order the descheduler sent, it answers
+three questions a user of a descheduler asks (issue 12, item 9):
+
+- how often was each pod migrated (:meth:`MigrationAudit.migrations_per_pod`);
+- how often did each node swing between *high* and *low* (:meth:`MigrationAudit.oscillations`),
+  classified as LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold,
+  high = any resource above its high threshold, usage = system + Σ pods of the metric);
+- did the descheduler evict more than the excess required (:meth:`MigrationAudit.over_evictions`):
+  within one *high episode* of a node (consecutive metrics that show it high), the evictions
+  from it must not exceed the fewest pods of a metric of that episode whose removal brings
+  every resource to its high threshold or below (:func:`fewest_pods_to_cure`), taking the most
+  demanding metric of the episode.
+
+Resources are CPU (milli-cores) and memory (bytes); thresholds are percent of allocatable.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from colo.messages import EvictionCommand, NodeMetric
+
+Vec = tuple[int, int]
+"""(cpu milli-cores, memory bytes)."""
+
+EXACT_SEARCH_PODS = 12
+"""Above this many pods a node's cure count comes from the largest-first greedy bound instead of the
+exact search over subsets (the greedy count is never below the exact one, so the audit stays lenient)."""
+
+
+def usage_of(metric: NodeMetric) -> Vec:
+    """Node usage as LowNodeLoad reads it: system usage + Σ pod usage (REFERENCE.md §6)."""
+    return (metric.system_usage.cpu + sum(p.cpu for p in metric.pods),
+            metric.system_usage.memory + sum(p.memory for p in metric.pods))
+
+
+def classify(usage: Vec, allocatable: Vec, low: Vec, high: Vec) -> str:
+    """``"high"``, ``"low"`` or ``"mid"`` for ``usage`` against thresholds in percent (cpu, memory)."""
+    pct = [100.0 * u / a if a > 0 else 100.0 for u, a in zip(usage, allocatable)]
+    if any(p > h for p, h in zip(pct, high)):
+        return "high"
+    if all(p <= lo for p, lo in zip(pct, low)):
+        return "low"
+    return "mid"
+
+
+def fewest_pods_to_cure(usage: Vec, allocatable: Vec, high: Vec, pods: Sequence[Vec]) -> int:
+    """The fewest of ``pods`` (usage vectors) whose removal leaves every resource ≤ its high threshold.
+
+    0 when the node is not above its threshold; ``len(pods) + 1`` when even removing all does not
+    cure it. Exact for up to :data:`EXACT_SEARCH_PODS` pods, else the largest-first greedy count
+    on the resource most in excess (an upper bound of the exact answer).
+    """
+    limit = [a * h // 100 for a, h in zip(allocatable, high)]
+    excess = [max(u - lim, 0) for u, lim in zip(usage, limit)]
+    if not any(excess):
+        return 0
+
+    def cures(chosen: Iterable[Vec]) -> bool:
+        freed = [0, 0]
+        for p in chosen:
+            freed[0] += p[0]
+            freed[1] += p[1]
+        return all(f >= e for f, e in zip(freed, excess))
+
+    if len(pods) <= EXACT_SEARCH_PODS:
+        for k in range(1, len(pods) + 1):
+            if any(cures(c) for c in itertools.combinations(pods, k)):
+                return k
+        return len(pods) + 1
+    worst = max(range(2), key=lambda r: excess[r] / allocatable[r] if allocatable[r] else 0.0)
+    ordered = sorted(pods, key=lambda p: -p[worst])
+    for k in range(1, len(ordered) + 1):
+        if cures(ordered[:k]):
+            return k
+    return len(pods) + 1
+
+
+@dataclass
+class OverEviction:
+    """A high episode of ``node`` from ``start`` to ``end`` (metric times, s) that lost more pods than needed."""
+
+    node: str
+    start: float
+    end: float
+    evicted: int
+    required: int
+
+
+@dataclass
+class MigrationAudit:
+    """Metrics and eviction orders of one run; thresholds in percent (cpu, memory)."""
+
+    allocatable: dict[str, Vec]
+    low: Vec
+    high: Vec
+    metrics: dict[str, list[NodeMetric]] = field(default_factory=dict)
+    evictions: list[EvictionCommand] = field(default_factory=list)
+
+    def add_metric(self, metric: NodeMetric) -> None:
+        """Record a NodeMetric (kept in time order per node; replays of a time are dropped)."""
+        series = self.metrics.setdefault(metric.node, [])
+        if series and metric.at <= series[-1].at:
+            if metric.at < series[-1].at:
+                series.append(metric)
+                series.sort(key=lambda m: m.at)
+            return
+        series.append(metric)
+
+    def add_eviction(self, cmd: EvictionCommand) -> None:
+        """Record an eviction order."""
+        self.evictions.append(cmd)
+
+    def classes(self, node: str) -> list[tuple[float, str]]:
+        """(metric time, class) of every metric of ``node``."""
+        alloc = self.allocatable[node]
+        return [(m.at, classify(usage_of(m), alloc, self.low, self.high)) for m in self.metrics.get(node, [])]
+
+    def oscillations(self) -> dict[str, int]:
+        """Per node, how many times it went from high to low or low to high (mid metrics skipped)."""
+        out: dict[str, int] = {}
+        for node in self.metrics:
+            last = ""
+            swings = 0
+            for _, cls in self.classes(node):
+                if cls == "mid":
+                    continue
+                if last and cls != last:
+                    swings += 1
+                last = cls
+            out[node] = swings
+        return out
+
+    def migrations_per_pod(self) -> dict[str, int]:
+        """uid → eviction orders sent for it."""
+        out: dict[str, int] = {}
+        for cmd in self.evictions:
+            out[cmd.uid] = out.get(cmd.uid, 0) + 1
+        return out
+
+    def over_evictions(self) -> list[OverEviction]:
+        """High episodes whose evictions exceed the most any of their metrics required.
+
+        An eviction belongs to the episode of the newest metric of its node at or before the order
+        (the descheduler decides on that metric); an eviction whose newest metric shows the node not
+        high belongs to no episode and is reported with ``required`` 0.
+        """
+        by_node: dict[str, list[EvictionCommand]] = {}
+        for cmd in self.evictions:
+            by_node.setdefault(cmd.node, []).append(cmd)
+        out: list[OverEviction] = []
+        for node, cmds in sorted(by_node.items()):
+            series = self.metrics.get(node, [])
+            alloc = self.allocatable.get(node, (0, 0))
+            episodes: list[tuple[int, int]] = []  # [first, last] metric index of each high run
+            start = -1
+            for i, m in enumerate(series):
+                high = classify(usage_of(m), alloc, self.low, self.high) == "high"
+                if high and start < 0:
+                    start = i
+                if not high and start >= 0:
+                    episodes.append((start, i - 1))
+                    start = -1
+            if start >= 0:
+                episodes.append((start, len(series) - 1))
+            counted: dict[tuple[int, int], int] = {}
+            for cmd in cmds:
+                idx = max((i for i, m in enumerate(series) if m.at <= cmd.at), default=-1)
+                ep = next((e for e in episodes if e[0] <= idx <= e[1]), None)
+                if ep is None:
+                    at = series[idx].at if idx >= 0 else cmd.at
+                    out.append(OverEviction(node, at, at, 1, 0))
+                    continue
+                counted[ep] = counted.get(ep, 0) + 1
+            for (first, last), n in sorted(counted.items()):
+                required = max(
+                    fewest_pods_to_cure(usage_of(m), alloc, self.high, [(p.cpu, p.memory) for p in m.pods])
+                    for m in series[first:last + 1])
+                if n > required:
+                    out.append(OverEviction(node, series[first].at, series[last].at, n, required))
+        return out

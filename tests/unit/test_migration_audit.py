@@ -1,0 +1,76 @@
+"""The descheduling audit's definitions on small hand-made runs (one row per case)."""
+
+from __future__ import annotations
+
+import pytest
+
+from colo.messages import EvictionCommand, NodeMetric, PodMetric, Usage
+from colo.sim.migration_audit import MigrationAudit, classify, fewest_pods_to_cure
+
+ALLOC = (10_000, 10_000)
+LOW = (30, 30)
+HIGH = (50, 50)
+
+
+@pytest.mark.parametrize(
+    ("usage", "pods", "expected"),
+    [
+        pytest.param((4000, 1000), [(3000, 0)], 0, id="not-high"),
+        pytest.param((10_000, 1000), [(3000, 0), (8000, 0)], 1, id="one-big-pod-covers-5-cores"),
+        pytest.param((10_000, 1000), [(2000, 0), (2000, 0)], 3, id="cannot-cure"),
+        pytest.param((8000, 8000), [(3000, 0), (0, 3000), (1000, 1000)], 2, id="both-resources-two-pods"),
+        pytest.param((8000, 8000), [(3000, 3000), (0, 3000)], 1, id="one-pod-cures-both"),
+        pytest.param((6000, 1000), [(500, 0)] * 13 + [(600, 0)], 2, id="greedy-above-exact-limit"),
+    ],
+)
+def test_fewest_pods_to_cure(usage: tuple[int, int], pods: list[tuple[int, int]], expected: int) -> None:
+    assert fewest_pods_to_cure(usage, ALLOC, HIGH, pods) == expected
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [((3000, 3000), "low"), ((3001, 100), "mid"), ((5000, 5000), "mid"), ((100, 5001), "high")],
+)
+def test_classify(usage: tuple[int, int], expected: str) -> None:
+    assert classify(usage, ALLOC, LOW, HIGH) == expected
+
+
+def metric(node: str, at: float, pods: list[tuple[str, int]], system: int = 0) -> NodeMetric:
+    return NodeMetric(node=node, at=at, system_usage=Usage(cpu=system, memory=0),
+                      pods=[PodMetric(uid=u, cpu=c, memory=0) for u, c in pods])
+
+
+def evict(uid: str, node: str, at: float) -> EvictionCommand:
+    return EvictionCommand(uid=uid, node=node, reason="LowNodeLoad", at=at, by="descheduler")
+
+
+def audit(series: list[NodeMetric], evictions: list[EvictionCommand]) -> MigrationAudit:
+    a = MigrationAudit(allocatable={"n1": ALLOC}, low=LOW, high=HIGH)
+    for m in series:
+        a.add_metric(m)
+    for e in evictions:
+        a.add_eviction(e)
+    return a
+
+
+def test_cascade_is_reported() -> None:
+    """An 80 % node that one 4-core pod cures, stays high in the lagging metrics and loses three pods."""
+    hot = [("a", 4000), ("b", 2000), ("c", 2000)]
+    series = [metric("n1", t, hot) for t in (0.0, 60.0, 120.0)] + [metric("n1", 180.0, [("c", 2000)])]
+    a = audit(series, [evict("a", "n1", 0.0), evict("b", "n1", 60.0), evict("c", "n1", 120.0)])
+    (over,) = a.over_evictions()
+    assert (over.evicted, over.required, over.start, over.end) == (3, 1, 0.0, 120.0)
+    assert a.migrations_per_pod() == {"a": 1, "b": 1, "c": 1}
+
+
+def test_enough_evictions_pass_and_unjustified_ones_are_reported() -> None:
+    series = [metric("n1", 0.0, [("a", 6000)]), metric("n1", 60.0, [("b", 1000)])]
+    assert audit(series, [evict("a", "n1", 0.0)]).over_evictions() == []
+    (bad,) = audit(series, [evict("b", "n1", 61.0)]).over_evictions()
+    assert (bad.evicted, bad.required) == (1, 0)
+
+
+def test_oscillations_skip_mid() -> None:
+    usages = [6000, 4000, 2000, 6000, 4000, 6000, 1000]  # high mid low high mid high low
+    a = audit([metric("n1", 60.0 * i, [("p", u)]) for i, u in enumerate(usages)], [])
+    assert a.oscillations() == {"n1": 3}
