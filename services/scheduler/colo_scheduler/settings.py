@@ -78,10 +78,6 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     metric_expiry_s: float = 180.0
     """A NodeMetric at least this old (seconds) is expired. REFERENCE.md §2."""
 
-    metric_report_interval_s: float = 60.0
-    """Node agents' report interval, seconds: pods assigned after ``metric.at − interval`` are
-    not yet reflected in the metric and are estimated. REFERENCE.md §2 and §4."""
-
     filter_expired_metrics: bool = True
     """Reject nodes whose metric expired (True) or let them pass with load score 0. REFERENCE.md §4."""
 

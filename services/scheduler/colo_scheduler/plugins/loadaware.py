@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from colo.messages import AggregatedUsage, NodeMetric
+from colo_scheduler.estimation import pod_gap
 from colo_scheduler.framework.interface import NODE_ADD, NODE_METRIC, POD_DELETE, CycleState
 from colo_scheduler.kernels import KERNEL_QUANTITY_BELOW, load_score_rows, under_rows
 from colo_scheduler.podinfo import IntArray, PodInfo, estimate_pod, estimate_times_200
@@ -300,18 +301,19 @@ def aggregated_usage(metric: NodeMetric | None, stat: str, duration_s: int) -> t
     return None
 
 
-def prod_usage(table: NodeTable, i: int, report_interval_s: float) -> tuple[int, int]:
+def prod_usage(table: NodeTable, i: int) -> tuple[int, int]:
     """Estimated usage of row ``i``'s prod pods (cpu milli-cores, memory bytes): Σ reported usage of
     the metric's pods of priority class prod (the metric's class, else the class of the assigned
     pod; pods of unknown class are skipped, as Koordinator skips pods it cannot look up) + for
-    each assigned prod pod the REFERENCE.md §4 gap (estimate when not reported; max(estimate −
-    usage, 0) when assigned after ``metric.at − report interval``)."""
+    each assigned prod pod its gap against those per-pod figures (:func:`colo_scheduler.estimation.pod_gap`
+    with ``windowed=False``: the estimate when not reported; max(estimate − usage, 0) while the pod is
+    younger than the metric's window; 0 after)."""
     metric = table.metrics[i]
     pods = table.node_pods[i]
     cpu = memory = 0
-    at = -math.inf
+    at, window = math.nan, 0.0
     if metric is not None:
-        at = metric.at - report_interval_s
+        at, window = metric.at, metric.window_s
         for pm in metric.pods:
             cls = pm.priority_class
             if cls is None:
@@ -324,14 +326,9 @@ def prod_usage(table: NodeTable, i: int, report_interval_s: float) -> tuple[int,
     for uid, ap in pods.items():
         if ap.pod.priority_class != "prod":
             continue
-        ec, em = ap.pod.estimate_ints
-        used = usage.get(uid)
-        if used is None:
-            cpu += ec
-            memory += em
-        elif ap.assigned_at > at:
-            cpu += max(ec - used[0], 0)
-            memory += max(em - used[1], 0)
+        gc, gm = pod_gap(ap.pod.estimate_ints, usage.get(uid), ap.assigned_at, at, window, windowed=False)
+        cpu += gc
+        memory += gm
     return cpu, memory
 
 
@@ -394,7 +391,6 @@ class LoadAware:
         self._weight_ints: tuple[int, int] = tuple(self.weights.tolist())
         self.expiry_s = a.node_metric_expiration_seconds
         self.filter_expired = a.filter_expired_node_metrics
-        self.report_interval_s = settings.metric_report_interval_s
         self.base = args_thresholds(a)
         self.score_prod = a.score_according_prod_usage
         self.score_stat = a.aggregated.score_aggregation_type
@@ -543,7 +539,7 @@ class LoadAware:
                 got = aggregated_usage(t.metrics[i], self.score_stat, self.score_duration_s) if fresh[k] else None
                 c.score_base[i] = got if got is not None else t.metric_usage[i]
             if self._prod_active:
-                c.prod_est[i] = prod_usage(t, i, self.report_interval_s) if fresh[k] else (0, 0)
+                c.prod_est[i] = prod_usage(t, i) if fresh[k] else (0, 0)
 
     def _full_cycle(self, state: CycleState) -> None:
         t = state.table
@@ -581,7 +577,7 @@ class LoadAware:
         prod_est = np.zeros((n, 2), np.int64)
         if self._prod_active:
             for i in np.flatnonzero(fresh).tolist():
-                prod_est[i] = prod_usage(t, i, self.report_interval_s)
+                prod_est[i] = prod_usage(t, i)
         cap_all = np.where(agg_rows[:, None], _cap2(agg_t, alloc), _cap2(usage_t, alloc))
         c = _Cycle(fresh, expired, unchecked, alloc, np.maximum(alloc, 1), cap_all, agg_rows, agg_base, has_basis,
                    score_base, prod_rows, _cap2(prod_t, alloc), prod_est,
@@ -620,7 +616,7 @@ class LoadAware:
             return  # stale rows keep their constant slack/room
         if self._prod_active or c.agg_rows.item(i) or c.score_base is not None:
             if self._prod_active:
-                c.prod_est[i] = prod_usage(table, i, self.report_interval_s)
+                c.prod_est[i] = prod_usage(table, i)
             self._refresh(table, slice(i, i + 1))
             return
         # the plain check, in Python ints: NumPy operations on a 2-element row cost ~1 µs each, and
