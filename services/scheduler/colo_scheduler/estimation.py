@@ -29,8 +29,6 @@ computed exactly in integers.
 
 from __future__ import annotations
 
-import math
-
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
@@ -41,7 +39,8 @@ def unreported_gap(estimate: int, used: int | None, assigned_at: float, metric_a
     """The gap of one resource (milli-cores or bytes, as ``estimate`` and ``used``) of a pod assigned at
     clock second ``assigned_at``, for a metric taken at ``metric_at`` over ``window_s`` seconds; ``used``
     is the pod's reported usage in that metric, None when it reported none. ``windowed``: against the
-    node's windowed mean (True) or against the pod's own figure (module docstring)."""
+    node's windowed mean (True) or against the pod's own figure (module docstring). Raises ValueError
+    for a NaN time when ``used`` is given."""
     if used is None:
         return estimate
     window = _ms(window_s)
@@ -56,9 +55,18 @@ def unreported_gap(estimate: int, used: int | None, assigned_at: float, metric_a
 
 def pod_gap(estimate: tuple[int, int], used: tuple[int, int] | None, assigned_at: float,
             metric_at: float, window_s: float, windowed: bool = True) -> tuple[int, int]:
-    """(cpu milli-cores, memory bytes) :func:`unreported_gap` of both resources; ``metric_at`` NaN or
-    infinite (no metric) counts the whole estimate."""
-    if used is None or math.isnan(metric_at) or math.isinf(metric_at):
+    """(cpu milli-cores, memory bytes) :func:`unreported_gap` of both resources at once (the node
+    table's loop over a node's pods: one pass instead of two calls)."""
+    if used is None:
         return estimate
-    return (unreported_gap(estimate[0], used[0], assigned_at, metric_at, window_s, windowed),
-            unreported_gap(estimate[1], used[1], assigned_at, metric_at, window_s, windowed))
+    window = round(window_s * 1000)
+    elapsed = round(metric_at * 1000) - round(assigned_at * 1000)
+    if elapsed >= window:
+        return 0, 0
+    ec, em = estimate
+    uc, um = used
+    if not windowed:
+        return max(ec - uc, 0), max(em - um, 0)
+    if elapsed <= 0:
+        return max(ec, uc), max(em, um)
+    return max(ec, uc) - uc * elapsed // window, max(em, um) - um * elapsed // window
