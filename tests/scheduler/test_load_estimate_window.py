@@ -105,12 +105,14 @@ def run_bursts(offsets: tuple[int, ...], burst: int, usage_of: random.Random | N
     return worst
 
 
-BOUND = THRESHOLD + 0.5
-"""What the estimator may reach: its filter passes round(100 × estimated / allocatable) ≤ 65, i.e.
-estimated < 65.5 % (halves round up); every pod's real usage is at most its estimate (the 85 %
-factor of the limit), so the estimate never falls short of the real usage beyond rounding: the
-agent's integer means lose under 1 m of the node figure, and the estimator floors the part of a
-pod's usage it takes as contained (it counts a little more, never less)."""
+BOUND = THRESHOLD + 0.5 + 100 / ALLOC_CPU
+"""What the estimator may reach, percent of allocatable: its filter passes round(100 × estimated /
+allocatable) ≤ 65, i.e. estimated < 65.5 % (halves round up); every pod's real usage is at most its
+estimate (the 85 % factor of the limit), so the estimate falls short of the real usage only by the
+agent's integer mean, which loses under 1 m of the node figure (the 100 / allocatable term). The
+estimator floors the part of a pod's usage it takes as contained and the model's first sample of a
+pod is at its start second, so both count a little more, never less."""
+
 
 BURSTS = [
     # a burst right after each report: the metric 89 s later lists the burst, its mean holds 30 % of it
@@ -129,7 +131,8 @@ BURSTS = [
 def test_bursts_around_reports_stay_within_threshold_plus_estimator_error(
         offsets: tuple[int, ...], burst: int, seed: int | None, agent_age_s: int) -> None:
     """Bursts of pods offered around the metric reports never push the node's real CPU load past
-    :data:`BOUND` (65 % + the estimator's rounding; see its docstring)."""
+    :data:`BOUND` (65 % + the estimator's rounding, 65.503 %; see its docstring). On the rule of one
+    report interval the rows reached 128.4 %, 170.9 %, 149.7 %, 105.9 % and 107.2 %."""
     rng = random.Random(seed) if seed is not None else None
     worst = run_bursts(offsets, burst, rng, agent_age_s=agent_age_s)
     assert worst <= BOUND, f"real load {worst:.1f} % > {BOUND} %"
