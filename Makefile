@@ -47,9 +47,10 @@ traces: install
 	$(VENV)/bin/colo traces fetch
 
 lint: install
-	$(PY) -m pip install -q ruff==0.17.5 mypy==2.4.1
+	$(PY) -m pip install -q ruff==0.17.5 mypy==2.4.1 import-linter==2.16
 	$(VENV)/bin/ruff check shared services tests bench
 	$(VENV)/bin/mypy shared/colo $(foreach s,$(SERVICES),services/$(s))
+	$(VENV)/bin/lint-imports  # the import contracts of pyproject.toml [tool.importlinter]
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .hypothesis

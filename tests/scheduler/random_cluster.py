@@ -215,9 +215,9 @@ def cluster_st(draw: st.DrawFn, min_nodes: int = 1, max_nodes: int = 12) -> Clus
                           for w, s in draw(st.lists(st.sampled_from(((300, "p95"), (600, "p95"), (1800, "p95"),
                                                                       (300, "avg"))), max_size=3, unique=True))]
             metrics.append(NodeMetric(node=spec.name, at=NOW - age, node_usage=usage, pods=reported,
-                                      aggregated=aggregated))
+                                      aggregated=aggregated, window_s=draw(st.sampled_from((300.0, 60.0, 150.5)))))
         for p in pods_here:
-            assigned.append((p, i, NOW - draw(st.sampled_from((0.0, 30.0, 100.0, 500.0)))))
+            assigned.append((p, i, NOW - draw(st.sampled_from((0.0, 30.0, 100.0, 250.25, 500.0)))))
     return Cluster(nodes, resources, metrics, assigned)
 
 
@@ -238,10 +238,10 @@ def load_nodes(table: NodeTable, cluster: Cluster) -> None:
             table.set_metric(m)
 
 
-def build_table(cluster: Cluster, report_interval_s: float = 60.0) -> NodeTable:
+def build_table(cluster: Cluster) -> NodeTable:
     """Load ``cluster`` into a fresh table: nodes, NodeResources, metrics, then each assigned pod's
     request (NodeResourcesFit), load estimate (LoadAware) and app count (MaxInstancePerNode)."""
-    table = NodeTable(capacity=4, report_interval_s=report_interval_s)
+    table = NodeTable(capacity=4)
     load_nodes(table, cluster)
     for pod, i, at in cluster.assigned:
         info = pod_info(pod)

@@ -21,6 +21,7 @@ from sched_helpers import node, pod
 
 from colo.settings import SettingsError, load_settings
 from colo_scheduler.core import Scheduler
+from colo_scheduler.profiles import ValidatedSchedulerSettings
 from colo_scheduler.settings import ProfileSettings, SchedulerSettings
 
 MIXED = """
@@ -49,10 +50,10 @@ MIXED_PROBLEMS = (
 )
 
 
-def _load(tmp_path: Path, text: str) -> SchedulerSettings:
+def _load(tmp_path: Path, text: str) -> ValidatedSchedulerSettings:
     path = tmp_path / "scheduler.yaml"
     path.write_text(text)
-    return load_settings(SchedulerSettings, "COLO_SCHEDULER", env={}, yaml_path=str(path))
+    return load_settings(ValidatedSchedulerSettings, "COLO_SCHEDULER", env={}, yaml_path=str(path))
 
 
 def test_type_range_and_profile_problems_are_listed_together(tmp_path: Path) -> None:
@@ -90,7 +91,8 @@ def test_bad_profiles_are_refused_at_load(tmp_path: Path, yaml_text: str, parts:
 def test_weights_that_overflow_int64_are_refused() -> None:
     big = (2**63 - 1) // 100 // 2 + 1
     with pytest.raises(ValueError, match="overflow"):
-        SchedulerSettings(profile=ProfileSettings(score={"LoadAware": big, "NodeResourcesLeastAllocated": big}))
+        ValidatedSchedulerSettings(profile=ProfileSettings(score={"LoadAware": big,
+                                                                  "NodeResourcesLeastAllocated": big}))
     ok = (2**63 - 1) // 100 // 2
     core = Scheduler(SchedulerSettings(profile=ProfileSettings(score={"LoadAware": ok,
                                                                       "NodeResourcesLeastAllocated": ok})))
@@ -105,7 +107,7 @@ def test_percentage_of_nodes_to_score_edges(pct: int, ok: bool) -> None:
     profile = ProfileSettings(percentage_of_nodes_to_score=pct, min_feasible_nodes_to_find=1)
     if not ok:
         with pytest.raises(ValueError, match="percentage_of_nodes_to_score"):
-            SchedulerSettings(profile=profile)
+            ValidatedSchedulerSettings(profile=profile)
         return
     core = Scheduler(SchedulerSettings(profile=profile))
     for i in range(5):
@@ -152,3 +154,20 @@ def test_leader_election_without_a_usable_instance_exits_2_before_connecting(ins
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert "COLO_INSTANCE" in proc.stderr
+
+
+def test_plain_settings_are_data_and_the_scheduler_refuses_their_bad_profile(tmp_path: Path) -> None:
+    """:class:`SchedulerSettings` checks its own fields only (it imports neither the framework nor the
+    plugins); the profile's problems come with the service's settings type at load, and from the
+    scheduler when it builds the profile — every one of them either way."""
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(MIXED.replace("  filter: NodeResourcesFit\n  bogus: 1\n", "").replace("tick_interval_s: -1\n"
+                                                                                        "max_pods_per_cycle: 0\n", ""))
+    plain = load_settings(SchedulerSettings, "COLO_SCHEDULER", env={}, yaml_path=str(path))
+    with pytest.raises(ValueError) as err:
+        Scheduler(plain)
+    with pytest.raises(SettingsError) as at_load:
+        load_settings(ValidatedSchedulerSettings, "COLO_SCHEDULER", env={}, yaml_path=str(path))
+    for part in MIXED_PROBLEMS[4:]:
+        assert part in str(err.value), (part, str(err.value))
+        assert part in str(at_load.value), (part, str(at_load.value))

@@ -115,7 +115,7 @@ def test_vectorized_plugins_agree_with_the_loop(cluster: Cluster, data: st.DataO
                                                 resource: tuple[str, Any], filter_expired: bool) -> None:
     s = SchedulerSettings(filter_expired_metrics=filter_expired, metric_expiry_s=180.0)
     profile = build_profile(_profile(s, load, resource), new_in_tree_registry(), s)
-    table = NodeTable(capacity=4, report_interval_s=s.metric_report_interval_s)
+    table = NodeTable(capacity=4)
     load_nodes(table, cluster)
     fw = Framework(profile, table, seed=data.draw(st.integers(0, 3)))
     for spec, i, at in cluster.assigned:  # pods already bound: booked by the profile's Reserve plugins

@@ -99,9 +99,14 @@ def test_recent_placements_are_estimated(report_pod_usage: bool, expected_on_nod
     out = s.schedule_cycle(NOW)
     assert len(out.placements) == expected_on_node
     assert out.failures[0].result.reasons == {"load too high: cpu": 1}
-    # A new metric that reports the placed pods' real (lower) usage replaces their estimates.
+    # A metric 120 s later holds 120/300 of the pods' reported usage in its 300 s mean: the rest of
+    # their expected usage (max(estimate, usage) − 40 % of the usage) still counts; once they ran the
+    # whole window, their reported (lower) usage replaces their estimates.
     usage = {p.pod.uid: (300, MI) for p in out.placements} if report_pod_usage else {}
     s.on_metric(metric("n", NOW + 120, 2000 + 900, GI, pods=usage), NOW + 120)
+    est = int(s.table.estimated_usage[0, 0])
+    assert est == 2900 + 2 * (1700 - 120 if report_pod_usage else 1700)
+    s.on_metric(metric("n", NOW + 300, 2000 + 900, GI, pods=usage), NOW + 300)
     est = int(s.table.estimated_usage[0, 0])
     assert est == (2900 if report_pod_usage else 2900 + 2 * 1700)
 

@@ -92,7 +92,7 @@ class Scheduler:
     def __init__(self, settings: SchedulerSettings, profile: ProfileConfig | None = None,
                  use_class_cache: bool = True, use_score_buckets: bool = True) -> None:
         self.settings = settings
-        self.table = NodeTable(report_interval_s=settings.metric_report_interval_s)
+        self.table = NodeTable()
         profile_obj = build_profile(profile or profile_config(settings), new_in_tree_registry(),
                                     settings)
         self.framework = Framework(profile_obj, self.table, settings.seed, use_class_cache, use_score_buckets)

@@ -9,7 +9,7 @@ arrays, masks or caches. The load estimate of assigned pods is recomputed from t
 and the last metric. Shared pure helpers are reused where they define the input format rather than
 a plugin's arithmetic: label matching of node affinity (:mod:`colo.affinity`), the class rules
 (:mod:`colo.classes`), the pod estimate and resource kind (:mod:`colo_scheduler.podinfo`, oracle
-O3), the parsing of the threshold annotation and the choice of a metric's aggregated entry.
+O3), the gap of one pod against a metric (:mod:`colo_scheduler.estimation`, tested on its own), the parsing of the threshold annotation and the choice of a metric's aggregated entry.
 
 The decision: a node is feasible when every filter passes (none when a PreFilter rejects the pod);
 total = Σ weight × score (normalized where the plugin normalizes, over the feasible nodes); the
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from colo.affinity import affinity_problems, preferred_score, required_matches
 from colo.classes import priority_class_of, resource_kind_problems, validate_classes
 from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
+from colo_scheduler.estimation import unreported_gap
 from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
 from colo_scheduler.plugins.loadaware import (
     CUSTOM_THRESHOLDS_ANNOTATION,
@@ -109,7 +110,6 @@ class _Load:
     """LoadAware configuration for the loop."""
 
     args: LoadAwareArgs
-    interval_s: float
     default_cpu: int
     default_memory: int
     memo: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -135,8 +135,8 @@ def _thresholds(load: _Load, table: NodeTable, i: int) -> NodeThresholds:
 
 
 def _pending(load: _Load, table: NodeTable, i: int, metric: NodeMetric | None, prod_only: bool) -> list[int]:
-    """Σ REFERENCE.md §4 gaps of the assigned pods of row ``i`` (prod pods only when ``prod_only``)."""
-    cutoff = -math.inf if metric is None else metric.at - load.interval_s
+    """Σ gaps of the assigned pods of row ``i`` (prod pods only when ``prod_only``, against the prod pods'
+    own figures; else against the node's windowed mean): :func:`colo_scheduler.estimation.unreported_gap`."""
     usage = {p.uid: (p.cpu, p.memory) for p in metric.pods} if metric is not None else {}
     out = [0, 0]
     for uid, ap in table.node_pods[i].items():
@@ -145,10 +145,11 @@ def _pending(load: _Load, table: NodeTable, i: int, metric: NodeMetric | None, p
         est = load.estimate(ap.pod.spec)
         used = usage.get(uid)
         for r in range(2):
-            if used is None:
+            if used is None or metric is None:
                 out[r] += est[r]
-            elif ap.assigned_at > cutoff:
-                out[r] += max(est[r] - used[r], 0)
+            else:
+                out[r] += unreported_gap(est[r], used[r], ap.assigned_at, metric.at, metric.window_s,
+                                         windowed=not prod_only)
     return out
 
 
@@ -325,7 +326,7 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     alloc = table.alloc.tolist()
     allocated = table.allocated.tolist()
     la = prof.plugins.get("LoadAware")
-    load = _Load(la.args, settings.metric_report_interval_s, settings.default_cpu_estimate_milli,  # type: ignore[attr-defined]
+    load = _Load(la.args, settings.default_cpu_estimate_milli,  # type: ignore[attr-defined]
                  settings.default_memory_estimate_bytes) if la is not None else None
     kind = resource_kind(spec)
     req = _requests(spec)

@@ -47,10 +47,13 @@ class ProfileSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Typed settings of the scheduler service.
+    """Typed settings of the scheduler service: plain data, checked field by field.
 
     Construction raises :class:`colo.settings.SettingsError` (a ValueError) listing every
-    constraint violation of :meth:`problems`, profile problems included.
+    constraint violation of :meth:`problems`. The profile's plugins and their arguments are
+    checked against the plugin registry by :class:`colo_scheduler.profiles.ValidatedSchedulerSettings`
+    (what the service loads, so that they are listed with these) and whenever a
+    :class:`colo_scheduler.core.Scheduler` builds the profile.
     """
 
     tick_interval_s: float = 1.0
@@ -77,10 +80,6 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
     metric_expiry_s: float = 180.0
     """A NodeMetric at least this old (seconds) is expired. REFERENCE.md §2."""
-
-    metric_report_interval_s: float = 60.0
-    """Node agents' report interval, seconds: pods assigned after ``metric.at − interval`` are
-    not yet reflected in the metric and are estimated. REFERENCE.md §2 and §4."""
 
     filter_expired_metrics: bool = True
     """Reject nodes whose metric expired (True) or let them pass with load score 0. REFERENCE.md §4."""
@@ -187,7 +186,7 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
     profile: ProfileSettings = msgspec.field(default_factory=ProfileSettings)
     """Plugins, weights and plugin arguments; validated when the scheduler starts (exit 2 listing
-    every problem)."""
+    every problem: :mod:`colo_scheduler.profiles`)."""
 
     gc_between_cycles: bool = True
     """Pause Python's cyclic garbage collector during a scheduling cycle (it runs between cycles),
@@ -235,19 +234,4 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         for name in ("heap_freeze_interval_s", "heap_full_collect_interval_s"):
             if getattr(self, name) < 0:
                 errors.append(f"{name} must be >= 0")
-        return errors + self.profile_problems()
-
-    def profile_problems(self) -> list[str]:
-        """Every problem of ``profile`` with these settings: the plugins are built from the in-tree
-        registry as the scheduler will (:func:`colo_scheduler.framework.registry.build_profile`), so
-        unknown plugins, missing extension points, bad weights and bad plugin arguments are reported
-        with the other settings problems, in one listing at start."""
-        # imported here: the registry and the plugins import this module
-        from colo_scheduler.framework.registry import ProfileError, build_profile
-        from colo_scheduler.plugins import new_in_tree_registry, profile_config
-
-        try:
-            build_profile(profile_config(self), new_in_tree_registry(), self)
-        except ProfileError as exc:
-            return [f"profile: {e}" for e in exc.errors]
-        return []
+        return errors

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from colo.messages import NodeMetric, NodeResource, NodeSpec, Resources, Taint
+from colo_scheduler.estimation import pod_gap
 from colo_scheduler.podinfo import COL, N_RES, IntArray, PodInfo, resource_vector
 
 BoolArray = npt.NDArray[np.bool_]
@@ -63,8 +64,9 @@ class NodeTable:
     * ``free`` (n, 7) int64 — ``alloc − allocated``, kept in step.
     * ``metric_usage`` (n, 2) int64 — last reported node usage (cpu milli-cores, memory bytes).
     * ``metric_at`` (n,) float64 — time of that metric, NaN when none.
-    * ``pending_estimate`` (n, 2) int64 — Σ positive gaps (estimate − reported usage) of pods
-      assigned but not yet reflected in the metric (REFERENCE.md §4).
+    * ``pending_estimate`` (n, 2) int64 — Σ gaps of the assigned pods: the part of their estimate
+      the metric's windowed node usage does not contain yet (REFERENCE.md §4 and §2;
+      :mod:`colo_scheduler.estimation`).
     * ``estimated_usage`` (n, 2) int64 — ``metric_usage + pending_estimate``.
     """
 
@@ -77,7 +79,7 @@ class NodeTable:
     LOG_ROWS_PER_NODE = 16
     """Rows per node the change log may hold before it is trimmed (see :data:`MIN_LOG_CAP`)."""
 
-    def __init__(self, capacity: int = 64, report_interval_s: float = 60.0) -> None:
+    def __init__(self, capacity: int = 64) -> None:
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self.specs: list[NodeSpec] = []
@@ -106,7 +108,6 @@ class NodeTable:
         self.max_log = self.MIN_LOG_CAP
         """Rows the change log holds at most before it is trimmed (readers then see None: every
         row changed). Grows with the table: :data:`LOG_ROWS_PER_NODE` × n."""
-        self._report_interval_s = report_interval_s
         self._mask_cache: dict[tuple[str, object], BoolArray | None] = {}
         self._cache_version = -1
 
@@ -318,22 +319,24 @@ class NodeTable:
         return True
 
     def recompute_pending(self, i: int) -> None:
-        """Pending estimate of row ``i`` (REFERENCE.md §4): for every assigned pod with no usage in
-        the metric, or assigned after ``metric.at − report interval``, add max(estimate − usage, 0)."""
-        at = self._metric_at[i]
-        interval = self._report_interval_s
-        cutoff = -math.inf if math.isnan(at) else at - interval
+        """Pending estimate of row ``i``: Σ over its assigned pods of the part of their estimate the
+        last metric does not contain yet (:func:`colo_scheduler.estimation.pod_gap`: the whole
+        estimate without reported usage; for a pod younger than the metric's window, its expected
+        usage less the share of the window it ran; 0 once it ran the whole window)."""
+        metric = self.metrics[i]
         usage = self.pod_usage[i]
         cpu = memory = 0  # Python ints: a node holds tens of pods, tiny array ops would dominate
-        for uid, ap in self.node_pods[i].items():
-            used = usage.get(uid)
-            ec, em = ap.pod.estimate_ints
-            if used is None:
+        if metric is None:
+            for ap in self.node_pods[i].values():
+                ec, em = ap.pod.estimate_ints
                 cpu += ec
                 memory += em
-            elif ap.assigned_at > cutoff:
-                cpu += max(ec - int(used[0]), 0)
-                memory += max(em - int(used[1]), 0)
+        else:
+            at, window = metric.at, metric.window_s
+            for uid, ap in self.node_pods[i].items():
+                gc, gm = pod_gap(ap.pod.estimate_ints, usage.get(uid), ap.assigned_at, at, window)
+                cpu += gc
+                memory += gm
         self._pending[i] = (cpu, memory)
         self._est_usage[i] = self._metric_usage[i] + self._pending[i]
         self.touch(i)
@@ -344,15 +347,13 @@ class NodeTable:
         self.assigned[pod.uid] = ap
         self.node_pods[i][pod.uid] = ap
         used = self.pod_usage[i].get(pod.uid)
-        if used is None:
-            gap: IntArray | None = pod.estimate
-        elif at > self._metric_at[i] - self._report_interval_s:  # the same rule as recompute_pending
-            gap = np.maximum(pod.estimate - np.array(used, np.int64), 0)
-        else:
-            gap = None  # reported, and assigned long enough before the metric that its usage is in it
-        if gap is not None:
-            self._pending[i] += gap
-            self._est_usage[i] += gap
+        metric = self.metrics[i]
+        if used is None or metric is None:
+            gap: IntArray | tuple[int, int] = pod.estimate
+        else:  # the same rule as recompute_pending
+            gap = pod_gap(pod.estimate_ints, used, at, metric.at, metric.window_s)
+        self._pending[i] += gap
+        self._est_usage[i] += gap
         self.touch(i)
 
     def untrack(self, uid: str) -> AssignedPod | None:
