@@ -63,6 +63,15 @@ def test_cascade_is_reported() -> None:
     assert a.migrations_per_pod() == {"a": 1, "b": 1, "c": 1}
 
 
+def test_a_node_still_high_once_its_metrics_caught_up_may_lose_another_pod() -> None:
+    """After window + one report the metrics show what the first eviction did: a new excess is a new group."""
+    series = [metric("n1", 60.0 * i, [("a", 5000), ("b", 2000), ("c", 2000)]) for i in range(8)]
+    ok = audit(series, [evict("a", "n1", 0.0), evict("b", "n1", 360.0)])
+    assert ok.over_evictions() == []
+    (over,) = audit(series, [evict("a", "n1", 0.0), evict("b", "n1", 300.0)]).over_evictions()
+    assert (over.evicted, over.required) == (2, 1)
+
+
 def test_enough_evictions_pass_and_unjustified_ones_are_reported() -> None:
     series = [metric("n1", 0.0, [("a", 6000)]), metric("n1", 60.0, [("b", 1000)])]
     assert audit(series, [evict("a", "n1", 0.0)]).over_evictions() == []

@@ -8,10 +8,11 @@ three questions a user of a descheduler asks (issue 12, item 9):
   classified as LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold,
   high = any resource above its high threshold, usage = system + Σ pods of the metric);
 - did the descheduler evict more than the excess required (:meth:`MigrationAudit.over_evictions`):
-  within one *high episode* of a node (consecutive metrics that show it high), the evictions
-  from it must not exceed the fewest pods of a metric of that episode whose removal brings
-  every resource to its high threshold or below (:func:`fewest_pods_to_cure`), taking the most
-  demanding metric of the episode.
+  the evictions off a node within the time its metrics need to show the first of them (the
+  aggregation window plus one report) must not exceed the fewest pods whose removal brings every
+  resource to its high threshold or below (:func:`fewest_pods_to_cure`), in the most demanding
+  metric the descheduler decided on meanwhile; and no eviction may come while the node's newest
+  metric shows it not high.
 
 Resources are CPU (milli-cores) and memory (bytes); thresholds are percent of allocatable.
 """
@@ -82,7 +83,8 @@ def fewest_pods_to_cure(usage: Vec, allocatable: Vec, high: Vec, pods: Sequence[
 
 @dataclass
 class OverEviction:
-    """A high episode of ``node`` from ``start`` to ``end`` (metric times, s) that lost more pods than needed."""
+    """Evictions off ``node`` from ``start`` to ``end`` (s) that the metrics did not require: ``evicted`` of them
+    where ``required`` would have cured the excess."""
 
     node: str
     start: float
@@ -142,12 +144,17 @@ class MigrationAudit:
             out[cmd.uid] = out.get(cmd.uid, 0) + 1
         return out
 
-    def over_evictions(self) -> list[OverEviction]:
-        """High episodes whose evictions exceed the most any of their metrics required.
+    def over_evictions(self, report_interval_s: float = 60.0) -> list[OverEviction]:
+        """Groups of evictions off one node that exceed what its metrics required.
 
-        An eviction belongs to the episode of the newest metric of its node at or before the order
-        (the descheduler decides on that metric); an eviction whose newest metric shows the node not
-        high belongs to no episode and is reported with ``required`` 0.
+        A group starts at an eviction at ``t0`` and holds every later eviction off that node before
+        ``t0 + window + report_interval_s`` (the time until a metric no longer contains any of the
+        group's pods: ``NodeMetric.window_s`` of the node's metric, 300 s by default, plus one report);
+        within it the descheduler cannot yet see what its first eviction did. The group may hold at most
+        the fewest pods that cure the excess (:func:`fewest_pods_to_cure`) in the most demanding metric
+        the descheduler may have decided on: the node's metrics from the newest at ``t0`` to the newest at
+        the group's last eviction. An eviction whose newest metric shows the node not high is reported
+        alone with ``required`` 0 (the metrics did not ask for it).
         """
         by_node: dict[str, list[EvictionCommand]] = {}
         for cmd in self.evictions:
@@ -156,30 +163,28 @@ class MigrationAudit:
         for node, cmds in sorted(by_node.items()):
             series = self.metrics.get(node, [])
             alloc = self.allocatable.get(node, (0, 0))
-            episodes: list[tuple[int, int]] = []  # [first, last] metric index of each high run
-            start = -1
-            for i, m in enumerate(series):
-                high = classify(usage_of(m), alloc, self.low, self.high) == "high"
-                if high and start < 0:
-                    start = i
-                if not high and start >= 0:
-                    episodes.append((start, i - 1))
-                    start = -1
-            if start >= 0:
-                episodes.append((start, len(series) - 1))
-            counted: dict[tuple[int, int], int] = {}
-            for cmd in cmds:
-                idx = max((i for i, m in enumerate(series) if m.at <= cmd.at), default=-1)
-                ep = next((e for e in episodes if e[0] <= idx <= e[1]), None)
-                if ep is None:
+
+            def newest(at: float) -> int:
+                return max((i for i, m in enumerate(series) if m.at <= at), default=-1)
+
+            justified: list[EvictionCommand] = []
+            for cmd in sorted(cmds, key=lambda c: c.at):
+                idx = newest(cmd.at)
+                if idx < 0 or classify(usage_of(series[idx]), alloc, self.low, self.high) != "high":
                     at = series[idx].at if idx >= 0 else cmd.at
                     out.append(OverEviction(node, at, at, 1, 0))
-                    continue
-                counted[ep] = counted.get(ep, 0) + 1
-            for (first, last), n in sorted(counted.items()):
+                else:
+                    justified.append(cmd)
+            i = 0
+            while i < len(justified):
+                t0 = justified[i].at
+                horizon = series[newest(t0)].window_s + report_interval_s
+                group = [c for c in justified[i:] if c.at < t0 + horizon]
+                first, last = newest(t0), newest(group[-1].at)
                 required = max(
                     fewest_pods_to_cure(usage_of(m), alloc, self.high, [(p.cpu, p.memory) for p in m.pods])
                     for m in series[first:last + 1])
-                if n > required:
-                    out.append(OverEviction(node, series[first].at, series[last].at, n, required))
+                if len(group) > required:
+                    out.append(OverEviction(node, t0, group[-1].at, len(group), required))
+                i += len(group)
         return out
