@@ -6,9 +6,9 @@ quota); CPU burst; memory QoS; BE block I/O throttles; resctrl LLC/MBA; system s
 and BE CPU eviction by satisfaction. Later writes of the same file replace earlier ones in the executor (burst
 scaling overrides the kubelet quota, suppress the BE cpusets), so the plan is applied as one batch.
 
-State that lives between rounds (eviction cool-downs, the BE CPU window, burst token buckets) is passed in as
-:class:`StrategyMemory` and never mutated here: the plan carries the new values, :meth:`StrategyMemory.absorb`
-keeps them once the caller has applied the plan.
+State that lives between rounds (eviction cool-downs, the BE CPU window, burst token buckets, BE memory
+pressure) is passed in as :class:`StrategyMemory` and never mutated here: the plan carries the new values,
+:meth:`StrategyMemory.absorb` keeps them once the caller has applied the plan.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_
 from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
 from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
 from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, PressureState, observe
 from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
 from colo_node_agent.strategies.resctrl_qos import resctrl_plan
 from colo_node_agent.strategies.system import system_writes
@@ -109,6 +110,8 @@ class StrategyMemory:
     last_cpu_evict: float | None = None
     be_samples: deque[BECPUSample] = field(default_factory=lambda: deque(maxlen=600))
     limiters: dict[str, Limiter] = field(default_factory=dict)
+    memory_pressure: PressureState = NO_PRESSURE
+    """BE memory pressure (strategies/memory_pressure.py), reported in the NodeMetric."""
 
     def absorb(self, plan: NodePlan, now: float, evicted: dict[str, int] | None = None) -> None:
         """Keep ``plan``'s new state; ``evicted`` pods really evicted per kind ("memory"/"cpu") start a
@@ -116,6 +119,7 @@ class StrategyMemory:
         if plan.be_sample is not None:
             self.be_samples.append(plan.be_sample)
         self.limiters = dict(plan.limiters)
+        self.memory_pressure = plan.memory_pressure
         done = evicted if evicted is not None else {}
         if done.get("memory"):
             self.last_memory_evict = now
@@ -135,7 +139,7 @@ class PlannedEviction:
 @dataclass(frozen=True)
 class NodePlan:
     """One round's result: writes, evictions, the BE CPU budget (−1 = suppress off), burst node state, the
-    new limiters and BE sample to remember, and problems worth an event."""
+    new limiters, BE sample and BE memory pressure to remember, and problems worth an event."""
 
     writes: list[CgroupWrite]
     evictions: list[PlannedEviction]
@@ -145,6 +149,7 @@ class NodePlan:
     be_sample: BECPUSample | None
     problems: list[str]
     be_cpus: tuple[int, ...] = ()
+    memory_pressure: PressureState = NO_PRESSURE
 
 
 def _views(snap: NodeSnapshot) -> list[PodView]:
@@ -225,6 +230,8 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
     me = memory_evict(snap.memory_capacity, snap.node_memory_used, views, slo.memory_evict, pending,
                       memory.last_memory_evict, now)
     evictions += [PlannedEviction("memory", e, me.release) for e in me.evictions]
+    pressure = observe(memory.memory_pressure, now, snap.node_memory_used, snap.memory_capacity, slo.memory_evict,
+                       evicted=bool(me.evictions))
     sample = None
     if slo.cpu_evict.enabled:
         be_req = sum(v.cpu_request for v in views if v.qos == "BE")
@@ -234,4 +241,5 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
         ce = cpu_evict(window, sample, [v for v in views if v.uid not in gone], slo.cpu_evict,
                        memory.last_cpu_evict, now)
         evictions += [PlannedEviction("cpu", e, ce.release) for e in ce.evictions]
-    return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus))
+    return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus),
+                    pressure)
