@@ -41,11 +41,13 @@ from colo.messages import (
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.config import Composed
+from colo_slo_manager.memory_pressure import eviction_headroom, under_pressure
 from colo_slo_manager.nodeslo import render_node_slo, same_policy
 from colo_slo_manager.publish import decide, metric_is_stale
 from colo_slo_manager.reload import ConfigWatcher
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 from colo_slo_manager.state import ClusterState
+from colo_slo_manager.thresholds import settings_warnings
 
 if TYPE_CHECKING:
     from colo.runtime import ServiceContext
@@ -182,6 +184,8 @@ class SloManagerService:
         if composed.restart_required:
             log.warning("configuration %s changes %s: takes effect after a restart", composed.version,
                         ", ".join(composed.restart_required))
+        for warning in settings_warnings(composed.settings):
+            log.warning("configuration %s: %s", composed.version, warning)
         if self._ready:  # during start the configuration in force is announced once, at the end
             await self._announce(trigger, composed)
 
@@ -205,7 +209,8 @@ class SloManagerService:
         sources = self.config.sources if self.config is not None else {}
         await self.ctx.bus.publish(subjects.CONFIG_APPLIED, ConfigApplied(
             service=self.name, version=composed.version, trigger=trigger, at=self.ctx.clock.now(),
-            sources=sources, restart_required=list(composed.restart_required)), service=self.name)
+            sources=sources, restart_required=list(composed.restart_required),
+            warnings=settings_warnings(composed.settings)), service=self.name)
 
     def ready(self) -> bool:
         """True once state is loaded and consumers are registered."""
@@ -282,8 +287,13 @@ class SloManagerService:
         cached = self._reserved.get(name)
         if cached is None or cached[0] is not node:
             cached = self._reserved[name] = (node, node_reserved(node))
-        return compute_allocatable_of(node, cached[1], metric, self.state.pod_summary(name),
-                                      self.state.profiles.get(name), self.settings.batch, self.settings.mid)
+        summary = self.state.pod_summary(name)
+        computed = compute_allocatable_of(node, cached[1], metric, summary, self.state.profiles.get(name),
+                                          self.settings.batch, self.settings.mid)
+        slo = self.state.slos.get(name)
+        evict = slo.memory_evict if slo is not None else self.settings.node_slo.memory_evict
+        computed = eviction_headroom(computed, metric, node.capacity.memory, summary.be_memory_request, evict)
+        return under_pressure(computed, metric)
 
     def _render(self, name: str, node: NodeSpec, now: float) -> NodeSLO | None:
         """The NodeSLO to publish for ``node`` at ``now`` when its policy changed, else None."""
