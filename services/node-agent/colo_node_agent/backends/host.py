@@ -475,7 +475,10 @@ class HostBackend:
                 res.ended.append(end)
                 victims.setdefault(pe.kind, []).append(end.uid)
                 release[pe.kind] = pe.release
+        calm = self.memory.memory_pressure.since is None
         self.memory.absorb(plan, now, {k: len(v) for k, v in victims.items()})
+        if calm and self.memory.memory_pressure.since is not None:
+            res.pressure_started.append(self.names[0])
         for kind, uids in victims.items():
             self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",

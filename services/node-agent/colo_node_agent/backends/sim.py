@@ -84,11 +84,13 @@ class PodEnd:
 
 @dataclass
 class AdvanceResult:
-    """What happened while advancing: ended pods, QoS events, and stats (see :meth:`SimBackend.advance`)."""
+    """What happened while advancing: ended pods, QoS events, stats (see :meth:`SimBackend.advance`) and the
+    nodes whose BE memory pressure began (their NodeMetric is published at once, not at the next report)."""
 
     ended: list[PodEnd] = field(default_factory=list)
     events: list[QoSEvent] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    pressure_started: list[str] = field(default_factory=list)
 
 
 class SloColumns(TypedDict):
@@ -395,7 +397,7 @@ class SimBackend:
         self.ls_demand.push(ls_demand)
         self.ls_served.push(ls_used)
         self._strategies(at, node_cpu, node_mem, ls_used, be_used, be_cap, res, counts)
-        self._observe_pressure(at, node_mem)
+        self._observe_pressure(at, node_mem, res)
         return {"cpu_used_milli": float(node_cpu.sum()), "mem_used_bytes": float(node_mem.sum()),
                 "ls_cpu_demand_milli": float(ls_demand.sum()), "ls_cpu_served_milli": float(ls_used.sum()),
                 "be_cpu_used_milli": float(be_used.sum())}
@@ -633,14 +635,17 @@ class SimBackend:
             res.events.append(QoSEvent(node=self.names[i], kind="evict", at=at, reason=f"BE {kind} eviction",
                                        pods=victims, detail={"release": plan.release}))
 
-    def _observe_pressure(self, at: float, node_mem: F64) -> None:
+    def _observe_pressure(self, at: float, node_mem: F64, res: AdvanceResult) -> None:
         """BE memory pressure after this sub-step's memory and evictions, for the nodes at or above their
-        eviction threshold, under pressure already, or that evicted for memory now."""
+        eviction threshold, under pressure already, or that evicted for memory now; a node whose pressure
+        begins is named in ``res.pressure_started``."""
         col = self._slo_columns()
         near = np.flatnonzero(col["mem_evict"] & (node_mem * 100 >= col["mem_threshold"] * self.cap_mem))
         for i in self._watched.union(near.tolist()):
             state = observe(self.pressure[i], at, int(node_mem[i]), int(self.cap_mem[i]), self.slos[i].memory_evict,
                             evicted=self.last_mem_evict[i] == at)
+            if self.pressure[i].since is None and state.since is not None:
+                res.pressure_started.append(self.names[i])
             self.pressure[i] = state
             if state == NO_PRESSURE:
                 self._watched.discard(i)
