@@ -13,6 +13,7 @@ The policy settings are hot-reloaded from the YAML file and a NATS key-value ent
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -127,6 +128,9 @@ class SloManagerService:
         under unchanged settings renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
+        self._publishing = asyncio.Lock()
+        """Held while NodeResources are decided and published (a tick, a BE memory pressure change), so
+        that neither publishes a decision the other has overtaken."""
 
     @property
     def ctx(self) -> ServiceContext:
@@ -251,7 +255,32 @@ class SloManagerService:
         if not metric.node or not info.subject.endswith(f".{metric.node}"):
             await self._reject_invalid(info, metric, f"metric for node {metric.node!r} on subject {info.subject}")
             return
-        self.state.put_metric(metric)
+        if self.state.put_metric(metric):
+            await self._on_pressure_change(metric)
+
+    async def _on_pressure_change(self, metric: NodeMetric) -> None:
+        """Publish the node's NodeResource at once when ``metric``'s BE memory pressure differs from the last
+        published one (docs/slo-manager.md "BE memory"): the next tick may be ``tick_interval_s`` away."""
+        name = metric.node
+        last = self.state.published.get(name)
+        if (last is None or last.reset or name not in self.state.nodes
+                or (metric.memory_pressure is not None) == last.memory_pressure):
+            return
+        async with self._publishing:
+            now = self.ctx.clock.now()
+            computed = self._compute(name, now)
+            s = self.settings
+            out = decide(name, self.state.published.get(name), self.state.metrics.get(name), computed, now,
+                         enabled=s.colocation_enabled, diff_threshold_percent=s.diff_threshold_percent,
+                         max_age_s=s.max_publish_age_s, stale_after_s=s.metric_stale_reset_s)
+            if out is None:
+                return
+            if computed is not None:
+                self.computed[name] = computed
+            await self.ctx.store.put_node_resources([out])
+            await self.ctx.bus.publish(subjects.NODE_RESOURCE, out, msg_id=_msg_id("pressure", f"{name}-{now:.3f}"),
+                                       node=name)
+            self.state.published[name] = out
 
     async def on_node_profile(self, profile: NodeProfile, info: MessageInfo) -> None:
         """Keep the newest profiler output per node (prod-reclaimable for mid resources)."""
@@ -315,6 +344,10 @@ class SloManagerService:
         The first tick after a new configuration came in force publishes every value that changed at
         all (diff threshold 0), so that a new policy does not wait for ``max_publish_age_s``.
         """
+        async with self._publishing:
+            return await self._tick(now)
+
+    async def _tick(self, now: float) -> dict[str, float]:
         s = self.settings
         diff_threshold = 0 if self._policy_changed else s.diff_threshold_percent
         self._policy_changed = False
