@@ -25,6 +25,7 @@ import msgspec
 
 from colo import codec, subjects, telemetry
 from colo.bus import MessageInfo
+from colo.clock import VirtualClock
 from colo.messages import (
     ConfigApplied,
     ConfigRejected,
@@ -260,10 +261,12 @@ class SloManagerService:
 
     async def _on_pressure_change(self, metric: NodeMetric) -> None:
         """Publish the node's NodeResource at once when ``metric``'s BE memory pressure differs from the last
-        published one (docs/slo-manager.md "BE memory"): the next tick may be ``tick_interval_s`` away."""
+        published one (docs/slo-manager.md "BE memory"): under the wall clock the next tick may be
+        ``tick_interval_s`` away. Not under the virtual clock, where the tick follows the node agent's at
+        once and the services' ticks alone decide, so that runs are reproducible."""
         name = metric.node
         last = self.state.published.get(name)
-        if (last is None or last.reset or name not in self.state.nodes
+        if (isinstance(self.ctx.clock, VirtualClock) or last is None or last.reset or name not in self.state.nodes
                 or (metric.memory_pressure is not None) == last.memory_pressure):
             return
         async with self._publishing:
