@@ -40,7 +40,7 @@ class EvictRebindCounter:
 
     def on_resource(self, msg: NodeResource) -> None:
         """The node's BE memory pressure as the slo-manager last published it."""
-        self._pressure[msg.node] = bool(getattr(msg, "memory_pressure", False))
+        self._pressure[msg.node] = msg.memory_pressure
 
     def on_bound(self, msg: PodBound) -> None:
         """A binding closes a cycle when the pod was memory-evicted from the same node, within the hold or
