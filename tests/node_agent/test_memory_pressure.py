@@ -7,6 +7,8 @@ the row gives whether the node is under pressure after the last one and the cond
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from colo.messages import MemoryEvictStrategy, MemoryPressure
 from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, PressureState, condition, observe
@@ -57,3 +59,42 @@ def test_policy_off_or_custom_lower_and_hold() -> None:
     custom = MemoryEvictStrategy(threshold_percent=80, lower_percent=60, pressure_hold_s=0)
     assert run([(0, 81, False), (10, 61, False)], custom).since == 0.0  # 61 % is not below 60 %
     assert run([(0, 81, False), (10, 59, False)], custom).since is None  # hold 0: clears at once
+
+
+samples_st = st.lists(st.tuples(st.integers(1, 120), st.sampled_from((50, 67, 68, 69, 70, 75)),
+                                st.sampled_from((False, False, False, False, True))), min_size=1, max_size=40)
+
+
+def _cleared(history: list[tuple[float, int, bool]], since_k: int, k: int, hold: float) -> bool:
+    """Whether, scanning back from sample k to just after sample since_k, the trailing run of samples below
+    the lower threshold (68 %) without eviction spans at least ``hold`` seconds."""
+    b = None
+    for m in range(k, since_k, -1):
+        t, pct, evicted = history[m]
+        if evicted or pct >= 68:
+            break
+        b = t
+    return b is not None and history[k][0] - b >= hold
+
+
+@settings(max_examples=400, deadline=None)
+@given(samples_st, st.sampled_from((0, 30, 100, 300)))
+@example([(1, 75, False), (10, 50, False), (10, 69, False), (5, 50, False), (20, 50, False)], 30)
+def test_pressure_is_the_hold_rule(steps: list[tuple[int, int, bool]], hold: int) -> None:
+    """Against a brute-force reading of the rule: pressure starts at a sample at or above 70 % or an eviction and
+    ends at the first later sample that closes a run below 68 % (no eviction) at least ``hold`` long."""
+    policy = MemoryEvictStrategy(pressure_hold_s=float(hold))
+    state = NO_PRESSURE
+    history: list[tuple[float, int, bool]] = []
+    t = 0.0
+    since_k: int | None = None
+    for dt, pct, evicted in steps:
+        t += dt
+        history.append((t, pct, evicted))
+        k = len(history) - 1
+        state = observe(state, t, CAP * pct // 100, CAP, policy, evicted)
+        if evicted or pct >= 70:
+            since_k = since_k if since_k is not None else k
+        elif since_k is not None and _cleared(history, since_k, k, hold):
+            since_k = None
+        assert state.since == (history[since_k][0] if since_k is not None else None)
