@@ -141,6 +141,9 @@ class NodeResource(Message, frozen=True):
     reset: bool = False
     reason: str = ""
     at: float = 0.0
+    memory_pressure: bool = False
+    """The node is under BE memory pressure (its NodeMetric carries a :class:`MemoryPressure`): ``batch_memory``
+    is then 0 and the scheduler's BEMemoryPressure filter rejects BE pods and pods requesting batch-memory."""
 
 
 # --------------------------------------------------------------------------- metrics
@@ -172,6 +175,25 @@ class AggregatedUsage(Message, frozen=True):
     memory: int = 0
 
 
+class MemoryPressure(Message, frozen=True):
+    """BE memory pressure of a node, as its node agent sees it (docs/node-agent.md "BE memory pressure").
+
+    The condition starts (``since``, seconds) when node memory reaches the eviction threshold or the agent
+    evicts a BE pod for memory, and holds until memory has stayed below the lower threshold for ``hold_s``
+    seconds: ``until`` is when that hold ends if memory stays below (0 while memory is at or above the lower
+    threshold). ``last_evict_at`` the last BE memory eviction (0 = none); ``used_percent`` node memory used
+    ⌊used × 100 / capacity⌋ at the report; thresholds as the NodeSLO's ``memory_evict`` (REFERENCE.md §5).
+    """
+
+    since: float
+    until: float = 0.0
+    last_evict_at: float = 0.0
+    used_percent: int = 0
+    threshold_percent: int = 70
+    lower_percent: int = 68
+    hold_s: float = 300.0
+
+
 class NodeMetric(Message, frozen=True):
     """A node agent's report (REFERENCE.md §2): averages over ``window_s`` ending at ``at``.
 
@@ -194,6 +216,8 @@ class NodeMetric(Message, frozen=True):
     ls_cpu_demand: int = 0
     ls_cpu_served: int = 0
     pressure: dict[str, float] = {}
+    memory_pressure: MemoryPressure | None = None
+    """The node's BE memory pressure condition at ``at``; None when the node is not under it."""
 
 
 # --------------------------------------------------------------------------- pods
@@ -417,6 +441,10 @@ class MemoryEvictStrategy(Message, frozen=True):
     threshold_percent: int = 70
     lower_percent: int | None = None
     cooldown_s: float = 4.0
+    pressure_hold_s: float = 300.0
+    """Seconds node memory must stay below the lower threshold before a node under BE memory pressure
+    offers batch-memory and takes BE pods again: 300 = the NodeMetric window (REFERENCE.md §2), so the
+    averages the batch formula and LoadAware read hold no sample of the pressure any more."""
 
 
 class CPUEvictStrategy(Message, frozen=True):
@@ -655,6 +683,9 @@ class ConfigApplied(Message, frozen=True):
     at: float
     sources: dict[str, str] = {}
     restart_required: list[str] = []
+    warnings: list[str] = []
+    """Combinations the service accepts but advises against, with the numbers (e.g. the slo-manager's
+    batch-memory admission overlapping BE memory eviction, docs/slo-manager.md)."""
 
 
 class ConfigRejected(Message, frozen=True):

@@ -59,9 +59,9 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
     would render one.
 
     Percents within 0..100; memory eviction ``lower_percent`` ≤ ``threshold_percent``; CPU eviction
-    ``lower_percent`` ≤ ``upper_percent``; cool-downs ≥ 0 s and ``cpu_evict.window_s`` > 0 s; CPU burst
-    ``burst_percent`` ≥ 0, ``quota_scale_max_percent`` ≥ 100, ``quota_burst_period_s`` ≥ −1,
-    ``scale_down_unthrottled_rounds`` ≥ 0; resctrl
+    ``lower_percent`` ≤ ``upper_percent``; cool-downs and ``memory_evict.pressure_hold_s`` ≥ 0 s and
+    ``cpu_evict.window_s`` > 0 s; CPU burst ``burst_percent`` ≥ 0, ``quota_scale_max_percent`` ≥ 100,
+    ``quota_burst_period_s`` ≥ −1, ``scale_down_unthrottled_rounds`` ≥ 0; resctrl
     0 ≤ L3 start < end ≤ 100 and MBA 1..100; BE block I/O devices ``MAJOR:MINOR``, once each, limits ≥ 0;
     system (when enabled) ``min_free_kbytes_factor`` > 0 and ``watermark_scale_factor`` within
     :data:`WATERMARK_SCALE_RANGE`.
@@ -81,6 +81,8 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
                        f"threshold_percent {me.threshold_percent}")
         if me.cooldown_s < 0:
             out.append(f"{w}memory_evict.cooldown_s must be >= 0, got {me.cooldown_s}")
+        if not 0 <= me.pressure_hold_s < float("inf"):  # NaN fails both ways: the hold would never end
+            out.append(f"{w}memory_evict.pressure_hold_s must be a finite number >= 0, got {me.pressure_hold_s}")
     ce = values.get("cpu_evict")
     if isinstance(ce, CPUEvictStrategy):
         for field in ("upper_percent", "lower_percent", "usage_threshold_percent"):

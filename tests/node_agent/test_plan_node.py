@@ -193,3 +193,17 @@ def test_cpu_eviction_by_satisfaction() -> None:
     # window (6 samples): limit 2500, request 28000 -> 8700; min 2200: the lowest priority BE pod covers it
     assert plan.be_sample == BECPUSample(5000, 4800, 18_000)
     assert [(e.eviction.uid, e.release) for e in plan.evictions] == [("b2", 2200)]
+
+
+def test_memory_eviction_puts_the_node_under_pressure_until_the_hold_ends() -> None:
+    slo = NodeSLO(node="n")
+    memory = StrategyMemory()
+    plan = plan_node(snapshot(mem_used=60 * Gi), slo, memory, 100.0)  # 93 %: evicts b2, b1
+    assert [e.eviction.uid for e in plan.evictions] == ["b2", "b1"]
+    assert plan.memory_pressure.since == 100.0 and plan.memory_pressure.last_evict_at == 100.0
+    memory.absorb(plan, 100.0, {"memory": 2})
+    calm = snapshot(pods=PODS[:3], mem_used=40 * Gi)  # 62 %: below the lower threshold 68 %
+    for now, since in ((110.0, 100.0), (409.0, 100.0), (410.0, None)):  # hold 300 s from 110 s
+        plan = plan_node(calm, slo, memory, now)
+        memory.absorb(plan, now)
+        assert memory.memory_pressure.since == since, now

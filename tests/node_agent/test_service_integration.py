@@ -263,3 +263,22 @@ async def test_redelivered_bound_message_of_a_finished_pod_does_not_start_it_aga
     phases = [(s.uid, s.phase) for s in h.seen["status"]]
     assert phases == [("job-2", "Running"), ("job-2", "Succeeded")], phases
     assert h.service.counters["started"] == 1  # started once (a restart's status could be deduplicated)
+
+
+async def test_memory_pressure_is_reported_at_once_between_reports(bus_factory: BusFactory, store: Store) -> None:
+    """A node whose BE memory pressure begins publishes its NodeMetric in that tick, not at the next report."""
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    await h.tick(T0 + 60)  # the regular report of both nodes
+    reported = len(h.seen["metric"])
+    be = PodSpec(uid="be-hog", name="be-hog", qos_class="BE", priority=5500, priority_class="batch",
+                 requests=Resources(cpu=500, memory=G),
+                 sim=SimWorkload(kind="batch", cpu_milli=500, memory_bytes=12 * G, duration_s=3600))
+    await h.bind(be, "n1")  # 12 GB of 16: 75 % + system → evicted at once
+    await h.settle()
+    await h.tick(T0 + 80)  # 20 s after the report: not due
+    fresh: list[NodeMetric] = h.seen["metric"][reported:]
+    assert [m.node for m in fresh] == ["n1"]
+    assert fresh[0].memory_pressure is not None and fresh[0].memory_pressure.last_evict_at > T0 + 60
+    assert any(s.uid == "be-hog" and s.reason == "Evicted" for s in h.seen["status"])
+    await h.tick(T0 + 100)  # still under pressure, nothing new: no extra report
+    assert len(h.seen["metric"]) == reported + 1

@@ -198,7 +198,8 @@ def cluster_st(draw: st.DrawFn, min_nodes: int = 1, max_nodes: int = 12) -> Clus
                 node=spec.name, batch_cpu=draw(st.integers(0, a.cpu // 1000)) * 1000,
                 batch_memory=draw(st.integers(0, a.memory // GI)) * GI,
                 mid_cpu=draw(st.integers(0, a.cpu // 2000)) * 1000,
-                mid_memory=draw(st.integers(0, a.memory // (2 * GI))) * GI))
+                mid_memory=draw(st.integers(0, a.memory // (2 * GI))) * GI,
+                memory_pressure=draw(st.booleans())))
         else:
             resources.append(None)
         pods_here = [draw(pod_st(f"a{i}-{k}", small=True)) for k in range(draw(st.integers(0, 4)))]

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from colo.messages import (
+    MemoryEvictStrategy,
     NodeMetric,
     NodeProfile,
     NodeSpec,
@@ -28,6 +29,7 @@ from colo_slo_manager.allocatable import (
     compute_allocatable_of,
     node_reserved,
 )
+from colo_slo_manager.memory_pressure import eviction_headroom
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import BatchConfig, MidConfig, NodePool, SloManagerSettings
 from colo_slo_manager.state import ClusterState
@@ -123,8 +125,12 @@ def test_compute_picks_up_pod_metric_and_node_changes() -> None:
     svc.state.put_node(bigger)
     after_node = svc._compute("n1", 1.0)
     assert after_node is not None and after_node.batch_cpu > after_metric.batch_cpu
-    assert after_node == compute_allocatable(bigger, svc.state.metrics["n1"], svc.state.pods_on("n1"), None,
-                                             svc.settings.batch, svc.settings.mid)
+    # the node's 8G include 6G no pod accounts for: the eviction headroom (memory_pressure.py) caps batch-memory
+    # at 68 % of 64G − 8G
+    metric = svc.state.metrics["n1"]
+    pure = compute_allocatable(bigger, metric, svc.state.pods_on("n1"), None, svc.settings.batch, svc.settings.mid)
+    assert after_node == eviction_headroom(pure, metric, bigger.capacity.memory, 0, MemoryEvictStrategy())
+    assert after_node.batch_memory == 64 * G * 68 // 100 - 8 * G < pure.batch_memory
 
 
 def test_node_slo_rendered_again_only_when_the_spec_changes() -> None:

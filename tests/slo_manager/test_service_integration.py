@@ -6,14 +6,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pytest
 import pytest_asyncio
 
 from colo import subjects
 from colo.bus import Bus
-from colo.clock import VirtualClock
+from colo.clock import VirtualClock, WallClock
 from colo.messages import (
     DeadLetter,
+    MemoryPressure,
     NodeMetric,
     NodeResource,
     NodeSLO,
@@ -71,8 +73,9 @@ def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
     return collect
 
 
-async def _harness(bus_factory: BusFactory, store: Store, settings: SloManagerSettings) -> Harness:
-    clock = VirtualClock(T0)
+async def _harness(bus_factory: BusFactory, store: Store, settings: SloManagerSettings,
+                   clock: Any = None) -> Harness:
+    clock = VirtualClock(T0) if clock is None else clock
     bus = await bus_factory("slo-manager", clock=clock, retry_delay_s=0.01)
     client = await bus_factory("test-client")
     ctx = service_context(bus, store, clock)
@@ -123,7 +126,7 @@ async def test_metric_to_node_resource_and_store(harness: Harness) -> None:
     await h.client.publish(subjects.POD_BOUND, PodBound(spec=ls, node="n1", at=T0), node="n1")
     await h.client.publish(subjects.POD_STATUS, PodStatus(uid="ls-1", node="n1", phase="Running", at=T0 + 5),
                            node="n1")
-    metric = NodeMetric(node="n1", at=T0 + 30, node_usage=Usage(cpu=30_000, memory=40 * G),
+    metric = NodeMetric(node="n1", at=T0 + 30, node_usage=Usage(cpu=30_000, memory=23 * G),  # system + ls-1
                         system_usage=Usage(cpu=7_000, memory=12 * G),
                         pods=[PodMetric(uid="ls-1", cpu=11_000, memory=11 * G)])
     await h.client.publish(subjects.NODE_METRIC, metric, node="n1")
@@ -271,7 +274,7 @@ async def test_one_tick_publishes_more_nodes_than_the_redis_pool_holds(harness: 
         spec = NodeSpec(name=name, capacity=NODE.capacity, allocatable=NODE.allocatable)
         await h.client.publish(subjects.NODE_REGISTERED, spec, node=name)
         await h.client.publish(subjects.NODE_METRIC, NodeMetric(
-            node=name, at=T0, node_usage=Usage(cpu=10_000, memory=10 * G),
+            node=name, at=T0, node_usage=Usage(cpu=10_000, memory=G),  # memory: the system's, no pods
             system_usage=Usage(cpu=1_000, memory=G)), node=name)
     stats = await h.tick(T0 + 30)
     assert stats["resources_published"] == 250
@@ -281,3 +284,49 @@ async def test_one_tick_publishes_more_nodes_than_the_redis_pool_holds(harness: 
     limits = await h.store.redis.hgetall(h.store.keys.limits(names[-1]))
     assert int(limits[b"batch_cpu"]) == 59_000
     assert len(h.seen["resource"]) == 250
+
+
+async def test_memory_pressure_is_published_when_the_metric_arrives(bus_factory: BusFactory, store: Store) -> None:
+    """Under the wall clock, BE memory pressure in a metric withdraws batch-memory at once, before the next tick,
+    and its end brings it back the same way (docs/slo-manager.md "BE memory"); under the virtual clock only the
+    tick decides (reproducible runs)."""
+    clock = WallClock()
+    h = await _harness(bus_factory, store, SloManagerSettings(), clock=clock)
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    t0 = clock.now()
+    calm = NodeMetric(node="n1", at=t0, node_usage=Usage(cpu=10_000, memory=G), system_usage=Usage(cpu=1_000, memory=G))
+    await h.client.publish(subjects.NODE_METRIC, calm, node="n1")
+    await h.settle()
+    await h.service.tick(clock.now())
+    await h.settle()
+    assert [(r.batch_memory, r.memory_pressure) for r in h.seen["resource"]] == [(77 * G, False)]
+    pressure = MemoryPressure(since=t0, last_evict_at=t0, used_percent=70)
+    await h.client.publish(subjects.NODE_METRIC, msgspec.structs.replace(calm, at=t0 + 1, memory_pressure=pressure),
+                           node="n1")
+    await h.settle()  # no tick
+    assert [(r.batch_memory, r.memory_pressure, r.reason) for r in h.seen["resource"][1:]] == [
+        (0, True, "memory pressure")]
+    stored = await h.store.get_node_resource("n1")
+    assert stored is not None and stored.memory_pressure and stored.batch_memory == 0
+    await h.service.tick(clock.now())  # the tick finds nothing new to say
+    await h.settle()
+    assert len(h.seen["resource"]) == 2
+    await h.client.publish(subjects.NODE_METRIC, msgspec.structs.replace(calm, at=t0 + 2), node="n1")
+    await h.settle()
+    assert [(r.batch_memory, r.memory_pressure, r.reason) for r in h.seen["resource"][2:]] == [
+        (77 * G, False, "memory pressure over")]
+
+
+async def test_memory_pressure_waits_for_the_tick_under_the_virtual_clock(harness: Harness) -> None:
+    h = harness
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    calm = NodeMetric(node="n1", at=T0, node_usage=Usage(cpu=10_000, memory=G), system_usage=Usage(cpu=1_000, memory=G))
+    await h.client.publish(subjects.NODE_METRIC, calm, node="n1")
+    await h.tick(T0 + 30)
+    await h.client.publish(subjects.NODE_METRIC, msgspec.structs.replace(
+        calm, at=T0 + 40, memory_pressure=MemoryPressure(since=T0 + 35)), node="n1")
+    await h.settle()
+    assert len(h.seen["resource"]) == 1
+    await h.tick(T0 + 60)  # the damping does not hold the change back
+    assert [(r.batch_memory, r.memory_pressure, r.reason) for r in h.seen["resource"][1:]] == [
+        (0, True, "memory pressure")]

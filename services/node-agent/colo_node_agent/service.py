@@ -325,9 +325,16 @@ class NodeAgentService:
             event = QoSEvent(node=node, kind="cgroup", at=rec.at, reason=f"{rec.error}: {rec.message}",
                              detail={"cgroup": rec.cgroup, "resource": rec.resource, "value": str(rec.new)})
             items.append((subjects.NODE_QOS, event, None, {"node": node}))
-        if self.last_report is None or now - self.last_report >= self.settings.report_interval_s - 1e-6:
-            self.last_report = now
+        due = self.last_report is None or now - self.last_report >= self.settings.report_interval_s - 1e-6
+        if due or res.pressure_started:
+            # a node whose BE memory pressure began reports at once: the slo-manager withdraws its batch-memory
+            # without waiting for the next report interval
+            only = None if due else set(res.pressure_started)
+            if due:
+                self.last_report = now
             for metric in self.backend.node_metrics(now):
+                if only is not None and metric.node not in only:
+                    continue
                 items.append((subjects.NODE_METRIC, metric, f"metric-{metric.node}-{now:.3f}",
                               {"node": metric.node}))
                 self.counters["metrics_published"] += 1

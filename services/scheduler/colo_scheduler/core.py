@@ -29,6 +29,7 @@ from colo_scheduler.framework.registry import ProfileConfig, build_profile
 from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import new_in_tree_registry, profile_config
+from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
@@ -43,7 +44,7 @@ from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
 
 EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResourcesFit, MaxInstancePerNode,
-                       LoadAware, NodeUnschedulable)
+                       LoadAware, NodeUnschedulable, BEMemoryPressure)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
 

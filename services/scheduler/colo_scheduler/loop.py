@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.affinity import affinity_problems, preferred_score, required_matches
-from colo.classes import priority_class_of, resource_kind_problems, validate_classes
+from colo.classes import priority_class_of, qos_class_of, resource_kind_problems, validate_classes
 from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
 from colo_scheduler.estimation import unreported_gap
 from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
@@ -334,6 +334,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     counts = table.app_count(app).tolist() if app else [0] * n
     terms = _required_terms(spec)
     cap = spec.max_instance_per_node
+    be_memory = qos_class_of(spec) == "BE" or spec.requests.batch_memory > 0 or spec.limits.batch_memory > 0
+    pressure = table.memory_pressure.tolist()
 
     def node_filter(name: str) -> Callable[[int], bool]:
         if name == "NodeSelector":
@@ -351,6 +353,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             return lambda i: not app or cap < 0 or counts[i] < cap
         if name == "LoadAware" and load is not None:
             return lambda i: _load_fits(load, table, i, now, spec, alloc[i][:2])
+        if name == "BEMemoryPressure":
+            return lambda i: not (be_memory and pressure[i])
         raise ValueError(f"the loop has no Filter {name!r}")
 
     filters = [(f.name, node_filter(f.name)) for f in prof.filter]

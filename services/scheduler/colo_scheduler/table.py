@@ -68,6 +68,7 @@ class NodeTable:
       the metric's windowed node usage does not contain yet (REFERENCE.md §4 and §2;
       :mod:`colo_scheduler.estimation`).
     * ``estimated_usage`` (n, 2) int64 — ``metric_usage + pending_estimate``.
+    * ``memory_pressure`` (n,) bool — the node's last :class:`NodeResource` says BE memory pressure.
     """
 
     MIN_LOG_CAP = 65_536
@@ -91,6 +92,7 @@ class NodeTable:
         self._metric_at = np.full(self._cap, np.nan)
         self._pending = np.zeros((self._cap, 2), np.int64)
         self._est_usage = np.zeros((self._cap, 2), np.int64)
+        self._memory_pressure = np.zeros(self._cap, np.bool_)
         self.pod_usage: list[dict[str, tuple[int, int]]] = []
         self.metrics: list[NodeMetric | None] = []
         """The last applied metric of each row (aggregated usage, per-pod classes), None when none."""
@@ -153,6 +155,11 @@ class NodeTable:
         """(n, 2) metric usage + pending estimate (without the incoming pod)."""
         return self._est_usage[: self.n]
 
+    @property
+    def memory_pressure(self) -> BoolArray:
+        """(n,) True where the node is under BE memory pressure (``NodeResource.memory_pressure``)."""
+        return self._memory_pressure[: self.n]
+
     # ------------------------------------------------------------------ change log
 
     @property
@@ -214,7 +221,7 @@ class NodeTable:
 
     def _grow(self) -> None:
         self._cap *= 2
-        for attr in ("_alloc", "_allocated", "_free", "_metric_usage", "_pending", "_est_usage"):
+        for attr in ("_alloc", "_allocated", "_free", "_metric_usage", "_pending", "_est_usage", "_memory_pressure"):
             old = getattr(self, attr)
             new = np.zeros((self._cap,) + old.shape[1:], old.dtype)
             new[: len(old)] = old
@@ -259,14 +266,17 @@ class NodeTable:
         return True
 
     def set_node_resource(self, nr: NodeResource) -> bool:
-        """Apply batch/mid allocatable of a known node; False when the node is unknown or nothing changed."""
+        """Apply batch/mid allocatable and BE memory pressure of a known node; False when the node is unknown
+        or nothing changed."""
         i = self.index.get(nr.node)
         if i is None:
             return False
         cols = [COL["batch_cpu"], COL["batch_memory"], COL["mid_cpu"], COL["mid_memory"]]
         vals = (0, 0, 0, 0) if nr.reset else (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)
-        if tuple(int(v) for v in self._alloc[i, cols]) == vals:
+        pressure = nr.memory_pressure and not nr.reset
+        if tuple(int(v) for v in self._alloc[i, cols]) == vals and bool(self._memory_pressure[i]) == pressure:
             return False
+        self._memory_pressure[i] = pressure
         self._alloc[i, cols] = vals
         self.alloc_version += 1
         self._node_touch(i)

@@ -36,6 +36,7 @@ _NO_USAGE = Usage()
 _UID = attrgetter("uid")
 _HP_ENTRY = attrgetter("hp_entry")
 _PROD_REQUEST = attrgetter("prod_request")
+_BE_MEMORY = attrgetter("be_memory_request")
 _0, _1, _2 = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
@@ -58,16 +59,23 @@ class PodView:
     :class:`NodePods` only gathers."""
     prod_request: tuple[int, int] | None = field(init=False, repr=False, compare=False)
     """For an active prod/none pod its native ``(cpu m, memory B)`` requests (mid's Unallocated), else None."""
+    be_memory_request: int = field(init=False, repr=False, compare=False)
+    """For an active batch/free pod its batch-memory request (bytes), else 0 (the eviction headroom cap,
+    :func:`colo_slo_manager.memory_pressure.eviction_headroom`)."""
 
     def __post_init__(self) -> None:
         hp = prod = None
+        be_memory = 0
         if self.phase in _ACTIVE and self.priority_class not in _LOW_PRIORITY:
             r = self.requests
             hp = (self.uid, r.cpu + r.mid_cpu, r.memory + r.mid_memory, self.qos_class == "LSE")
             if self.priority_class in _PROD_NONE:
                 prod = (r.cpu, r.memory)
+        elif self.phase in _ACTIVE:
+            be_memory = self.requests.batch_memory
         object.__setattr__(self, "hp_entry", hp)
         object.__setattr__(self, "prod_request", prod)
+        object.__setattr__(self, "be_memory_request", be_memory)
 
     @classmethod
     def of_spec(cls, spec: PodSpec, phase: PodPhase = "Pending") -> PodView:
@@ -88,12 +96,14 @@ class PodView:
 
 @dataclass(frozen=True, slots=True)
 class Allocatable:
-    """Batch and mid allocatable of a node: ``*_cpu`` milli-cores, ``*_memory`` bytes."""
+    """Batch and mid allocatable of a node: ``*_cpu`` milli-cores, ``*_memory`` bytes; ``memory_pressure``
+    when the node is under BE memory pressure (batch-memory then 0, :mod:`colo_slo_manager.memory_pressure`)."""
 
     batch_cpu: int = 0
     batch_memory: int = 0
     mid_cpu: int = 0
     mid_memory: int = 0
+    memory_pressure: bool = False
 
 
 def count_cpu_list(cpus: str) -> int:
@@ -316,7 +326,8 @@ class NodePods:
     ``(uid, request cpu m, request memory B, is LSE)`` with mid-* requests included (as
     :func:`high_priority_sums`), in the order of the views; ``hp_by_uid`` the same keyed by uid;
     ``hp_request`` Σ of those requests; ``prod_requests`` Σ native requests of active prod/none
-    pods (as :func:`mid_allocatable`).
+    pods (as :func:`mid_allocatable`); ``be_memory_request`` Σ batch-memory requests of active batch/free
+    pods (bytes).
     """
 
     known: frozenset[str]
@@ -324,6 +335,8 @@ class NodePods:
     prod_requests: Usage
     hp_by_uid: dict[str, tuple[str, int, int, bool]] = field(compare=False, default_factory=dict)
     hp_request: Usage = Usage()
+    be_memory_request: int = 0
+    """Σ batch-memory requests of the active batch/free pods (bytes)."""
 
     @classmethod
     def of(cls, pods: Iterable[PodView]) -> NodePods:
@@ -338,7 +351,8 @@ class NodePods:
         prod = list(filter(None, map(_PROD_REQUEST, views)))
         return cls(known=known, hp=hp, prod_requests=Usage(cpu=sum(map(_0, prod)), memory=sum(map(_1, prod))),
                    hp_by_uid=dict(zip(map(_0, hp), hp)),
-                   hp_request=Usage(cpu=sum(map(_1, hp)), memory=sum(map(_2, hp))))
+                   hp_request=Usage(cpu=sum(map(_1, hp)), memory=sum(map(_2, hp))),
+                   be_memory_request=sum(map(_BE_MEMORY, views)))
 
 
 def _hp_totals(summary: NodePods, metric: NodeMetric) -> tuple[int, int, int, int, int, int]:

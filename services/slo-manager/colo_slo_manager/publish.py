@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from colo.messages import NodeMetric, NodeResource
 from colo_slo_manager.allocatable import Allocatable
+from colo_slo_manager.memory_pressure import pressure_reason
 
 
 def differs(old: int, new: int, threshold_percent: int) -> bool:
@@ -31,7 +32,9 @@ def publish_reason(last: NodeResource | None, new: Allocatable, now: float,
                    diff_threshold_percent: int, max_age_s: float) -> str:
     """Why ``new`` should be published given the ``last`` published value, or ``""`` to keep quiet.
 
-    Reasons: ``initial`` (nothing published yet), ``recovered`` (last was a reset),
+    Reasons: ``initial`` (nothing published yet), ``recovered`` (last was a reset), BE memory pressure
+    started or ended or batch-memory dropped to 0 (:func:`~colo_slo_manager.memory_pressure.pressure_reason`,
+    whatever the threshold),
     ``changed <field>`` (relative diff above the threshold), ``refresh`` (last publish
     older than ``max_age_s`` seconds). Units: milli-cores, bytes, seconds.
     """
@@ -39,6 +42,9 @@ def publish_reason(last: NodeResource | None, new: Allocatable, now: float,
         return "initial"
     if last.reset:
         return "recovered"
+    urgent = pressure_reason(last, new)
+    if urgent:
+        return urgent
     # field by field rather than by getattr: this runs for every node on every tick
     if differs(last.batch_cpu, new.batch_cpu, diff_threshold_percent):
         return "changed batch_cpu"
@@ -84,4 +90,5 @@ def decide(node: str, last: NodeResource | None, metric: NodeMetric | None, comp
     if not reason:
         return None
     return NodeResource(node=node, batch_cpu=computed.batch_cpu, batch_memory=computed.batch_memory,
-                        mid_cpu=computed.mid_cpu, mid_memory=computed.mid_memory, reason=reason, at=now)
+                        mid_cpu=computed.mid_cpu, mid_memory=computed.mid_memory, reason=reason, at=now,
+                        memory_pressure=computed.memory_pressure)

@@ -13,6 +13,7 @@ The policy settings are hot-reloaded from the YAML file and a NATS key-value ent
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -24,6 +25,7 @@ import msgspec
 
 from colo import codec, subjects, telemetry
 from colo.bus import MessageInfo
+from colo.clock import VirtualClock
 from colo.messages import (
     ConfigApplied,
     ConfigRejected,
@@ -41,11 +43,13 @@ from colo.messages import (
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.config import Composed
+from colo_slo_manager.memory_pressure import eviction_headroom, under_pressure
 from colo_slo_manager.nodeslo import render_node_slo, same_policy
 from colo_slo_manager.publish import decide, metric_is_stale
 from colo_slo_manager.reload import ConfigWatcher
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 from colo_slo_manager.state import ClusterState
+from colo_slo_manager.thresholds import settings_warnings
 
 if TYPE_CHECKING:
     from colo.runtime import ServiceContext
@@ -125,6 +129,9 @@ class SloManagerService:
         under unchanged settings renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
+        self._publishing = asyncio.Lock()
+        """Held while NodeResources are decided and published (a tick, a BE memory pressure change), so
+        that neither publishes a decision the other has overtaken."""
 
     @property
     def ctx(self) -> ServiceContext:
@@ -182,6 +189,8 @@ class SloManagerService:
         if composed.restart_required:
             log.warning("configuration %s changes %s: takes effect after a restart", composed.version,
                         ", ".join(composed.restart_required))
+        for warning in settings_warnings(composed.settings):
+            log.warning("configuration %s: %s", composed.version, warning)
         if self._ready:  # during start the configuration in force is announced once, at the end
             await self._announce(trigger, composed)
 
@@ -205,7 +214,8 @@ class SloManagerService:
         sources = self.config.sources if self.config is not None else {}
         await self.ctx.bus.publish(subjects.CONFIG_APPLIED, ConfigApplied(
             service=self.name, version=composed.version, trigger=trigger, at=self.ctx.clock.now(),
-            sources=sources, restart_required=list(composed.restart_required)), service=self.name)
+            sources=sources, restart_required=list(composed.restart_required),
+            warnings=settings_warnings(composed.settings)), service=self.name)
 
     def ready(self) -> bool:
         """True once state is loaded and consumers are registered."""
@@ -246,7 +256,34 @@ class SloManagerService:
         if not metric.node or not info.subject.endswith(f".{metric.node}"):
             await self._reject_invalid(info, metric, f"metric for node {metric.node!r} on subject {info.subject}")
             return
-        self.state.put_metric(metric)
+        if self.state.put_metric(metric):
+            await self._on_pressure_change(metric)
+
+    async def _on_pressure_change(self, metric: NodeMetric) -> None:
+        """Publish the node's NodeResource at once when ``metric``'s BE memory pressure differs from the last
+        published one (docs/slo-manager.md "BE memory"): under the wall clock the next tick may be
+        ``tick_interval_s`` away. Not under the virtual clock, where the tick follows the node agent's at
+        once and the services' ticks alone decide, so that runs are reproducible."""
+        name = metric.node
+        last = self.state.published.get(name)
+        if (isinstance(self.ctx.clock, VirtualClock) or last is None or last.reset or name not in self.state.nodes
+                or (metric.memory_pressure is not None) == last.memory_pressure):
+            return
+        async with self._publishing:
+            now = self.ctx.clock.now()
+            computed = self._compute(name, now)
+            s = self.settings
+            out = decide(name, self.state.published.get(name), self.state.metrics.get(name), computed, now,
+                         enabled=s.colocation_enabled, diff_threshold_percent=s.diff_threshold_percent,
+                         max_age_s=s.max_publish_age_s, stale_after_s=s.metric_stale_reset_s)
+            if out is None:
+                return
+            if computed is not None:
+                self.computed[name] = computed
+            await self.ctx.store.put_node_resources([out])
+            await self.ctx.bus.publish(subjects.NODE_RESOURCE, out, msg_id=_msg_id("pressure", f"{name}-{now:.3f}"),
+                                       node=name)
+            self.state.published[name] = out
 
     async def on_node_profile(self, profile: NodeProfile, info: MessageInfo) -> None:
         """Keep the newest profiler output per node (prod-reclaimable for mid resources)."""
@@ -282,8 +319,13 @@ class SloManagerService:
         cached = self._reserved.get(name)
         if cached is None or cached[0] is not node:
             cached = self._reserved[name] = (node, node_reserved(node))
-        return compute_allocatable_of(node, cached[1], metric, self.state.pod_summary(name),
-                                      self.state.profiles.get(name), self.settings.batch, self.settings.mid)
+        summary = self.state.pod_summary(name)
+        computed = compute_allocatable_of(node, cached[1], metric, summary, self.state.profiles.get(name),
+                                          self.settings.batch, self.settings.mid)
+        slo = self.state.slos.get(name)
+        evict = slo.memory_evict if slo is not None else self.settings.node_slo.memory_evict
+        computed = eviction_headroom(computed, metric, node.capacity.memory, summary.be_memory_request, evict)
+        return under_pressure(computed, metric)
 
     def _render(self, name: str, node: NodeSpec, now: float) -> NodeSLO | None:
         """The NodeSLO to publish for ``node`` at ``now`` when its policy changed, else None."""
@@ -305,6 +347,10 @@ class SloManagerService:
         The first tick after a new configuration came in force publishes every value that changed at
         all (diff threshold 0), so that a new policy does not wait for ``max_publish_age_s``.
         """
+        async with self._publishing:
+            return await self._tick(now)
+
+    async def _tick(self, now: float) -> dict[str, float]:
         s = self.settings
         diff_threshold = 0 if self._policy_changed else s.diff_threshold_percent
         self._policy_changed = False

@@ -48,6 +48,7 @@ from colo_slo_manager.strategy import (
     merge_patch,
     patch_problems,
 )
+from colo_slo_manager.thresholds import memory_evict_strategies, memory_threshold_problems
 
 ENV_PREFIX = "COLO_SLO_MANAGER"
 """Environment variable prefix of :class:`SloManagerSettings`."""
@@ -477,6 +478,7 @@ class SloManagerSettings(_Settings, frozen=True):
         if dupes:
             out.append(f"duplicate node pool names: {', '.join(dupes)}")
         out += self.pool_problems()
+        out += memory_threshold_problems(self.batch.memory_reclaim_threshold_percent, memory_evict_strategies(self))
         return out
 
     def pool_problems(self) -> list[str]:

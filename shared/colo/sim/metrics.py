@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from colo.messages import PodBound, PodRejected, PodSpec, PodStatus, PodUnschedulable, QoSEvent, TickAck
+from colo.sim.loops import EvictRebindCounter
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
@@ -93,6 +94,8 @@ class RunMetrics:
     """Batch pods whose phase is Running (kept with ``phase`` by :meth:`_set_phase`)."""
     _batch_completed: int = 0
     """Batch pods in ``completed_at``."""
+    loops: EvictRebindCounter = field(default_factory=EvictRebindCounter)
+    """BE memory evict→rebind cycles (:mod:`colo.sim.loops`)."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -122,6 +125,7 @@ class RunMetrics:
         self._set_phase(uid, "Bound")
         self.unschedulable.pop(uid, None)
         self.attempt_ms.append(msg.attempt_ms)
+        self.loops.on_bound(msg)
 
     def on_unschedulable(self, msg: PodUnschedulable) -> None:
         """A failed scheduling attempt with its reasons."""
@@ -152,6 +156,7 @@ class RunMetrics:
         """A node agent QoS action; suppress events are counted."""
         if msg.kind == "suppress":
             self.suppress_events += 1
+        self.loops.on_qos(msg)
 
     def on_ticks(self, t: float, acks: list[TickAck]) -> None:
         """The acks of every service for the tick ending at ``t``; appends one time-series sample.

@@ -98,6 +98,7 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
 
     async def resource(msg: NodeResource) -> None:
         watch.offered(msg)
+        metrics.loops.on_resource(msg)
 
     await bus.subscribe(S.POD_BOUND, bound, durable=f"bound-{run}")
     await bus.subscribe(S.POD_UNSCHEDULABLE, unsched, durable=f"unsched-{run}")

@@ -31,6 +31,7 @@ import numpy as np
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
+    MemoryPressure,
     NodeMetric,
     NodeSLO,
     NodeSpec,
@@ -67,6 +68,7 @@ from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
 from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, pod_settings
+from colo_node_agent.strategies.memory_pressure import condition
 from colo_node_agent.strategies.node import NodeSnapshot, PodState, StrategyMemory, plan_node
 
 __all__ = ["HostBackend", "HostConfig", "HostConfigError", "host_problems"]
@@ -476,7 +478,10 @@ class HostBackend:
                 res.ended.append(end)
                 victims.setdefault(pe.kind, []).append(end.uid)
                 release[pe.kind] = pe.release
+        calm = self.memory.memory_pressure.since is None
         self.memory.absorb(plan, now, {k: len(v) for k, v in victims.items()})
+        if calm and self.memory.memory_pressure.since is not None:
+            res.pressure_started.append(self.names[0])
         for kind, uids in victims.items():
             self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
@@ -517,7 +522,12 @@ class HostBackend:
             system_usage=Usage(cpu=int(max(cpu - pods_cpu, 0)), memory=int(max(mem - pods_mem, 0))),
             pods=pods, aggregated=aggregated(self.node_cpu, self.node_mem, self.config.loop_s)[0],
             be_cpu_allowed=self.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls,
-            pressure=dict(self.pressure))]
+            pressure=dict(self.pressure), memory_pressure=self._memory_pressure())]
+
+    def _memory_pressure(self) -> MemoryPressure | None:
+        """The BE memory pressure condition on the last sample (strategies/memory_pressure.py)."""
+        used = int(self.node_mem.last(1)[0, -1]) if self.node_mem.count else 0
+        return condition(self.memory.memory_pressure, used, self.cap.memory_bytes, self.slo.memory_evict)
 
     def debug(self) -> dict[str, object]:
         """A summary for /debug/state."""

@@ -46,6 +46,7 @@ from colo_node_agent.strategies.cpu_suppress import (
 )
 from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
 from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, PressureState, condition, observe
 from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
 from colo_node_agent.strategies.types import EvictPlan, PodView
 from colo_node_agent.topology import CPUTopology
@@ -83,11 +84,13 @@ class PodEnd:
 
 @dataclass
 class AdvanceResult:
-    """What happened while advancing: ended pods, QoS events, and stats (see :meth:`SimBackend.advance`)."""
+    """What happened while advancing: ended pods, QoS events, stats (see :meth:`SimBackend.advance`) and the
+    nodes whose BE memory pressure began (their NodeMetric is published at once, not at the next report)."""
 
     ended: list[PodEnd] = field(default_factory=list)
     events: list[QoSEvent] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    pressure_started: list[str] = field(default_factory=list)
 
 
 class SloColumns(TypedDict):
@@ -159,6 +162,10 @@ class SimBackend:
         self.be_allowed = [-1] * n
         self.last_mem_evict: list[float | None] = [None] * n
         self.last_cpu_evict: list[float | None] = [None] * n
+        self.pressure: list[PressureState] = [NO_PRESSURE] * n
+        """BE memory pressure per node (strategies/memory_pressure.py); ``_watched`` the nodes whose state
+        is not :data:`NO_PRESSURE` or that evicted for memory in the current sub-step."""
+        self._watched: set[int] = set()
         self.be_samples: list[deque[BECPUSample]] = [deque(maxlen=window_n) for _ in nodes]
         agg_n = max(int(np.ceil(1800 / self.dt)), 1)
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
@@ -396,6 +403,7 @@ class SimBackend:
         self.ls_demand.push(ls_demand)
         self.ls_served.push(ls_used)
         self._strategies(at, node_cpu, node_mem, ls_used, be_used, be_cap, res, counts)
+        self._observe_pressure(at, node_mem, res)
         return {"cpu_used_milli": float(node_cpu.sum()), "mem_used_bytes": float(node_mem.sum()),
                 "ls_cpu_demand_milli": float(ls_demand.sum()), "ls_cpu_served_milli": float(ls_used.sum()),
                 "be_cpu_used_milli": float(be_used.sum())}
@@ -628,10 +636,28 @@ class SimBackend:
             counts["be_evictions"] += len(victims)
             if kind == "memory":
                 self.last_mem_evict[i] = at
+                self._watched.add(i)
             else:
                 self.last_cpu_evict[i] = at
             res.events.append(QoSEvent(node=self.names[i], kind="evict", at=at, reason=f"BE {kind} eviction",
                                        pods=victims, detail={"release": plan.release}))
+
+    def _observe_pressure(self, at: float, node_mem: F64, res: AdvanceResult) -> None:
+        """BE memory pressure after this sub-step's memory and evictions, for the nodes at or above their
+        eviction threshold, under pressure already, or that evicted for memory now; a node whose pressure
+        begins is named in ``res.pressure_started``."""
+        col = self._slo_columns()
+        near = np.flatnonzero(col["mem_evict"] & (node_mem * 100 >= col["mem_threshold"] * self.cap_mem))
+        for i in self._watched.union(near.tolist()):
+            state = observe(self.pressure[i], at, int(node_mem[i]), int(self.cap_mem[i]), self.slos[i].memory_evict,
+                            evicted=self.last_mem_evict[i] == at)
+            if self.pressure[i].since is None and state.since is not None:
+                res.pressure_started.append(self.names[i])
+            self.pressure[i] = state
+            if state == NO_PRESSURE:
+                self._watched.discard(i)
+            else:
+                self._watched.add(i)
 
     # ------------------------------------------------------------------ reports
 
@@ -640,6 +666,7 @@ class SimBackend:
         T = self.pods
         n = self.window_n
         cpu, mem = self.node_cpu.mean(n).tolist(), self.node_mem.mean(n).tolist()
+        mem_now = self.node_mem.last(1)[:, -1].tolist() if self.node_mem.count else [0.0] * len(self.names)
         pod_cpu, pod_mem = T.window_usage()
         lsd, lss = self.ls_demand.mean(n).tolist(), self.ls_served.mean(n).tolist()
         agg = aggregated(self.node_cpu, self.node_mem, self.dt)
@@ -659,7 +686,9 @@ class SimBackend:
                 node_usage=Usage(cpu=int(cpu[i]), memory=int(mem[i])),
                 system_usage=Usage(cpu=int(max(cpu[i] - pods_cpu[i], 0)), memory=int(max(mem[i] - pods_mem[i], 0))),
                 pods=per_node[i], aggregated=agg[i], be_cpu_allowed=self.be_allowed[i],
-                ls_cpu_demand=int(lsd[i]), ls_cpu_served=int(lss[i])))
+                ls_cpu_demand=int(lsd[i]), ls_cpu_served=int(lss[i]),
+                memory_pressure=condition(self.pressure[i], int(mem_now[i]), int(self.cap_mem[i]),
+                                          self.slos[i].memory_evict)))
         return out
 
     def debug(self) -> dict[str, object]:

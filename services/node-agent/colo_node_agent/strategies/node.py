@@ -6,9 +6,9 @@ quota); CPU burst; memory QoS; BE block I/O throttles; resctrl LLC/MBA; system s
 and BE CPU eviction by satisfaction. Later writes of the same file replace earlier ones in the executor (burst
 scaling overrides the kubelet quota, suppress the BE cpusets), so the plan is applied as one batch.
 
-State that lives between rounds (eviction cool-downs, the BE CPU window, burst token buckets) is passed in as
-:class:`StrategyMemory` and never mutated here: the plan carries the new values, :meth:`StrategyMemory.absorb`
-keeps them once the caller has applied the plan.
+State that lives between rounds (eviction cool-downs, the BE CPU window, burst token buckets, BE memory
+pressure) is passed in as :class:`StrategyMemory` and never mutated here: the plan carries the new values,
+:meth:`StrategyMemory.absorb` keeps them once the caller has applied the plan.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_
 from colo_node_agent.strategies.cpu_suppress import SuppressInput, SuppressState, suppress
 from colo_node_agent.strategies.cpusets import CpusetPod, plan_cpusets
 from colo_node_agent.strategies.memory_evict import memory_evict
+from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, PressureState, observe
 from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
 from colo_node_agent.strategies.resctrl_qos import resctrl_plan
 from colo_node_agent.strategies.system import system_writes
@@ -112,6 +113,8 @@ class StrategyMemory:
     limiters: dict[str, Limiter] = field(default_factory=dict)
     unthrottled_rounds: dict[str, int] = field(default_factory=dict)
     """CPU burst: per LS pod, the rounds in a row it was not throttled."""
+    memory_pressure: PressureState = NO_PRESSURE
+    """BE memory pressure (strategies/memory_pressure.py), reported in the NodeMetric."""
 
     def absorb(self, plan: NodePlan, now: float, evicted: dict[str, int] | None = None) -> None:
         """Keep ``plan``'s new state; ``evicted`` pods really evicted per kind ("memory"/"cpu") start a
@@ -120,6 +123,7 @@ class StrategyMemory:
             self.be_samples.append(plan.be_sample)
         self.limiters = dict(plan.limiters)
         self.unthrottled_rounds = dict(plan.unthrottled_rounds)
+        self.memory_pressure = plan.memory_pressure
         done = evicted if evicted is not None else {}
         if done.get("memory"):
             self.last_memory_evict = now
@@ -139,8 +143,8 @@ class PlannedEviction:
 @dataclass(frozen=True)
 class NodePlan:
     """One round's result: writes, evictions, the BE CPU budget (−1 = suppress off), burst node state, the
-    new limiters and BE sample to remember, problems worth an event, the BE cpuset, and the CPU burst
-    unthrottled-round counts to remember."""
+    new limiters, BE sample and BE memory pressure to remember, problems worth an event, the BE cpuset, and
+    the CPU burst unthrottled-round counts to remember."""
 
     writes: list[CgroupWrite]
     evictions: list[PlannedEviction]
@@ -151,6 +155,7 @@ class NodePlan:
     problems: list[str]
     be_cpus: tuple[int, ...] = ()
     unthrottled_rounds: dict[str, int] = field(default_factory=dict)
+    memory_pressure: PressureState = NO_PRESSURE
 
 
 def _views(snap: NodeSnapshot) -> list[PodView]:
@@ -231,6 +236,8 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
     me = memory_evict(snap.memory_capacity, snap.node_memory_used, views, slo.memory_evict, pending,
                       memory.last_memory_evict, now)
     evictions += [PlannedEviction("memory", e, me.release) for e in me.evictions]
+    pressure = observe(memory.memory_pressure, now, snap.node_memory_used, snap.memory_capacity, slo.memory_evict,
+                       evicted=bool(me.evictions))
     sample = None
     if slo.cpu_evict.enabled:
         be_req = sum(v.cpu_request for v in views if v.qos == "BE")
@@ -241,4 +248,4 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
                        memory.last_cpu_evict, now)
         evictions += [PlannedEviction("cpu", e, ce.release) for e in ce.evictions]
     return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus),
-                    bp.unthrottled_rounds)
+                    bp.unthrottled_rounds, pressure)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from colo_scheduler.framework.registry import ProfileConfig, Registry
+from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
 from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
@@ -48,6 +49,7 @@ def new_in_tree_registry() -> Registry:
     r.register(SelectorSpread.name, lambda a, s: SelectorSpread())
     r.register(QoSAdmission.name, lambda a, s: QoSAdmission())
     r.register(NodeUnschedulable.name, lambda a, s: NodeUnschedulable())
+    r.register(BEMemoryPressure.name, lambda a, s: BEMemoryPressure())
     return r
 
 
@@ -56,7 +58,7 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
 
     PreFilter: QoSAdmission, NodeAffinity (invalid pods). Filters, cheap static ones first so
     that their rejections are reported first: NodeUnschedulable, NodeSelector, NodeAffinity, TaintToleration,
-    NodeResourcesFit, MaxInstancePerNode, LoadAware. Scores (weights): LoadAware
+    NodeResourcesFit, MaxInstancePerNode, BEMemoryPressure, LoadAware. Scores (weights): LoadAware
     (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
     """
@@ -64,7 +66,7 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
         queue_sort=PrioritySort.name,
         pre_filter=(QoSAdmission.name, NodeAffinity.name),
         filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
-                MaxInstancePerNode.name, LoadAware.name),
+                MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
