@@ -326,7 +326,8 @@ class ReservationStore:
 
     async def available(self) -> list[Reservation]:
         """Every available reservation, soonest expiry first (one pipeline)."""
-        names = [_s(n) for n in await self.redis.zrange(self.keys.reservations, 0, -1)]
+        raw: list[bytes] = await self.redis.zrange(self.keys.reservations, 0, -1)  # type: ignore[assignment]
+        names = [_s(n) for n in raw]
         if not names:
             return []
         pipe = self.redis.pipeline(transaction=False)
