@@ -35,6 +35,7 @@ from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.qosadmission import QoSAdmission
+from colo_scheduler.plugins.reservation import Nomination, Reservation
 from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.podinfo import PodInfo, clone_pod_info, make_pod_info, pod_priority
 from colo_scheduler.queue import SchedulingQueue
@@ -63,6 +64,8 @@ class Placement:
     pod: PodInfo
     node: str
     decision_ms: float
+    reservation: str = ""
+    """The reservation the bind consumes ("" for none; :mod:`colo_scheduler.plugins.reservation`)."""
 
 
 @dataclass(slots=True)
@@ -110,6 +113,8 @@ class Scheduler:
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
         self._dirty_rows: set[int] = set()
         self._events: set[str] = set()
+        self.reservations = Reservation(profile_obj.filter)
+        """Reservations from the store; a matching pod is nominated to its reserved node first."""
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -284,7 +289,11 @@ class Scheduler:
             pod.last_attempt_at = now
             key = equivalence_key(pod) if self._equivalence else None
             known = failed.get(key) if key is not None else None
-            if known is not None:
+            nominated = self._nominate(state, pod) if self.reservations.active else None
+            if nominated is not None:
+                result = ScheduleResult(nominated.row, feasible=1)
+                key = None
+            elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
                 result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message, known.code)
                 if known.record is not None:
@@ -300,9 +309,12 @@ class Scheduler:
                 self.decisions.add(result.record)
             if result.node >= 0:
                 self.framework.reserve(pod, result.node, now)
+                if nominated is not None:  # the held room (in the allocation already) covers this part
+                    self.table.add_allocated(result.node, nominated.use, -1)
                 permit = self.framework.permit(state, pod, result.node) if self.framework.profile.permit else None
                 if permit is None or permit.ok:
-                    out.placements.append(Placement(pod, names[result.node], ms))
+                    out.placements.append(Placement(pod, names[result.node], ms,
+                                                    nominated.name if nominated is not None else ""))
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
                 else:
@@ -319,6 +331,16 @@ class Scheduler:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
         return out
+
+    def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
+        """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""
+        if not self.reservations.matching(pod):
+            return None
+        for pre in self.framework.profile.pre_filter:
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return None
+        return self.reservations.nominate(state, pod)
 
     def allow(self, uid: str) -> bool:
         """Let a pod held by Permit proceed to binding at the next cycle; False when not waiting."""

@@ -38,15 +38,17 @@ from colo.messages import (
     NodeSpec,
     PodAdmitted,
     PodBound,
+    PodMigrationJob,
     PodRecord,
     PodSpec,
     PodStatus,
     PodUnschedulable,
     Resources,
 )
+from colo.reservations import ReservationStore
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
-from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
+from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
@@ -200,6 +202,7 @@ class SchedulerService:
         self._releases_watch: list[set[str]] = []
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
+        self._reservation_store: ReservationStore | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,6 +228,7 @@ class SchedulerService:
         bus.subscribe(subjects.POD_STATUS, self._on_status, durable=durable("status"))
         if self.replica.sees_foreign_binds:
             bus.subscribe_batch(subjects.POD_BOUND, self._on_bound, durable=durable("bound"))
+        bus.subscribe(subjects.MIGRATION, self._on_migration, durable=durable("migration"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:
@@ -352,7 +356,25 @@ class SchedulerService:
         assert self.ctx is not None, "service not started"
         return self.ctx.store
 
+    @property
+    def reservation_store(self) -> ReservationStore:
+        """The store's reservations (:mod:`colo.reservations`), on the context's Redis connection."""
+        store = self._store()
+        rs = self._reservation_store
+        if rs is None or rs.redis is not store.redis:
+            rs = self._reservation_store = ReservationStore(store.redis, store.keys)
+        return rs
+
+    async def _sync_reservations(self, now: float | None = None) -> None:
+        """Re-read the store's available reservations (after sweeping the expired ones when ``now`` is
+        given); nodes whose reservations changed are re-read next cycle."""
+        rs = self.reservation_store
+        if now is not None:
+            await rs.sweep(now)
+        self._dirty |= self.core.reservations.set_reservations(await rs.available())
+
     async def _resync(self, now: float) -> None:
+        await self._sync_reservations(now)  # the scheduler sweeps too: room never waits for the descheduler
         self._dirty.clear()  # before the read: a node a release marks during it stays marked
         self._allocation_reads_open += 1
         try:
@@ -489,6 +511,7 @@ class SchedulerService:
         if rec.phase == "Pending" and st.uid in self.core.queue:
             return  # redelivery after requeue
         await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=st.reason, updated_at=now))
+        await self._sync_reservations()  # a migrated pod's reservation was made before its eviction
         self.core.add_pod(rec.spec, now)
         self._wake.set()
 
@@ -518,6 +541,14 @@ class SchedulerService:
                 # adopt adds the pod to the node's sums, which a refresh since the bind may already
                 # include: the next cycle re-reads the node's allocation (absolute) from the store
                 self._dirty.add(m.node)
+
+    async def _on_migration(self, job: PodMigrationJob, info: MessageInfo) -> None:
+        """A migration job changed phase: its reservation was made or ended; re-read them and the
+        target's allocation."""
+        await self._sync_reservations()
+        if job.target in self.core.table.index:
+            self._dirty.add(job.target)
+        self._wake.set()
 
     def _now(self) -> float:
         assert self.ctx is not None
@@ -633,11 +664,10 @@ class SchedulerService:
                 self.core.bind_failed(p.pod)
             return 0
         t0 = time.perf_counter()
-        results = await self._store().bind_many(
-            [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in out.placements], fence=fence)
+        results = await self._bind_placements(out.placements, now, fence)
         bind_ms = (time.perf_counter() - t0) * 1e3
         bound = 0
-        stale: set[str] = set()
+        stale: set[str] = {p.node for p in out.placements if p.reservation}  # the store's sums are exact
         for p, res in zip(out.placements, results):
             if res.ok:
                 bound += 1
@@ -656,9 +686,31 @@ class SchedulerService:
                 log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)
                 self.core.bind_failed(p.pod)
                 stale.add(p.node)
+                if p.reservation:
+                    self.core.reservations.forget(p.reservation)  # re-read below: the store decides
+        if any(p.reservation for p in out.placements):
+            await self._sync_reservations()
         if stale:
             await self._refresh(stale)
         return bound
+
+    async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
+        """Bind placements in the store, both fenced by ``fence``: plain ones with one
+        :meth:`Store.bind_many`, those on a reservation one by one with :meth:`ReservationStore.bind_on`
+        (few: migrated pods); results in order."""
+        store = self._store()
+        plain = [k for k, p in enumerate(placements) if not p.reservation]
+        results: list[Any] = [None] * len(placements)
+        if plain:
+            got = await store.bind_many([(placements[k].pod.uid, placements[k].node, placements[k].pod.spec.requests,
+                                          now) for k in plain], fence=fence)
+            for k, r in zip(plain, got):
+                results[k] = r
+        for k, p in enumerate(placements):
+            if p.reservation:
+                res = await self.reservation_store.bind_on(p.reservation, p.pod.spec, p.node, now, fence)
+                results[k] = BindResult(res.ok, res.reason)
+        return results
 
     def _announcements(self) -> list[tuple[Any, Any, str | None, dict[str, str]]]:
         """PodBound events of :attr:`_announce` whose binding is still this scheduler's view (placed on
