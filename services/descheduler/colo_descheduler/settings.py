@@ -68,3 +68,17 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     """A migration whose end was never reported stops counting after this long (job TTL 5 min)."""
     tick_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     """Period of tick() under the wall clock, seconds."""
+    migration_jobs: bool = True
+    """Evict through PodMigrationJobs (reserve on the target in the store, evict, wait for the replacement;
+    docs/descheduler.md "Migration jobs"); false sends a round's evictions at once, with no reservation."""
+    migration_pending_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """A job still Pending (not arbitrated, or its reservation refused) after this long is Aborted, seconds."""
+    migration_running_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """A Running job whose replacement is not bound on the reservation after this long Fails, seconds;
+    also the reservation's TTL (the reference's job TTL, 5 min, REFERENCE.md §6)."""
+    max_running_per_workload: Annotated[int, msgspec.Meta(ge=0)] = 2
+    """At most this many Running jobs per workload (namespace/app); Pending jobs never count."""
+    max_running_total: Annotated[int, msgspec.Meta(ge=0)] = 10
+    """At most this many Running jobs in all; Pending jobs never count."""
+    migration_history_s: Annotated[int, msgspec.Meta(ge=1)] = 3600
+    """A finished job (and its reservation) stays readable in the store this long (``colo get migrations``)."""
