@@ -328,6 +328,11 @@ async def _get(what: str, conn: Connection) -> Table:
     try:
         if what == "nodes":
             return await _nodes_table(store)
+        if what == "migrations":
+            from colo.cli.migrations import migrations_table
+            from colo.migrations import list_jobs
+
+            return migrations_table(await list_jobs(store), time.time())
         records = await store.list_pods()
     finally:
         await store.close()
@@ -351,7 +356,7 @@ async def _get(what: str, conn: Connection) -> Table:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    """Print nodes or pods from the Redis snapshot as a table (pods: with the scheduler's last message for
+    """Print nodes, pods or migration jobs from the Redis snapshot as a table (pods: with the scheduler's last message for
     the waiting ones, when a scheduler URL is known)."""
     conn = connection("redis")
     try:
@@ -693,8 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="validate only")
     p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("get", help="list nodes or pods from the store")
-    p.add_argument("what", choices=("nodes", "pods"))
+    p = sub.add_parser("get", help="list nodes, pods or migration jobs from the store")
+    p.add_argument("what", choices=("nodes", "pods", "migrations"))
     p.set_defaults(func=cmd_get)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
     p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")
