@@ -18,6 +18,7 @@ from colo.messages import (
     EvictionCommand,
     NodeMetric,
     NodeSpec,
+    PodAdmitted,
     PodMetric,
     PodMigrationJob,
     PodRecord,
@@ -241,3 +242,37 @@ async def test_refused_reservation_keeps_the_job_pending_without_evicting(bus_fa
     await asyncio.sleep(0.2)
     assert evictions == []
     assert await store.allocated("cold") == Resources(cpu=9000, pods=1)
+
+
+@pytest.mark.parametrize("jobs", [True, pytest.param(False, marks=pytest.mark.xfail(
+    strict=True, reason="without a reservation the target's room goes to the first pod that asks"))],
+    ids=["reservation", "no-reservation"])
+async def test_target_room_is_held_against_other_pods(bus_factory: BusFactory, store: Store, jobs: bool) -> None:
+    """cold holds one pod. Between the eviction and the evicted pod's return, a stranger of higher
+    priority is admitted. With the reservation the held pod slot is refused to it (it goes to hot) and
+    the migrated pod lands on cold; without one (the descheduler as it was) the stranger takes cold
+    and the evicted pod goes straight back to the hot source."""
+    await seed_cluster(store)
+    one_pod = NodeSpec(name="cold", capacity=Resources(cpu=10_000, memory=100 * GI, pods=1),
+                       allocatable=Resources(cpu=10_000, memory=100 * GI, pods=1))
+    await store.put_node(one_pod)
+    clock = VirtualClock(100.0)
+    tester = await bus_factory("tester")
+    evictions: list[EvictionCommand] = []
+    await node_agent(tester, evictions)
+    sched = await start_scheduler(bus_factory, store, clock)
+    desched = await start_descheduler(bus_factory, store, clock, migration_jobs=jobs)
+    await publish_metrics(tester, 100.0)
+    await tester.publish(subjects.NODE_REGISTERED, one_pod, node="cold")
+    await desched.ctx.bus.settle()  # type: ignore[union-attr]
+    stranger = PodSpec(uid="stranger", name="stranger", app="other", priority=9000,  # scheduled first
+                       requests=Resources(cpu=500, memory=GI))
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=stranger, at=100.0))
+    await desched.tick(100.0)
+    await wait_for(lambda: len(evictions) == 1)
+    await wait_for(lambda: "batch-1" in sched.core.queue and "stranger" in sched.core.queue)
+    clock.advance_to(101.0)
+    await sched.tick(101.0)
+    placed = {uid: await store.bound_node(uid) for uid in ("batch-1", "stranger")}
+    assert placed == {"batch-1": "cold", "stranger": "hot"}
+    await sched.stop()
