@@ -157,7 +157,7 @@ class DeschedulerService:
         return self._started
 
     def debug(self) -> dict[str, object]:
-        """Last round, streaks and migrations for ``/debug/state``."""
+        """Last round, streaks, migrations and active migration jobs for ``/debug/state``."""
         r = self.last_result
         return {
             "enabled": self.settings.enabled,
@@ -170,4 +170,7 @@ class DeschedulerService:
             "high_rounds": dict(self.balancer.high_rounds),
             "migrations": {u: {"source": m.source, "target": m.target, "started_at": m.started_at}
                            for u, m in self.cluster.migrations.items()},
+            "jobs": {} if self.jobs is None else {
+                j.id: {"phase": j.phase, "uid": j.uid, "source": j.source, "target": j.target,
+                       "reservation": j.reservation, "reason": j.reason} for j in self.jobs.jobs.values()},
         }

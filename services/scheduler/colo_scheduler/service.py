@@ -21,10 +21,8 @@ import math
 import os
 import socket
 import time
-import unicodedata
 from typing import Any
 
-import msgspec
 import numpy as np
 from aiohttp import web
 
@@ -32,7 +30,6 @@ from colo import subjects
 from colo.bus import MessageInfo
 from colo.clock import WallClock
 from colo.messages import (
-    RESOURCE_NAMES,
     NodeMetric,
     NodeResource,
     NodeSpec,
@@ -54,19 +51,16 @@ from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.replicas import Replica
 from colo_scheduler.settings import SchedulerSettings
+from colo_scheduler.validation import MAX_QUANTITY
+from colo_scheduler.validation import metric_problem as _metric_problem
+from colo_scheduler.validation import node_problem as _node_problem
+from colo_scheduler.validation import pod_problem as _pod_problem
 
 log = logging.getLogger("colo.scheduler")
 
 REQUEUE_REASONS = frozenset({"Evicted", "Descheduled"})
 """PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
 
-
-MAX_QUANTITY = 2**50
-"""Largest accepted resource amount (milli-cores, bytes, count). Larger values are absurd and
-would overflow the int64 columns of the node table once summed or scaled (×200 estimates)."""
-
-MAX_PRIORITY = 2**31 - 1
-"""Kubernetes pod priority is an int32."""
 
 LIVE_VALUES = frozenset({"1", "true", "yes", "on"})
 """Values of ``?live=`` that ask for a dry run (any other value, ``0`` or ``false`` say, asks for the record)."""
@@ -75,75 +69,11 @@ MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-def _negative(r: Resources) -> list[str]:
-    """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
-    values = msgspec.structs.astuple(r)
-    if min(values) >= 0 and max(values) <= MAX_QUANTITY:  # the usual case, without a getattr per field
-        return []
-    return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
-
-
 def _leave(counts: dict[str, int], key: str) -> None:
     """Count one holder of ``key`` less, dropping the key at zero."""
     left = counts.pop(key) - 1
     if left:
         counts[key] = left
-
-
-def _pod_problem(spec: PodSpec) -> str:
-    """Why an admitted pod cannot be scheduled ('' when it can): empty uid or one with a control
-    character (it goes into the JetStream message id of its events, a header), quantities out of
-    0..:data:`MAX_QUANTITY`, priority outside int32."""
-    bad = _negative(spec.requests) + _negative(spec.limits)
-    if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
-        bad.append("priority")
-    uid = spec.uid
-    # printable ASCII holds no control character: the per-character check only for other uids
-    if not (uid.isascii() and uid.isprintable()) and any(unicodedata.category(c) == "Cc" for c in uid):
-        return f"invalid pod {spec.uid!r}: the uid holds a control character"
-    if spec.uid and not bad:
-        return ""
-    return (f"invalid pod {spec.uid!r}: empty uid or negative or out of range {bad}"
-            f" (resources 0..{MAX_QUANTITY}, priority int32)")
-
-
-def _node_problem(name: str, allocatable: Resources | None = None, capacity: Resources | None = None) -> str:
-    """Why a node cannot be scheduled on ('' when it can): a name that is not one NATS subject token
-    (letters, digits, ``-``, ``_``; its pods' PodBound events go to ``pod.bound.<node>``), or
-    quantities out of 0..:data:`MAX_QUANTITY`."""
-    try:
-        subjects.POD_BOUND.format(node=name)
-    except ValueError:
-        return (f"invalid node {name!r}: the name must be one subject token (letters, digits, '-', '_'), "
-                f"it names the subject pod.bound.<node>")
-    bad = (_negative(allocatable) if allocatable is not None else []) + (
-        _negative(capacity) if capacity is not None else [])
-    if bad:
-        return f"invalid node {name!r}: allocatable/capacity out of range 0..{MAX_QUANTITY} {bad}"
-    return ""
-
-
-def _metric_problem(metric: NodeMetric, now: float, max_ahead_s: float) -> str:
-    """Why a NodeMetric cannot be used ('' when it can): a usage (node, system, host apps, a pod's,
-    an aggregated statistic's) out of 0..:data:`MAX_QUANTITY` (larger values overflow the int64
-    estimates: the load filter compares 200 × usage), a negative window, a non-finite time, or a
-    time more than ``max_ahead_s`` (the metric expiry) ahead of the scheduler's clock: such a metric
-    would stay fresh past its life, and every correct metric of the node, being older, would be
-    dropped until the clock caught up."""
-    bad = [name for name, u in (("node_usage", metric.node_usage), ("system_usage", metric.system_usage),
-                                ("host_apps_usage", metric.host_apps_usage))
-           if not (0 <= u.cpu <= MAX_QUANTITY and 0 <= u.memory <= MAX_QUANTITY)]
-    bad += [f"pods[{p.uid!r}]" for p in metric.pods if not (0 <= p.cpu <= MAX_QUANTITY and 0 <= p.memory <= MAX_QUANTITY)]
-    bad += [f"aggregated[{a.stat} {a.window_s} s]" for a in metric.aggregated
-            if not (0 <= a.cpu <= MAX_QUANTITY and 0 <= a.memory <= MAX_QUANTITY and a.window_s >= 0)]
-    if bad:
-        return f"invalid NodeMetric of {metric.node!r}: usage out of range 0..{MAX_QUANTITY} in {', '.join(bad)}"
-    if not math.isfinite(metric.at):
-        return f"invalid NodeMetric of {metric.node!r}: non-finite time"
-    if metric.at > now + max_ahead_s:
-        return (f"invalid NodeMetric of {metric.node!r}: dated {metric.at - now:.0f} s ahead of the scheduler's "
-                f"clock (more than metric_expiry_s = {max_ahead_s:g} s; a skewed clock or a wrong unit?)")
-    return ""
 
 
 def _publishable(event: tuple[Any, Any, str | None, dict[str, str]]) -> bool:
