@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from colo.messages import NodeSpec, PodSpec, Resources
 from colo.reservations import REASON_NO_RESERVATION, REASON_NOT_OWNER, ReservationStore, owner_workload
@@ -177,3 +180,74 @@ async def test_reserve_needs_an_owner_and_a_ttl(store: Store) -> None:
         await rs.reserve("r", "n1", Resources(cpu=1), at=0.0, ttl_s=0, owner_uid="a")
     unknown = await rs.reserve("r", "n9", Resources(cpu=1), at=0.0, ttl_s=60, owner_uid="a")
     assert not unknown.ok and unknown.reason == "unknown node n9"
+
+
+NODES = ("n1", "n2")
+OPS = st.one_of(
+    st.tuples(st.just("reserve"), st.integers(0, 3), st.sampled_from(NODES), st.integers(0, 3000),
+              st.integers(0, 5), st.booleans(), st.integers(1, 60)),
+    st.tuples(st.just("bind"), st.integers(0, 5), st.sampled_from(NODES), st.integers(0, 3000)),
+    st.tuples(st.just("bind_on"), st.integers(0, 3), st.integers(0, 5), st.sampled_from(NODES),
+              st.integers(0, 3000)),
+    st.tuples(st.just("release_pod"), st.integers(0, 5)),
+    st.tuples(st.just("abort"), st.integers(0, 3)),
+    st.tuples(st.just("sweep")),
+)
+
+
+async def _check_sums(store: Store, rs: ReservationStore) -> None:
+    held: dict[str, list[int]] = {n: [0, 0] for n in NODES}
+    for r in await rs.available():
+        held[r.node][0] += r.held.cpu
+        held[r.node][1] += r.held.pods
+    for n in NODES:
+        alloc = await store.allocated(n)
+        cpu, _, pods = await bound_requests(store, n)
+        assert (alloc.cpu, alloc.pods) == (cpu + held[n][0], pods + held[n][1]), n
+        assert 0 <= alloc.cpu <= 4000
+
+
+async def _run_ops(redis_url: str, ops: list[tuple[object, ...]]) -> None:
+    store = await Store.connect(redis_url, prefix=f"prop-{uuid.uuid4().hex[:12]}")
+    try:
+        rs = await setup(store)
+        for t, op in enumerate(ops):
+            at = float(t * 10)
+            kind = op[0]
+            if kind == "reserve":
+                _, r, n, cpu, owner, once, ttl = op
+                uid_owner = f"p{owner}" if owner % 2 == 0 else ""
+                await rs.reserve(f"r{r}", str(n), Resources(cpu=int(cpu)), at=at, ttl_s=float(ttl),  # type: ignore[call-overload]
+                                 owner_uid=uid_owner, owner_workload="shop/web" if not uid_owner else "",
+                                 allocate_once=bool(once))
+            elif kind == "bind":
+                _, u, n, cpu = op
+                await store.bind(f"p{u}", str(n), Resources(cpu=int(cpu)), at)  # type: ignore[call-overload]
+            elif kind == "bind_on":
+                _, r, u, n, cpu = op
+                spec = pod(f"p{u}", cpu=int(cpu), memory=0, app="web" if int(u) % 2 else "db")  # type: ignore[call-overload]
+                await rs.bind_on(f"r{r}", spec, str(n), at)
+            elif kind == "release_pod":
+                await store.release(f"p{op[1]}", "Succeeded", "done", at)
+            elif kind == "abort":
+                await rs.release(f"r{op[1]}", at, "aborted")
+            else:
+                await rs.sweep(at)
+            await _check_sums(store, rs)
+        await rs.sweep(1e9)  # everything expired: only the pods' requests stay
+        for n in NODES:
+            cpu, _, pods = await bound_requests(store, n)
+            alloc = await store.allocated(n)
+            assert (alloc.cpu, alloc.pods) == (cpu, pods)
+    finally:
+        await store.delete_all()
+        await store.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(OPS, min_size=1, max_size=25))
+def test_allocations_always_add_up(redis_url: str, ops: list[tuple[object, ...]]) -> None:
+    """Any sequence of reserves, binds, consuming binds, pod releases, aborts and sweeps: every node's
+    allocation is Σ its pods' requests + Σ the room its available reservations hold, never above
+    allocatable, and once every reservation has ended, exactly its pods' requests (no leak)."""
+    asyncio.run(_run_ops(redis_url, ops))

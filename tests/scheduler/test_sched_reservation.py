@@ -117,3 +117,27 @@ async def test_service_binds_owner_on_reservation_and_refuses_others(bus_factory
     i = svc.core.table.index["n1"]
     assert svc.core.table.allocated[i].tolist()[:2] == [3000, 64 * MI]
     await svc.stop()
+
+
+@pytest.mark.integration
+async def test_running_scheduler_sweeps_an_expired_reservation(bus_factory: Any, store: Any) -> None:
+    """Nobody else sweeps (no descheduler): at its resync after the TTL the scheduler ends the reservation,
+    its table sees the room returned, and a stranger the room was refused to is bound."""
+    clock = VirtualClock(10.0)
+    rs = ReservationStore(store.redis, store.keys)
+    spec = node("n1", cpu=4000, memory=8 * GI)
+    await store.put_node(spec)
+    await rs.reserve("r1", "n1", Resources(cpu=3000), at=0.0, ttl_s=60, owner_uid="gone")
+    svc = await _start(bus_factory, store, clock)
+    tester = await bus_factory("tester")
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="n1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=owned("stranger", 2000, app="db"), at=10.0))
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await svc.tick(10.0))["pods_bound"] == 0
+    clock.advance_to(10.0 + svc.settings.resync_interval_s + 60.0)
+    assert (await svc.tick(clock.now()))["pods_bound"] == 1  # the unschedulable retry meets the swept room
+    assert await store.bound_node("stranger") == "n1"
+    assert (await rs.get("r1")).state == "Expired"  # type: ignore[union-attr]
+    assert await store.allocated("n1") == Resources(cpu=2000, memory=64 * MI, pods=1)
+    assert not svc.core.reservations.active
+    await svc.stop()
