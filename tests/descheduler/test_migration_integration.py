@@ -27,7 +27,7 @@ from colo.messages import (
     Resources,
     Usage,
 )
-from colo.migrations import list_jobs
+from colo.migrations import list_jobs, save_job
 from colo.reservations import ReservationStore
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
@@ -276,3 +276,34 @@ async def test_target_room_is_held_against_other_pods(bus_factory: BusFactory, s
     placed = {uid: await store.bound_node(uid) for uid in ("batch-1", "stranger")}
     assert placed == {"batch-1": "cold", "stranger": "hot"}
     await sched.stop()
+
+
+async def test_restart_between_reservation_and_eviction_evicts_once(bus_factory: BusFactory, store: Store) -> None:
+    """A descheduler died after recording its job Running (room reserved) and before recording the eviction as
+    sent. Each of two restarts resumes the job; the pod is evicted once: the first restart sends the eviction
+    (the pod still has the binding it names), the second finds it recorded, and no second order goes out."""
+    await seed_cluster(store)
+    clock = VirtualClock(100.0)
+    tester = await bus_factory("tester")
+    evictions: list[EvictionCommand] = []
+
+    async def silent(cmd: EvictionCommand) -> None:
+        evictions.append(cmd)
+
+    await tester.subscribe(subjects.POD_EVICT, silent, durable="agent-evict")
+    rs = ReservationStore(store.redis, store.keys)
+    job = PodMigrationJob(id="mig-batch-1-90.000", uid="batch-1", name="batch-1", workload="default/batch",
+                          source="hot", target="cold", phase="Running", reservation="rsv-mig-batch-1-90.000",
+                          created_at=90.0, phase_at=90.0, bound_at=0.0, usage_cpu=1500, usage_memory=4 * GI)
+    assert (await rs.reserve(job.reservation, "cold", REQUEST, at=90.0, ttl_s=300, owner_uid="batch-1")).ok
+    await save_job(store, job, 3600)
+    for _ in range(2):
+        desched = await start_descheduler(bus_factory, store, clock, enabled=False)
+        await desched.tick(clock.now())
+        await asyncio.sleep(0.3)
+        await desched.ctx.bus.close()  # type: ignore[union-attr]
+        clock.advance_to(clock.now() + 5)
+    assert [(e.uid, e.node) for e in evictions] == [("batch-1", "hot")]
+    [stored] = await list_jobs(store)
+    assert (stored.phase, stored.evicted_at) == ("Running", 100.0)
+    assert (await store.allocated("cold")).cpu == 2000  # the reservation still holds the room for the pod
