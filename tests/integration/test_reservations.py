@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from colo.messages import NodeSpec, PodSpec, Resources
+from colo.messages import NodeResource, NodeSpec, PodSpec, Resources
 from colo.reservations import REASON_NO_RESERVATION, REASON_NOT_OWNER, ReservationStore, owner_workload
 from colo.store import Store
 
@@ -88,6 +88,18 @@ async def test_consumption_books_exactly_the_pod(store: Store, requested: int, a
     await rs.reserve("r1", "n1", Resources(cpu=1000), at=0.0, ttl_s=60, owner_workload="shop/web")
     assert (await rs.bind_on("r1", pod("new-replica", cpu=requested, memory=0), "n1", 1.0)).ok
     assert await store.allocated("n1") == Resources(cpu=alloc_after, pods=1)
+
+
+async def test_batch_resources_are_held_too(store: Store) -> None:
+    rs = await setup(store)
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=2000, batch_memory=4 * GI, at=0.0))
+    be = Resources(batch_cpu=1500, batch_memory=GI)
+    assert (await rs.reserve("r1", "n1", be, at=0.0, ttl_s=60, owner_uid="be-0")).ok
+    other = await store.bind("be-1", "n1", Resources(batch_cpu=1000), 1.0)
+    assert not other.ok and other.reason == "Insufficient kubernetes.io/batch-cpu"
+    owner = PodSpec(uid="be-0", name="be-0", requests=be)
+    assert (await rs.bind_on("r1", owner, "n1", 2.0)).ok
+    assert await store.allocated("n1") == Resources(batch_cpu=1500, batch_memory=GI, pods=1)
 
 
 async def test_refused_bind_keeps_the_room_with_the_reservation(store: Store) -> None:
