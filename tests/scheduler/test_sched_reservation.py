@@ -141,3 +141,25 @@ async def test_running_scheduler_sweeps_an_expired_reservation(bus_factory: Any,
     assert await store.allocated("n1") == Resources(cpu=2000, memory=64 * MI, pods=1)
     assert not svc.core.reservations.active
     await svc.stop()
+
+
+def test_refused_bind_gives_the_room_back_to_the_reservation_in_the_table() -> None:
+    """The store refused the owner's bind: the table's row is the store's again (the held room, not the
+    pod's request on top of it, not zero), and the retry is nominated to the reservation again."""
+    s = scheduler(seed=1, backoff_initial_s=1.0)
+    s.on_node(node("n1", cpu=4000, memory=8 * GI), 0.0)
+    s.on_node(node("n2", cpu=4000, memory=8 * GI), 0.0)
+    s.set_allocated("n1", RSV.held, 1)
+    s.reservations.set_reservations([RSV])
+    s.add_pod(owned("mig-pod", 2000), 100.0)
+    [placed] = s.schedule_cycle(100.0).placements
+    i = s.table.index["n1"]
+    assert (placed.node, placed.reservation, s.table.allocated[i][0]) == ("n1", "r1", 3000)
+    s.bind_failed(placed.pod)
+    assert s.table.allocated[i].tolist()[:2] == [RSV.held.cpu, RSV.held.memory] and s.table.allocated[i][6] == 1
+    [again] = s.schedule_cycle(200.0).placements
+    assert (again.node, again.reservation) == ("n1", "r1")
+    s.bound_on_reservation(again.pod)
+    s.set_allocated("n1", Resources(cpu=2000, memory=64 * MI), 1)  # the store's sums, re-read after the bind
+    s.release("mig-pod", 300.0)  # bound: its release frees the pod's room, nothing goes back to a reservation
+    assert s.table.allocated[i].tolist() == [0] * 7

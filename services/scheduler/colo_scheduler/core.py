@@ -47,6 +47,9 @@ EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResource
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
 
+NOMINATION = "reservation"
+"""Key of a pod's :class:`Nomination` in ``PodInfo.extra`` while it is placed on a reservation and not bound."""
+
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
 
@@ -162,11 +165,19 @@ class Scheduler:
         return entry[0] if entry else None
 
     def unreserve(self, uid: str) -> tuple[PodInfo, int] | None:
-        """Undo a placement (Unreserve) and remember its node as changed; None when not placed."""
+        """Undo a placement (Unreserve) and remember its node as changed; None when not placed. A pod
+        placed on a reservation and not bound gives the held room back to the reservation."""
         entry = self.framework.unreserve(uid)
         if entry is not None:
             self._dirty_rows.add(entry[1])
+            nominated = entry[0].extra.pop(NOMINATION, None)
+            if isinstance(nominated, Nomination):
+                self.table.add_allocated(entry[1], nominated.use)
         return entry
+
+    def bound_on_reservation(self, pod: PodInfo) -> None:
+        """The store bound ``pod`` on its reservation: the room is the pod's now (a later release frees it)."""
+        pod.extra.pop(NOMINATION, None)
 
     def node_changed(self, row: int, event: str) -> None:
         """Record that node ``row`` may accept more pods after ``event``; the next cycle wakes the
@@ -311,6 +322,7 @@ class Scheduler:
                 self.framework.reserve(pod, result.node, now)
                 if nominated is not None:  # the held room (in the allocation already) covers this part
                     self.table.add_allocated(result.node, nominated.use, -1)
+                    pod.extra[NOMINATION] = nominated
                 permit = self.framework.permit(state, pod, result.node) if self.framework.profile.permit else None
                 if permit is None or permit.ok:
                     out.placements.append(Placement(pod, names[result.node], ms,
@@ -365,7 +377,9 @@ class Scheduler:
             if uid in self._allowed:
                 del self.waiting[uid]
                 self._allowed.discard(uid)
-                out.placements.append(Placement(pod, self.table.names[row], 0.0))
+                nominated = pod.extra.get(NOMINATION)
+                out.placements.append(Placement(pod, self.table.names[row], 0.0,
+                                                nominated.name if isinstance(nominated, Nomination) else ""))
             elif now >= deadline:
                 self.reject_waiting(uid, now, "permit wait timed out")
                 out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},

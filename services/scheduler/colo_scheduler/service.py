@@ -601,6 +601,8 @@ class SchedulerService:
         for p, res in zip(out.placements, results):
             if res.ok:
                 bound += 1
+                if p.reservation:
+                    self.core.bound_on_reservation(p.pod)
                 msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
                                queued_s=max(0.0, now - p.pod.queued_at))
                 # the bind time makes a rebind (after an eviction) a new message for the dedup window
