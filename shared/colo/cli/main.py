@@ -50,6 +50,7 @@ from colo.messages import (
     NodeSpec,
     PodAdmitted,
     PodBound,
+    PodMigrationJob,
     PodRejected,
     PodSpec,
     PodStatus,
@@ -294,6 +295,10 @@ def key_fields(msg: object) -> str:
         return f"node={msg.node} prod-reclaimable cpu={format_cpu(r.cpu)} memory={_mem(r.memory)} pods={len(msg.pods)}"
     if isinstance(msg, DeadLetter):
         return f"service={msg.service} subject={msg.subject} reason={msg.reason}"
+    if isinstance(msg, PodMigrationJob):
+        rsv = f" reservation={msg.reservation}" if msg.reservation else ""
+        return (f"job={msg.id} pod={msg.namespace}/{msg.name or msg.uid} {msg.source}→{msg.target} "
+                f"phase={msg.phase}{rsv} reason={msg.reason}")
     if isinstance(msg, ConfigApplied):
         restart = f" restart-required={','.join(msg.restart_required)}" if msg.restart_required else ""
         return f"service={msg.service} version={msg.version} trigger={msg.trigger}{restart}"
