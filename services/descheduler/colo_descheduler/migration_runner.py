@@ -30,7 +30,7 @@ from typing import Any
 from colo import subjects
 from colo.messages import EvictionCommand, PodMigrationJob, Resources
 from colo.migrations import list_jobs, save_job
-from colo.reservations import ReservationStore
+from colo.reservations import ReservationStore, owner_workload
 from colo.store import Store
 from colo_descheduler import migration as mj
 from colo_descheduler.cluster import ClusterView
@@ -143,15 +143,15 @@ class MigrationController:
 
     async def _start(self, job: PodMigrationJob, now: float, events: list[Event]) -> None:
         entry = self.cluster.pods.get(job.uid)
-        requests = entry.spec.requests if entry is not None else None
-        if requests is None:
+        if entry is None:
             return  # the pod left the view: the next observation aborts the job
+        requests = entry.spec.requests
         name = mj.reservation_name(job)
         held = Resources(cpu=requests.cpu, memory=requests.memory, batch_cpu=requests.batch_cpu,
                          batch_memory=requests.batch_memory, mid_cpu=requests.mid_cpu, mid_memory=requests.mid_memory)
         res = await self.reservations.reserve(
             name, job.target, held, at=now, ttl_s=self.settings.migration_running_timeout_s, owner_uid=job.uid,
-            owner_workload=job.workload, allocate_once=True, reason=f"migration {job.id}")
+            owner_workload=owner_workload(entry.spec), allocate_once=True, reason=f"migration {job.id}")
         if not res.ok:
             self.counts["reservations_refused"] += 1
             refused = mj.refuse(job, res.reason)
