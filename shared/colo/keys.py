@@ -16,6 +16,10 @@ Layout (``{p}`` = prefix)::
     {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
     {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
     {p}:checkpoint:{name}     str   a service's checkpoint blob (the profiler's models), replaced in one SET
+    {p}:rsvs                  zset  names of the available reservations, scored by expiry (clock seconds)
+    {p}:rsv:{name}            hash  a reservation: node, owner, held resources, state (colo.reservations)
+    {p}:migjobs               set   ids of the descheduler's migration jobs
+    {p}:migjob:{id}           str   PodMigrationJob (JSON); a finished job's key expires
 """
 
 from __future__ import annotations
@@ -98,3 +102,21 @@ class Keys:
         if not name or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
             raise ValueError(f"invalid checkpoint name {name!r}: use letters, digits, '.', '_', '-'")
         return f"{self.prefix}:checkpoint:{name}"
+
+    @property
+    def reservations(self) -> str:
+        """Sorted set of available reservation names, scored by their expiry (clock seconds)."""
+        return f"{self.prefix}:rsvs"
+
+    def reservation(self, name: str) -> str:
+        """Hash of the reservation ``name``: node, owner, held resources, state (:mod:`colo.reservations`)."""
+        return f"{self.prefix}:rsv:{name}"
+
+    @property
+    def migration_jobs(self) -> str:
+        """Set of migration job ids."""
+        return f"{self.prefix}:migjobs"
+
+    def migration_job(self, job_id: str) -> str:
+        """PodMigrationJob JSON of ``job_id``."""
+        return f"{self.prefix}:migjob:{job_id}"

@@ -80,6 +80,7 @@ EVENTS = "COLO_EVENTS"
 PROFILES = "COLO_PROFILES"
 DLQ = "COLO_DLQ"
 CONFIG = "COLO_CONFIG"
+MIGRATIONS = "COLO_MIGRATIONS"
 
 POD_SUBMITTED = _s("pod.submitted", m.PodSpec, PODS, "pods as submitted, before admission")
 POD_ADMITTED = _s("pod.admitted", m.PodAdmitted, PODS, "pods after admission (profiles applied)")
@@ -106,6 +107,10 @@ CONFIG_APPLIED = _s("config.applied.{service}", m.ConfigApplied, CONFIG,
 CONFIG_REJECTED = _s("config.rejected.{service}", m.ConfigRejected, CONFIG,
                      "a new configuration refused, with every error; the old one stays")
 
+MIGRATION = _s("migration.{phase}", m.PodMigrationJob, MIGRATIONS,
+                "descheduler migration jobs, one event per phase change (Pending, Running, Succeeded, Failed, "
+                "Aborted)")
+
 SIM_TICK = _s("sim.tick.{service}", m.Tick, None, "virtual-time tick (request/reply)")
 
 STREAMS: tuple[Stream, ...] = (
@@ -117,6 +122,7 @@ STREAMS: tuple[Stream, ...] = (
     Stream(PROFILES, (f"{PREFIX}.profile.>",), max_msgs_per_subject=4),
     Stream(DLQ, (f"{PREFIX}.dlq.>",), max_age_s=7 * 86400),
     Stream(CONFIG, (f"{PREFIX}.config.>",), max_msgs_per_subject=16),
+    Stream(MIGRATIONS, (f"{PREFIX}.migration.>",), max_age_s=7 * 86400),
 )
 """Every JetStream stream Colo uses; created by :meth:`colo.bus.Bus.ensure_streams`."""
 

@@ -36,7 +36,8 @@ GI = 1 << 30
 @pytest_asyncio.fixture
 async def descheduler(nats_url: str, redis_url: str, store: Store,
                       clean_streams: None) -> AsyncIterator[tuple[DeschedulerService, ServiceRunner]]:
-    service = DeschedulerService(DeschedulerSettings(interval_s=0.0, consecutive_high_rounds=3))
+    service = DeschedulerService(DeschedulerSettings(interval_s=0.0, consecutive_high_rounds=3,
+                                                     migration_jobs=False))  # jobs: test_migration_*.py
     runner = ServiceRunner(service, RuntimeSettings(nats_url=nats_url, redis_url=redis_url, sim=True,
                                                     store_prefix=store.keys.prefix))
     await runner.start()

@@ -94,7 +94,6 @@ def test_the_run_deschedules_and_keeps_its_invariants(longrun: tuple[RunResult, 
     assert len(audit.metrics) == PARAMS.nodes
 
 
-@pytest.mark.xfail(strict=True, reason="descheduler still over-evicts on the 2-hour run; being fixed")
 def test_no_pod_migrated_more_than_twice(longrun: tuple[RunResult, MigrationAudit]) -> None:
     _, audit = longrun
     many = {uid: n for uid, n in audit.migrations_per_pod().items() if n > 2}
@@ -108,7 +107,6 @@ def test_no_node_oscillates(longrun: tuple[RunResult, MigrationAudit]) -> None:
     assert swings == {}
 
 
-@pytest.mark.xfail(strict=True, reason="descheduler still over-evicts on the 2-hour run; being fixed")
 def test_evictions_within_what_the_excess_required(longrun: tuple[RunResult, MigrationAudit]) -> None:
     _, audit = longrun
     assert audit.over_evictions() == []

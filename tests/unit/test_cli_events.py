@@ -16,6 +16,7 @@ from colo.messages import (
     NodeMetric,
     NodeResource,
     PodBound,
+    PodMigrationJob,
     PodSpec,
     PodStatus,
     PodUnschedulable,
@@ -61,6 +62,12 @@ GI = 1024**3
                                restart_required=["tick_interval_s"]),
                  ["ConfigApplied", "version=abc123", "trigger=file", "restart-required=tick_interval_s"],
                  id="config-applied"),
+    pytest.param("colo.v1.migration.Running",
+                 PodMigrationJob(id="mig-a-1.000", uid="a", name="web-0", namespace="shop", source="hot",
+                                 target="cold", phase="Running", reservation="rsv-mig-a-1.000",
+                                 reason="evicted from hot, waiting for the replacement on cold"),
+                 ["PodMigrationJob", "job=mig-a-1.000", "pod=shop/web-0", "hot→cold", "phase=Running",
+                  "reservation=rsv-mig-a-1.000", "reason=evicted from hot"], id="migration"),
 ])
 def test_lines_carry_key_fields(subject: str, msg: Any, parts: list[str]) -> None:
     line = describe(subject, encode(msg))

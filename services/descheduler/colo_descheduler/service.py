@@ -17,6 +17,7 @@ from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodSt
 from colo.runtime import ServiceContext
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import LowNodeLoad, RoundResult
+from colo_descheduler.migration_runner import MigrationController
 from colo_descheduler.ratelimit import TokenBucket
 from colo_descheduler.settings import DeschedulerSettings
 
@@ -41,6 +42,8 @@ class DeschedulerService:
         self.last_round_at: float | None = None
         self.last_result = RoundResult()
         self._started = False
+        self.jobs: MigrationController | None = None
+        """The PodMigrationJob controller (``migration_jobs``), set at start."""
 
     async def start(self, ctx: ServiceContext) -> None:
         """Load nodes and bound pods from the store, then subscribe."""
@@ -50,6 +53,10 @@ class DeschedulerService:
         for rec in await ctx.store.list_pods():
             if rec.node and rec.phase in ("Pending", "Running"):
                 self.cluster.on_bound(PodBound(spec=rec.spec, node=rec.node, at=rec.bound_at))
+        if self.settings.migration_jobs:
+            self.jobs = MigrationController(self.settings, ctx.store, self.cluster, ctx.bus.publish_many, self.name,
+                                            REASON)
+            await self.jobs.load()
         ctx.bus.subscribe(subjects.NODE_REGISTERED, self.on_node, durable="nodes")
         ctx.bus.subscribe(subjects.POD_BOUND, self.on_bound, durable="pod-bound")
         ctx.bus.subscribe(subjects.POD_STATUS, self.on_status, durable="pod-status")
@@ -103,8 +110,9 @@ class DeschedulerService:
         result = self.balancer.run(loads, self.cluster.lazy_candidates(loads), self.cluster.migrating_per_node(),
                                    unavailable, replicas, lambda: self.bucket.try_take(now),
                                    lambda pod, planned: self.cluster.refuse(pod, now, planned, replicas))
-        for ev in result.evictions:
-            self.cluster.start_migration(ev, now)
+        if self.jobs is None:  # else booked when its job evicts
+            for ev in result.evictions:
+                self.cluster.start_migration(ev, now)
         self.rounds += 1
         self.last_round_at = now
         self.last_result = result
@@ -117,6 +125,12 @@ class DeschedulerService:
         result: RoundResult | None = None
         if s.enabled and (self.last_round_at is None or now - self.last_round_at >= s.interval_s):
             result = self.run_round(now)
+        if self.jobs is not None:
+            items = await self.jobs.tick(now, result.evictions if result else ())
+            if items:
+                await self.ctx.bus.publish_many(items)
+            self.evictions = self.jobs.counts["evictions"]
+        elif result is not None:
             items = []
             for ev in result.evictions:
                 bound_at = self.cluster.pods[ev.uid].bound_at if ev.uid in self.cluster.pods else 0.0
@@ -126,12 +140,15 @@ class DeschedulerService:
             if items:
                 await self.ctx.bus.publish_many(items)
                 self.evictions += len(items)
-        return {"rounds": float(self.rounds), "evictions": float(self.evictions),
+        stats = {"rounds": float(self.rounds), "evictions": float(self.evictions),
                 "round_evictions": float(len(result.evictions) if result else 0),
                 "high_nodes": float(len(result.high) if result else 0),
                 "low_nodes": float(len(result.low) if result else 0),
                 "migrating": float(len(self.cluster.migrations)),
                 "rejected_total": float(self.rejected)}
+        if self.jobs is not None:
+            stats.update(self.jobs.stats())
+        return stats
 
     async def stop(self) -> None:
         """Nothing to flush: the view is rebuilt from the store and streams on start."""
@@ -141,7 +158,7 @@ class DeschedulerService:
         return self._started
 
     def debug(self) -> dict[str, object]:
-        """Last round, streaks and migrations for ``/debug/state``."""
+        """Last round, streaks, migrations and active migration jobs for ``/debug/state``."""
         r = self.last_result
         return {
             "enabled": self.settings.enabled,
@@ -157,4 +174,7 @@ class DeschedulerService:
             "bookings": {u: {"source": b.source, "target": b.target_node, "left_at": b.left_at,
                              "bound_at": b.bound_at, "source_done": b.source_done, "target_done": b.target_done}
                          for u, b in self.cluster.bookings.items()},
+            "jobs": {} if self.jobs is None else {
+                j.id: {"phase": j.phase, "uid": j.uid, "source": j.source, "target": j.target,
+                       "reservation": j.reservation, "reason": j.reason} for j in self.jobs.jobs.values()},
         }

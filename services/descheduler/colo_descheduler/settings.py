@@ -102,6 +102,21 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     """Evict pods with local storage (``PodSpec.local_storage``: emptyDir / hostPath volumes), whose data is
     lost; false as the reference's ``evictLocalStoragePods``. Mirror and static pods are never evicted."""
 
+    migration_jobs: bool = True
+    """Evict through PodMigrationJobs (reserve on the target in the store, evict, wait for the replacement;
+    docs/descheduler.md "Migration jobs"); false sends a round's evictions at once, with no reservation."""
+    migration_pending_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """A job still Pending (not arbitrated, or its reservation refused) after this long is Aborted, seconds."""
+    migration_running_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """A Running job whose replacement is not bound on the reservation after this long Fails, seconds;
+    also the reservation's TTL (the reference's job TTL, 5 min, REFERENCE.md §6)."""
+    max_running_per_workload: Annotated[int, msgspec.Meta(ge=0)] = 2
+    """At most this many Running jobs per workload (namespace/app); Pending jobs never count."""
+    max_running_total: Annotated[int, msgspec.Meta(ge=0)] = 10
+    """At most this many Running jobs in all; Pending jobs never count."""
+    migration_history_s: Annotated[int, msgspec.Meta(ge=1)] = 3600
+    """A finished job (and its reservation) stays readable in the store this long (``colo get migrations``)."""
+
     def __post_init__(self) -> None:
         """Low thresholds must not exceed high ones, and ``pods`` is set in both or in neither (a node could
         otherwise be low and high at once, or never low); raises ValueError listing every problem."""

@@ -37,6 +37,7 @@ from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from colo_scheduler.plugins.qosadmission import QoSAdmission
+from colo_scheduler.plugins.reservation import Nomination, Reservation
 from colo_scheduler.plugins.tainttoleration import TaintToleration
 from colo_scheduler.podinfo import PodInfo, clone_pod_info, make_pod_info, pod_priority
 from colo_scheduler.queue import SchedulingQueue
@@ -47,6 +48,9 @@ EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResource
                        LoadAware, NodeUnschedulable, BEMemoryPressure)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
 cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
+
+NOMINATION = "reservation"
+"""Key of a pod's :class:`Nomination` in ``PodInfo.extra`` while it is placed on a reservation and not bound."""
 
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
@@ -65,6 +69,8 @@ class Placement:
     pod: PodInfo
     node: str
     decision_ms: float
+    reservation: str = ""
+    """The reservation the bind consumes ("" for none; :mod:`colo_scheduler.plugins.reservation`)."""
 
 
 @dataclass(slots=True)
@@ -112,6 +118,8 @@ class Scheduler:
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
         self._dirty_rows: set[int] = set()
         self._events: set[str] = set()
+        self.reservations = Reservation(profile_obj.filter)
+        """Reservations from the store; a matching pod is nominated to its reserved node first."""
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -159,11 +167,19 @@ class Scheduler:
         return entry[0] if entry else None
 
     def unreserve(self, uid: str) -> tuple[PodInfo, int] | None:
-        """Undo a placement (Unreserve) and remember its node as changed; None when not placed."""
+        """Undo a placement (Unreserve) and remember its node as changed; None when not placed. A pod
+        placed on a reservation and not bound gives the held room back to the reservation."""
         entry = self.framework.unreserve(uid)
         if entry is not None:
             self._dirty_rows.add(entry[1])
+            nominated = entry[0].extra.pop(NOMINATION, None)
+            if isinstance(nominated, Nomination):
+                self.table.add_allocated(entry[1], nominated.use)
         return entry
+
+    def bound_on_reservation(self, pod: PodInfo) -> None:
+        """The store bound ``pod`` on its reservation: the room is the pod's now (a later release frees it)."""
+        pod.extra.pop(NOMINATION, None)
 
     def node_changed(self, row: int, event: str) -> None:
         """Record that node ``row`` may accept more pods after ``event``; the next cycle wakes the
@@ -286,7 +302,11 @@ class Scheduler:
             pod.last_attempt_at = now
             key = equivalence_key(pod) if self._equivalence else None
             known = failed.get(key) if key is not None else None
-            if known is not None:
+            nominated = self._nominate(state, pod) if self.reservations.active else None
+            if nominated is not None:
+                result = ScheduleResult(nominated.row, feasible=1)
+                key = None
+            elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
                 result = ScheduleResult(-1, dict(known.reasons), known.rejectors, 0, known.message, known.code)
                 if known.record is not None:
@@ -302,9 +322,13 @@ class Scheduler:
                 self.decisions.add(result.record)
             if result.node >= 0:
                 self.framework.reserve(pod, result.node, now)
+                if nominated is not None:  # the held room (in the allocation already) covers this part
+                    self.table.add_allocated(result.node, nominated.use, -1)
+                    pod.extra[NOMINATION] = nominated
                 permit = self.framework.permit(state, pod, result.node) if self.framework.profile.permit else None
                 if permit is None or permit.ok:
-                    out.placements.append(Placement(pod, names[result.node], ms))
+                    out.placements.append(Placement(pod, names[result.node], ms,
+                                                    nominated.name if nominated is not None else ""))
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
                 else:
@@ -321,6 +345,16 @@ class Scheduler:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
         return out
+
+    def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
+        """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""
+        if not self.reservations.matching(pod):
+            return None
+        for pre in self.framework.profile.pre_filter:
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return None
+        return self.reservations.nominate(state, pod)
 
     def allow(self, uid: str) -> bool:
         """Let a pod held by Permit proceed to binding at the next cycle; False when not waiting."""
@@ -345,7 +379,9 @@ class Scheduler:
             if uid in self._allowed:
                 del self.waiting[uid]
                 self._allowed.discard(uid)
-                out.placements.append(Placement(pod, self.table.names[row], 0.0))
+                nominated = pod.extra.get(NOMINATION)
+                out.placements.append(Placement(pod, self.table.names[row], 0.0,
+                                                nominated.name if isinstance(nominated, Nomination) else ""))
             elif now >= deadline:
                 self.reject_waiting(uid, now, "permit wait timed out")
                 out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},

@@ -21,10 +21,8 @@ import math
 import os
 import socket
 import time
-import unicodedata
 from typing import Any
 
-import msgspec
 import numpy as np
 from aiohttp import web
 
@@ -32,39 +30,37 @@ from colo import subjects
 from colo.bus import MessageInfo
 from colo.clock import WallClock
 from colo.messages import (
-    RESOURCE_NAMES,
     NodeMetric,
     NodeResource,
     NodeSpec,
     PodAdmitted,
     PodBound,
+    PodMigrationJob,
     PodRecord,
     PodSpec,
     PodStatus,
     PodUnschedulable,
     Resources,
 )
+from colo.reservations import ReservationStore
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
-from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST
+from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.replicas import Replica
 from colo_scheduler.settings import SchedulerSettings
+from colo_scheduler.validation import MAX_QUANTITY
+from colo_scheduler.validation import metric_problem as _metric_problem
+from colo_scheduler.validation import node_problem as _node_problem
+from colo_scheduler.validation import pod_problem as _pod_problem
 
 log = logging.getLogger("colo.scheduler")
 
 REQUEUE_REASONS = frozenset({"Evicted", "Descheduled"})
 """PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
 
-
-MAX_QUANTITY = 2**50
-"""Largest accepted resource amount (milli-cores, bytes, count). Larger values are absurd and
-would overflow the int64 columns of the node table once summed or scaled (×200 estimates)."""
-
-MAX_PRIORITY = 2**31 - 1
-"""Kubernetes pod priority is an int32."""
 
 LIVE_VALUES = frozenset({"1", "true", "yes", "on"})
 """Values of ``?live=`` that ask for a dry run (any other value, ``0`` or ``false`` say, asks for the record)."""
@@ -73,75 +69,11 @@ MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-def _negative(r: Resources) -> list[str]:
-    """Names of ``r``'s fields outside 0..:data:`MAX_QUANTITY` (the name "negative" is historical)."""
-    values = msgspec.structs.astuple(r)
-    if min(values) >= 0 and max(values) <= MAX_QUANTITY:  # the usual case, without a getattr per field
-        return []
-    return [n for n in RESOURCE_NAMES if not 0 <= getattr(r, n) <= MAX_QUANTITY]
-
-
 def _leave(counts: dict[str, int], key: str) -> None:
     """Count one holder of ``key`` less, dropping the key at zero."""
     left = counts.pop(key) - 1
     if left:
         counts[key] = left
-
-
-def _pod_problem(spec: PodSpec) -> str:
-    """Why an admitted pod cannot be scheduled ('' when it can): empty uid or one with a control
-    character (it goes into the JetStream message id of its events, a header), quantities out of
-    0..:data:`MAX_QUANTITY`, priority outside int32."""
-    bad = _negative(spec.requests) + _negative(spec.limits)
-    if spec.priority is not None and not -MAX_PRIORITY - 1 <= spec.priority <= MAX_PRIORITY:
-        bad.append("priority")
-    uid = spec.uid
-    # printable ASCII holds no control character: the per-character check only for other uids
-    if not (uid.isascii() and uid.isprintable()) and any(unicodedata.category(c) == "Cc" for c in uid):
-        return f"invalid pod {spec.uid!r}: the uid holds a control character"
-    if spec.uid and not bad:
-        return ""
-    return (f"invalid pod {spec.uid!r}: empty uid or negative or out of range {bad}"
-            f" (resources 0..{MAX_QUANTITY}, priority int32)")
-
-
-def _node_problem(name: str, allocatable: Resources | None = None, capacity: Resources | None = None) -> str:
-    """Why a node cannot be scheduled on ('' when it can): a name that is not one NATS subject token
-    (letters, digits, ``-``, ``_``; its pods' PodBound events go to ``pod.bound.<node>``), or
-    quantities out of 0..:data:`MAX_QUANTITY`."""
-    try:
-        subjects.POD_BOUND.format(node=name)
-    except ValueError:
-        return (f"invalid node {name!r}: the name must be one subject token (letters, digits, '-', '_'), "
-                f"it names the subject pod.bound.<node>")
-    bad = (_negative(allocatable) if allocatable is not None else []) + (
-        _negative(capacity) if capacity is not None else [])
-    if bad:
-        return f"invalid node {name!r}: allocatable/capacity out of range 0..{MAX_QUANTITY} {bad}"
-    return ""
-
-
-def _metric_problem(metric: NodeMetric, now: float, max_ahead_s: float) -> str:
-    """Why a NodeMetric cannot be used ('' when it can): a usage (node, system, host apps, a pod's,
-    an aggregated statistic's) out of 0..:data:`MAX_QUANTITY` (larger values overflow the int64
-    estimates: the load filter compares 200 × usage), a negative window, a non-finite time, or a
-    time more than ``max_ahead_s`` (the metric expiry) ahead of the scheduler's clock: such a metric
-    would stay fresh past its life, and every correct metric of the node, being older, would be
-    dropped until the clock caught up."""
-    bad = [name for name, u in (("node_usage", metric.node_usage), ("system_usage", metric.system_usage),
-                                ("host_apps_usage", metric.host_apps_usage))
-           if not (0 <= u.cpu <= MAX_QUANTITY and 0 <= u.memory <= MAX_QUANTITY)]
-    bad += [f"pods[{p.uid!r}]" for p in metric.pods if not (0 <= p.cpu <= MAX_QUANTITY and 0 <= p.memory <= MAX_QUANTITY)]
-    bad += [f"aggregated[{a.stat} {a.window_s} s]" for a in metric.aggregated
-            if not (0 <= a.cpu <= MAX_QUANTITY and 0 <= a.memory <= MAX_QUANTITY and a.window_s >= 0)]
-    if bad:
-        return f"invalid NodeMetric of {metric.node!r}: usage out of range 0..{MAX_QUANTITY} in {', '.join(bad)}"
-    if not math.isfinite(metric.at):
-        return f"invalid NodeMetric of {metric.node!r}: non-finite time"
-    if metric.at > now + max_ahead_s:
-        return (f"invalid NodeMetric of {metric.node!r}: dated {metric.at - now:.0f} s ahead of the scheduler's "
-                f"clock (more than metric_expiry_s = {max_ahead_s:g} s; a skewed clock or a wrong unit?)")
-    return ""
 
 
 def _publishable(event: tuple[Any, Any, str | None, dict[str, str]]) -> bool:
@@ -200,6 +132,7 @@ class SchedulerService:
         self._releases_watch: list[set[str]] = []
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
+        self._reservation_store: ReservationStore | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,6 +158,7 @@ class SchedulerService:
         bus.subscribe(subjects.POD_STATUS, self._on_status, durable=durable("status"))
         if self.replica.sees_foreign_binds:
             bus.subscribe_batch(subjects.POD_BOUND, self._on_bound, durable=durable("bound"))
+        bus.subscribe(subjects.MIGRATION, self._on_migration, durable=durable("migration"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:
@@ -352,7 +286,25 @@ class SchedulerService:
         assert self.ctx is not None, "service not started"
         return self.ctx.store
 
+    @property
+    def reservation_store(self) -> ReservationStore:
+        """The store's reservations (:mod:`colo.reservations`), on the context's Redis connection."""
+        store = self._store()
+        rs = self._reservation_store
+        if rs is None or rs.redis is not store.redis:
+            rs = self._reservation_store = ReservationStore(store.redis, store.keys)
+        return rs
+
+    async def _sync_reservations(self, now: float | None = None) -> None:
+        """Re-read the store's available reservations (after sweeping the expired ones when ``now`` is
+        given); nodes whose reservations changed are re-read next cycle."""
+        rs = self.reservation_store
+        if now is not None:
+            await rs.sweep(now)
+        self._dirty |= self.core.reservations.set_reservations(await rs.available())
+
     async def _resync(self, now: float) -> None:
+        await self._sync_reservations(now)  # the scheduler sweeps too: room never waits for the descheduler
         self._dirty.clear()  # before the read: a node a release marks during it stays marked
         self._allocation_reads_open += 1
         try:
@@ -489,6 +441,7 @@ class SchedulerService:
         if rec.phase == "Pending" and st.uid in self.core.queue:
             return  # redelivery after requeue
         await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=st.reason, updated_at=now))
+        await self._sync_reservations()  # a migrated pod's reservation was made before its eviction
         self.core.add_pod(rec.spec, now)
         self._wake.set()
 
@@ -518,6 +471,14 @@ class SchedulerService:
                 # adopt adds the pod to the node's sums, which a refresh since the bind may already
                 # include: the next cycle re-reads the node's allocation (absolute) from the store
                 self._dirty.add(m.node)
+
+    async def _on_migration(self, job: PodMigrationJob, info: MessageInfo) -> None:
+        """A migration job changed phase: its reservation was made or ended; re-read them and the
+        target's allocation."""
+        await self._sync_reservations()
+        if job.target in self.core.table.index:
+            self._dirty.add(job.target)
+        self._wake.set()
 
     def _now(self) -> float:
         assert self.ctx is not None
@@ -633,14 +594,15 @@ class SchedulerService:
                 self.core.bind_failed(p.pod)
             return 0
         t0 = time.perf_counter()
-        results = await self._store().bind_many(
-            [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in out.placements], fence=fence)
+        results = await self._bind_placements(out.placements, now, fence)
         bind_ms = (time.perf_counter() - t0) * 1e3
         bound = 0
-        stale: set[str] = set()
+        stale: set[str] = {p.node for p in out.placements if p.reservation}  # the store's sums are exact
         for p, res in zip(out.placements, results):
             if res.ok:
                 bound += 1
+                if p.reservation:
+                    self.core.bound_on_reservation(p.pod)
                 msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
                                queued_s=max(0.0, now - p.pod.queued_at))
                 # the bind time makes a rebind (after an eviction) a new message for the dedup window
@@ -656,9 +618,31 @@ class SchedulerService:
                 log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)
                 self.core.bind_failed(p.pod)
                 stale.add(p.node)
+                if p.reservation:
+                    self.core.reservations.forget(p.reservation)  # re-read below: the store decides
+        if any(p.reservation for p in out.placements):
+            await self._sync_reservations()
         if stale:
             await self._refresh(stale)
         return bound
+
+    async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
+        """Bind placements in the store, both fenced by ``fence``: plain ones with one
+        :meth:`Store.bind_many`, those on a reservation one by one with :meth:`ReservationStore.bind_on`
+        (few: migrated pods); results in order."""
+        store = self._store()
+        plain = [k for k, p in enumerate(placements) if not p.reservation]
+        results: list[Any] = [None] * len(placements)
+        if plain:
+            got = await store.bind_many([(placements[k].pod.uid, placements[k].node, placements[k].pod.spec.requests,
+                                          now) for k in plain], fence=fence)
+            for k, r in zip(plain, got):
+                results[k] = r
+        for k, p in enumerate(placements):
+            if p.reservation:
+                res = await self.reservation_store.bind_on(p.reservation, p.pod.spec, p.node, now, fence)
+                results[k] = BindResult(res.ok, res.reason)
+        return results
 
     def _announcements(self) -> list[tuple[Any, Any, str | None, dict[str, str]]]:
         """PodBound events of :attr:`_announce` whose binding is still this scheduler's view (placed on

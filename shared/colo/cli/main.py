@@ -21,13 +21,21 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from colo import subjects as S
+from colo.cli.get import (  # noqa: F401 (colo get's tables live in get.py; re-exported)
+    MAX_DECISION_LOOKUPS,
+    _get,
+    _nodes_table,
+    pod_reason,
+    pods_table,
+    unschedulable_messages,
+    waiting_pods,
+)
+from colo.cli.output import _mem, console, err_console
 from colo.cli.podfile import PodFileError, load_pod_file
 from colo.codec import DecodeError, decode, to_builtins
 from colo.messages import (
@@ -42,7 +50,7 @@ from colo.messages import (
     NodeSpec,
     PodAdmitted,
     PodBound,
-    PodRecord,
+    PodMigrationJob,
     PodRejected,
     PodSpec,
     PodStatus,
@@ -50,18 +58,11 @@ from colo.messages import (
     QoSEvent,
     Resources,
 )
-from colo.quantity import format_cpu, format_memory
+from colo.quantity import format_cpu
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings
 
 CONNECT_ATTEMPTS = 3
 """Tries of an unreachable NATS server (0.5 s apart, 5 s connect timeout each) before a command gives up."""
-
-if TYPE_CHECKING:
-    from colo.store import Store
-
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-"""Notices (which servers a command uses, warnings) go to stderr: stdout stays the command's output."""
 
 
 def endpoints_path() -> Path:
@@ -223,135 +224,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- get
 
 
-async def _nodes_table(store: Store) -> Table:
-    nodes = await store.list_nodes()
-    res = await store.list_node_resources()
-    alloc = await store.all_allocated()
-    t = Table(title=f"{len(nodes)} nodes")
-    # allocatable = what pods may request; requested = Σ requests of the pods bound there (kubectl's
-    # "Allocated resources"); batch offered = the slo-manager's NodeResource, batch requested its use
-    for col in ("name", "cpu allocatable", "mem allocatable", "cpu requested", "mem requested", "pods",
-                "batch-cpu offered", "batch-mem offered", "batch-cpu requested"):
-        t.add_column(col, justify="left" if col == "name" else "right")
-    for n in sorted(nodes, key=lambda n: n.name):
-        a = alloc.get(n.name)
-        r = res.get(n.name)
-        t.add_row(n.name, format_cpu(n.allocatable.cpu), format_memory(n.allocatable.memory),
-                  format_cpu(a.cpu) if a else "0", _mem(a.memory) if a else "0",
-                  f"{a.pods if a else 0}/{n.allocatable.pods}",
-                  format_cpu(r.batch_cpu) if r else "-", _mem(r.batch_memory) if r else "-",
-                  format_cpu(a.batch_cpu) if a else "0")
-    return t
-
-
-MAX_DECISION_LOOKUPS = 200
-"""Pending pods whose last scheduling message ``colo get pods`` asks the scheduler for (one request each)."""
-
-
-def waiting_pods(records: list[PodRecord]) -> list[str]:
-    """Uids of the pods waiting for a node (phase Pending, no binding): those with a scheduling message."""
-    return sorted(r.spec.uid for r in records if r.phase == "Pending" and not r.node)
-
-
-async def unschedulable_messages(base_url: str, uids: list[str],
-                                 concurrency: int = 16, timeout_s: float = 5.0) -> dict[str, str]:
-    """uid → the scheduler's message of its last attempt (``0/N nodes are available: …``), for each
-    of ``uids`` whose recorded decision (``GET /debug/pods/{uid}/decision``, docs/scheduler.md
-    "Decisions") is ``Unschedulable``. Pods without a record (placed, never tried, or older than the
-    scheduler's last ``decision_records`` pods) are left out; dry runs are never used.
-
-    Raises ExplainError when the scheduler does not answer ``/healthz`` (so that an unreachable URL
-    costs one timeout, not one per pod).
-    """
-    import aiohttp
-
-    from colo.cli.explain import ExplainError, fetch_decision
-
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as http:
-            async with http.get(f"{base_url.rstrip('/')}/healthz") as resp:
-                if resp.status != 200:
-                    raise ExplainError(f"{base_url}/healthz answered HTTP {resp.status}")
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise ExplainError(f"scheduler {base_url} unreachable: {exc or type(exc).__name__}") from exc
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(uid: str) -> tuple[str, str] | None:
-        async with sem:
-            try:
-                d = await fetch_decision(base_url.rstrip("/"), uid, timeout_s=timeout_s)
-            except ExplainError:
-                return None
-        if d.get("source") == "recorded" and d.get("status") == "Unschedulable":
-            return uid, str(d.get("message") or "")
-        return None
-
-    found = await asyncio.gather(*(one(u) for u in uids))
-    return dict(f for f in found if f is not None)
-
-
-def pod_reason(record: PodRecord, messages: dict[str, str]) -> str:
-    """The reason cell: ``Unschedulable: <message>`` for a waiting pod the scheduler last found no node for,
-    else the store record's reason (``Evicted``, ``OOMKilled``, ``Completed`` …), else ``-``."""
-    msg = messages.get(record.spec.uid)
-    if msg is not None and record.phase == "Pending" and not record.node:
-        return f"Unschedulable: {msg}" if msg else "Unschedulable"
-    return record.reason or "-"
-
-
-def pods_table(records: list[PodRecord], messages: dict[str, str]) -> Table:
-    """The ``colo get pods`` table: one row per record, sorted by namespace and name.
-
-    ``qos`` is the effective class (:func:`colo.classes.qos_class_of`: field, label
-    ``koordinator.sh/qosClass``, else derived from requests/limits as Kubernetes does, REFERENCE.md §1);
-    ``cpu``/``memory`` are the requests (native, else batch, else mid); ``reason`` is :func:`pod_reason`.
-    """
-    from colo.classes import qos_class_of
-
-    t = Table(title=f"{len(records)} pods")
-    for col in ("namespace", "name", "uid", "phase", "node", "qos", "cpu", "memory", "reason"):
-        t.add_column(col, overflow="fold")
-    for p in sorted(records, key=lambda p: (p.spec.namespace, p.spec.name, p.spec.uid)):
-        req = p.spec.requests
-        cpu = req.cpu or req.batch_cpu or req.mid_cpu
-        mem = req.memory or req.batch_memory or req.mid_memory
-        t.add_row(p.spec.namespace, p.spec.name, p.spec.uid, p.phase, p.node or "-", qos_class_of(p.spec),
-                  format_cpu(cpu), _mem(mem), pod_reason(p, messages))
-    return t
-
-
-async def _get(what: str, conn: Connection) -> Table:
-    from colo.store import Store
-
-    settings = conn.settings
-    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
-    try:
-        if what == "nodes":
-            return await _nodes_table(store)
-        records = await store.list_pods()
-    finally:
-        await store.close()
-    messages: dict[str, str] = {}
-    waiting = waiting_pods(records)
-    if waiting and conn.scheduler_url:
-        from colo.cli.explain import ExplainError
-
-        try:
-            messages = await unschedulable_messages(conn.scheduler_url, waiting[:MAX_DECISION_LOOKUPS])
-        except ExplainError as exc:
-            err_console.print(f"[yellow]{escape(str(exc))}: reasons of waiting pods are the store's[/]",
-                              highlight=False, soft_wrap=True)
-        if len(waiting) > MAX_DECISION_LOOKUPS:
-            err_console.print(f"[dim]scheduler messages of the first {MAX_DECISION_LOOKUPS} of {len(waiting)} "
-                              "waiting pods only; `colo explain UID` for the others[/]", highlight=False)
-    elif waiting:
-        err_console.print("[dim]no scheduler URL (COLO_SCHEDULER_URL or colo up's): waiting pods show the "
-                          "store's reason, not the scheduler's message[/]", highlight=False, soft_wrap=True)
-    return pods_table(records, messages)
-
-
 def cmd_get(args: argparse.Namespace) -> int:
-    """Print nodes or pods from the Redis snapshot as a table (pods: with the scheduler's last message for
+    """Print nodes, pods or migration jobs from the Redis snapshot as a table (pods: with the scheduler's last message for
     the waiting ones, when a scheduler URL is known)."""
     conn = connection("redis")
     try:
@@ -421,6 +295,10 @@ def key_fields(msg: object) -> str:
         return f"node={msg.node} prod-reclaimable cpu={format_cpu(r.cpu)} memory={_mem(r.memory)} pods={len(msg.pods)}"
     if isinstance(msg, DeadLetter):
         return f"service={msg.service} subject={msg.subject} reason={msg.reason}"
+    if isinstance(msg, PodMigrationJob):
+        rsv = f" reservation={msg.reservation}" if msg.reservation else ""
+        return (f"job={msg.id} pod={msg.namespace}/{msg.name or msg.uid} {msg.source}→{msg.target} "
+                f"phase={msg.phase}{rsv} reason={msg.reason}")
     if isinstance(msg, ConfigApplied):
         restart = f" restart-required={','.join(msg.restart_required)}" if msg.restart_required else ""
         return f"service={msg.service} version={msg.version} trigger={msg.trigger}{restart}"
@@ -525,12 +403,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from colo.sim.demo import run_demo
 
     return run_demo(args, console)
-
-
-def _mem(n_bytes: int) -> str:
-    """Bytes for a table cell: exact binary units when exact, else GiB with one decimal."""
-    exact = format_memory(n_bytes)
-    return exact if not exact.isdigit() or n_bytes < 2**30 else f"{n_bytes / 2**30:.1f}Gi"
 
 
 def _up_nodes(args: argparse.Namespace) -> list[NodeSpec]:
@@ -693,8 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="validate only")
     p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("get", help="list nodes or pods from the store")
-    p.add_argument("what", choices=("nodes", "pods"))
+    p = sub.add_parser("get", help="list nodes, pods or migration jobs from the store")
+    p.add_argument("what", choices=("nodes", "pods", "migrations"))
     p.set_defaults(func=cmd_get)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
     p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")

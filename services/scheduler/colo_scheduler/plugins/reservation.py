@@ -1,0 +1,138 @@
+"""Reservation: a pod matching a reservation goes to the reserved node, on the reserved room (REFERENCE.md §9).
+
+The store counts a reservation's held room in its node's allocation (:mod:`colo.reservations`), and
+the table's allocation is the store's: for every other pod the room is used, through the ordinary
+NodeResourcesFit, at no cost. For the owner's pods the room is theirs: before the profile runs, the
+core asks :meth:`Reservation.nominate` (the Kubernetes scheduler evaluates a pod's nominated node
+first in the same way). Its Filter (:meth:`Reservation.filter_node`) passes a reserved row when the
+pod fits the row's free room *plus* the held room and every other filter of the profile passes it
+(NodeResourcesFit, which does not know the room is the pod's, is replaced by that check); its Score
+(:meth:`Reservation.score_node`) is 100 on a matching reserved row and 0 elsewhere, weighted
+:data:`SCORE_WEIGHT`, so that a feasible reservation always wins over any node without one (the
+reference's "very high weight", §9). Among several matching reservations the one expiring first is
+taken. A pod with no feasible reservation is scheduled by the profile as any other.
+
+A pod matches by uid or by workload (:meth:`colo.reservations.Reservation.matches`): two dict
+look-ups, so a pod with no reservation costs nothing more and no per-node Python loop runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from colo.reservations import Reservation as StoredReservation
+from colo.reservations import owner_workload
+from colo_scheduler.framework.interface import POD_DELETE, CycleState, FilterPlugin
+from colo_scheduler.podinfo import IntArray, PodInfo, resource_vector
+
+SCORE_WEIGHT = 10_000
+"""Weight of the Reservation score: 100 × this exceeds any sum of the default profile's weighted
+scores (at most 100 × 6), so a feasible reserved node is always the pick (REFERENCE.md §9)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """A reserved row for a pod: the ``row``, the reservation ``name`` and ``use`` (7,) int64, the part
+    of the pod's request the held room covers (the table books only the rest)."""
+
+    row: int
+    name: str
+    use: IntArray
+
+
+class Reservation:
+    """The Reservation plugin; see the module docstring. ``filters`` are the profile's Filter
+    plugins (in order), ``fit_name`` the one whose check the held room replaces."""
+
+    name = "Reservation"
+    events = frozenset({POD_DELETE})
+
+    def __init__(self, filters: Sequence[FilterPlugin], fit_name: str = "NodeResourcesFit") -> None:
+        self._filters = [f for f in filters if f.name != fit_name]
+        self.by_uid: dict[str, list[StoredReservation]] = {}
+        self.by_workload: dict[str, list[StoredReservation]] = {}
+        self.reservations: dict[str, StoredReservation] = {}
+
+    @property
+    def active(self) -> bool:
+        """Whether any reservation is known (else :meth:`nominate` is never worth calling)."""
+        return bool(self.reservations)
+
+    def set_reservations(self, reservations: Iterable[StoredReservation]) -> set[str]:
+        """Replace the known reservations (the store's available ones); returns the nodes whose
+        reservations changed (their allocation should be re-read)."""
+        old = self.reservations
+        new = {r.name: r for r in reservations if r.state == "Available"}
+        changed = {r.node for n, r in old.items() if new.get(n) != r} | {
+            r.node for n, r in new.items() if old.get(n) != r}
+        self.reservations = new
+        self.by_uid, self.by_workload = {}, {}
+        for r in sorted(new.values(), key=lambda r: (r.expires_at, r.name)):
+            if r.owner_uid:
+                self.by_uid.setdefault(r.owner_uid, []).append(r)
+            if r.owner_workload:
+                self.by_workload.setdefault(r.owner_workload, []).append(r)
+        return changed
+
+    def forget(self, name: str) -> None:
+        """Drop one reservation (consumed by a bind, or refused by the store)."""
+        if name in self.reservations:
+            self.set_reservations(r for n, r in self.reservations.items() if n != name)
+
+    def matching(self, pod: PodInfo) -> list[StoredReservation]:
+        """Available reservations the pod owns, soonest expiry first (uid owners before workload ones)."""
+        if not self.reservations:
+            return []
+        out = list(self.by_uid.get(pod.uid, ()))
+        workload = owner_workload(pod.spec)
+        if workload:
+            out += [r for r in self.by_workload.get(workload, ()) if r not in out]
+        return out
+
+    def _row(self, state: CycleState, r: StoredReservation, now: float) -> int:
+        if r.expires_at <= now:
+            return -1
+        return state.table.index.get(r.node, -1)
+
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """Filter on row ``i``: True when a matching reservation is there and the pod fits the row's free
+        room plus the held room, and every other filter passes the row."""
+        return any(self._fits(state, pod, r, i) for r in self.matching(pod)
+                   if self._row(state, r, state.now) == i)
+
+    def _fits(self, state: CycleState, pod: PodInfo, r: StoredReservation, i: int) -> bool:
+        free = state.table.free[i].tolist()
+        held = resource_vector(r.held).tolist()
+        request = pod.request_ints
+        for c in pod.request_col_ints:
+            if free[c] + held[c] < request[c]:
+                return False
+        return all(_passes(f, state, pod, i) for f in self._filters)
+
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """Raw score of row ``i``: 100 where the pod has a feasible reservation, else 0."""
+        return 100 if self.filter_node(state, pod, i) else 0
+
+    def nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
+        """The reserved row the pod goes to (the highest score: the first feasible matching
+        reservation), or None when it has none."""
+        for r in self.matching(pod):
+            i = self._row(state, r, state.now)
+            if i >= 0 and self._fits(state, pod, r, i):
+                use = np.minimum(pod.request, resource_vector(r.held))
+                if not r.allocate_once:
+                    use[-1] = 0  # a reusable reservation keeps its pod slot: each pod takes its own
+                return Nomination(i, r.name, use)
+        return None
+
+
+def _passes(plugin: Any, state: CycleState, pod: PodInfo, i: int) -> bool:
+    one = getattr(plugin, "filter_node", None)
+    if one is not None:
+        return bool(one(state, pod, i))
+    mask = plugin.filter(state, pod)
+    return True if mask is None else bool(mask[i])
