@@ -14,12 +14,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from colo.messages import PodBound, PodRejected, PodSpec, PodStatus, PodUnschedulable, QoSEvent, TickAck
+from colo.messages import (
+    PodBound,
+    PodMigrationJob,
+    PodRejected,
+    PodSpec,
+    PodStatus,
+    PodUnschedulable,
+    QoSEvent,
+    TickAck,
+)
 from colo.sim.loops import EvictRebindCounter
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
-    "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events",
+    "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
+    "migrations_failed", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "wall_s",
 )
@@ -28,7 +38,8 @@ METRIC_NAMES: tuple[str, ...] = (
 HIGHER_IS_BETTER: dict[str, bool] = {
     "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
-    "be_oom_kills": False, "be_suppress_events": False, "sched_latency_p50_ms": False,
+    "be_oom_kills": False, "be_suppress_events": False, "migrations": False, "migrations_failed": False,
+    "evict_rebind_cycles": False, "sched_latency_p50_ms": False,
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "wall_s": False,
 }
@@ -90,6 +101,8 @@ class RunMetrics:
     tick_wall_s: dict[str, float] = field(default_factory=dict)
     """Wall seconds each service spent answering ticks over the run (where the run's time goes)."""
     wall_s: float = 0.0
+    migration_phase: dict[str, str] = field(default_factory=dict)
+    """PodMigrationJob id → the last phase seen on ``migration.<phase>``."""
     _batch_running: set[str] = field(default_factory=set)
     """Batch pods whose phase is Running (kept with ``phase`` by :meth:`_set_phase`)."""
     _batch_completed: int = 0
@@ -151,6 +164,11 @@ class RunMetrics:
     def on_rejected(self, msg: PodRejected) -> None:
         """A pod refused by admission, with its reason."""
         self.rejected[msg.uid] = msg.reason
+
+    def on_migration(self, msg: PodMigrationJob) -> None:
+        """A descheduler migration job's phase change (the final phase counts: Succeeded, Failed, Aborted)."""
+        if self.migration_phase.get(msg.id) not in ("Succeeded", "Failed", "Aborted"):
+            self.migration_phase[msg.id] = msg.phase
 
     def on_qos(self, msg: QoSEvent) -> None:
         """A node agent QoS action; suppress events are counted."""
@@ -247,6 +265,9 @@ class RunMetrics:
             "be_evictions": float(self.evictions),
             "be_oom_kills": float(self.oom_kills),
             "be_suppress_events": float(self.suppress_events),
+            "migrations": float(sum(1 for p in self.migration_phase.values() if p == "Succeeded")),
+            "migrations_failed": float(sum(1 for p in self.migration_phase.values() if p in ("Failed", "Aborted"))),
+            "evict_rebind_cycles": float(self.loops.count),
             "sched_latency_p50_ms": float(np.percentile(lat, 50)),
             "sched_latency_p99_ms": float(np.percentile(lat, 99)),
             "pods_bound": float(len(self.bind_events)),

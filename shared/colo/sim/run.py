@@ -31,6 +31,7 @@ from colo.messages import (
     NodeResource,
     NodeSpec,
     PodBound,
+    PodMigrationJob,
     PodRejected,
     PodSpec,
     PodStatus,
@@ -96,6 +97,9 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
     async def rejected(msg: PodRejected) -> None:
         metrics.on_rejected(msg)
 
+    async def migration(msg: PodMigrationJob) -> None:
+        metrics.on_migration(msg)
+
     async def resource(msg: NodeResource) -> None:
         watch.offered(msg)
         metrics.loops.on_resource(msg)
@@ -106,6 +110,7 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
     await bus.subscribe(S.NODE_QOS, qos, durable=f"qos-{run}")
     await bus.subscribe(S.POD_REJECTED, rejected, durable=f"rejected-{run}")
     await bus.subscribe(S.NODE_RESOURCE, resource, durable=f"resource-{run}")
+    await bus.subscribe(S.MIGRATION, migration, durable=f"migration-{run}")
 
 
 def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
