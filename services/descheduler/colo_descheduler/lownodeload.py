@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from colo.messages import PriorityClass, QoSClass
 from colo_descheduler.settings import DeschedulerSettings, Thresholds
@@ -30,6 +30,10 @@ __all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeL
 class NodeLoad:
     """A node with a fresh metric: allocatable and usage (system + Σ pods), (cpu m, memory B).
 
+    ``usage`` / ``pods`` are what the node really carries: its metric less what already left (outgoing
+    bookings). ``incoming`` / ``incoming_pods`` are the replacements bound or booked on it that its metric does
+    not show yet (incoming bookings): they count against its room as a target (:meth:`booked`), never towards
+    making it a source (a pod that does not run there yet cannot be relieved by evicting another).
     ``pods_allocatable`` / ``pods``: the node's pod capacity and pod count (0 capacity = pods not
     considered on this node); ``target_ok`` False for a node that may not receive pods (unschedulable,
     NoSchedule/NoExecute taint).
@@ -41,6 +45,15 @@ class NodeLoad:
     pods_allocatable: int = 0
     pods: int = 0
     target_ok: bool = True
+    incoming: Vec = (0, 0)
+    incoming_pods: int = 0
+
+    def booked(self) -> NodeLoad:
+        """The node as a migration target sees it: ``usage`` + ``incoming``, ``pods`` + ``incoming_pods``."""
+        if self.incoming == (0, 0) and self.incoming_pods == 0:
+            return self
+        return replace(self, usage=(self.usage[0] + self.incoming[0], self.usage[1] + self.incoming[1]),
+                       pods=self.pods + self.incoming_pods, incoming=(0, 0), incoming_pods=0)
 
 
 @dataclass(frozen=True)
@@ -197,7 +210,8 @@ class LowNodeLoad:
         eviction rate limiter for one token (called only for a victim that passed every check);
         ``refuse(pod, planned)`` the time-window limits ("" = may go; ``planned`` = this round's
         evictions so far). Low nodes that may not receive pods (``target_ok`` False) are neither
-        low nor targets.
+        low nor targets. A node is high (a source) by what it carries (``usage``), low and a target's
+        room by :meth:`NodeLoad.booked` (its incoming bookings included).
         """
         s = self.settings
         result = RoundResult()
@@ -207,14 +221,14 @@ class LowNodeLoad:
             if node_is_high(n, s.high_thresholds):
                 result.high.append(n.name)
                 streak[n.name] = self.high_rounds.get(n.name, 0) + 1
-            elif n.target_ok and node_is_low(n, s.low_thresholds):
+            elif n.target_ok and node_is_low(n.booked(), s.low_thresholds):
                 result.low.append(n.name)
         self.high_rounds = streak
         result.sources = sorted((n for n in result.high if streak[n] >= s.consecutive_high_rounds),
                                 key=lambda n: (-_score(loads[n].usage, loads[n].allocatable), n))
         if not result.low or not result.sources:
             return result
-        target_usage = {n: _usage(loads[n]) for n in result.low}
+        target_usage = {n: _usage(loads[n].booked()) for n in result.low}
         target_limit = {n: _limits(loads[n], s.high_thresholds) for n in result.low}
         headroom = [sum(target_limit[n][r] - target_usage[n][r] for n in result.low) for r in range(3)]
         moving = dict(migrating)
