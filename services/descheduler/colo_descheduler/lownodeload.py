@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from colo.messages import PriorityClass, QoSClass
 from colo_descheduler.settings import DeschedulerSettings, Thresholds
-from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, order_victims
+from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, curing_set, order_victims
 
 Vec = tuple[int, int]
 """(cpu milli-cores, memory bytes)."""
@@ -23,7 +23,7 @@ Vec = tuple[int, int]
 # The class ranks live in victims.py; re-exported here, where they used to be defined.
 __all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
            "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
-           "pods_percent", "victim_order"]
+           "curing_set", "pods_percent", "victim_order"]
 
 
 @dataclass(frozen=True)
@@ -243,16 +243,28 @@ class LowNodeLoad:
                target_limit: Mapping[str, Vec3], headroom: Vec3, moving: dict[str, int],
                unavailable: dict[str, int], replicas: Mapping[str, int], allow: Callable[[], bool],
                refuse: Callable[[Candidate, Sequence[Eviction]], str] | None, result: RoundResult) -> bool:
-        """Evict from source ``name`` one victim at a time while it is high; False ends the round."""
+        """Evict from source ``name`` one victim at a time while it is high; False ends the round.
+
+        Each victim is the first of a curing set (:func:`curing_set`): re-selected after every eviction and
+        after every refusal among the pods still allowed, never of a higher tier nor with more pods than the
+        node's best curing set; when no allowed set cures, the node keeps its pods this round.
+        """
         s = self.settings
         usage = _usage(node)
         limit = _limits(node, s.high_thresholds)
         alloc = (node.allocatable[0], node.allocatable[1], node.pods_allocatable)
+        refused: set[str] = set()
         while remaining and any(u > m for u, m in zip(usage, limit, strict=True)):
             if any(h <= 0 for h in headroom):
                 return False
-            excess = tuple(max(math.ceil(u - m), 0) if m != math.inf else 0 for u, m in zip(usage, limit, strict=True))
-            pod = victim_order(remaining, excess, alloc)[0]
+            excess = (max(math.ceil(usage[0] - limit[0]), 0), max(math.ceil(usage[1] - limit[1]), 0),
+                      max(math.ceil(usage[2] - limit[2]), 0) if limit[2] != math.inf else 0)
+            chosen, why = curing_set(remaining, refused, excess, alloc)
+            if not chosen:
+                for p in remaining:
+                    result.skipped.setdefault(p.uid, f"node {name}: {why}")
+                return True
+            pod = chosen[0]
             remaining.remove(pod)
             if moving.get(name, 0) >= s.max_migrating_per_node:
                 result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
@@ -262,10 +274,14 @@ class LowNodeLoad:
                 reason = refuse(pod, result.evictions)
             if reason:
                 result.skipped[pod.uid] = reason
+                remaining.append(pod)
+                refused.add(pod.uid)
                 continue
             target = self._target(pod, target_usage, target_limit)
             if target is None:
                 result.skipped[pod.uid] = "fits no low node without making it high"
+                remaining.append(pod)
+                refused.add(pod.uid)
                 continue
             if not allow():
                 result.skipped[pod.uid] = "eviction rate limit"
@@ -308,3 +324,4 @@ class LowNodeLoad:
             if best is None or (-room, name) < (-best[0], best[1]):
                 best = (room, name)
         return best[1] if best else None
+
