@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from colo.messages import PriorityClass
 from colo_descheduler.lownodeload import Candidate, LowNodeLoad, NodeLoad
 from colo_descheduler.settings import DeschedulerSettings
 
@@ -22,9 +23,8 @@ def node(name: str, cpu_pct: int, mem_pct: int) -> NodeLoad:
     return NodeLoad(name, ALLOC, (ALLOC[0] * cpu_pct // 100, ALLOC[1] * mem_pct // 100))
 
 
-def pod(uid: str, cpu: int, priority_class: str = "batch", workload: str = "") -> Candidate:
-    return Candidate(uid, "hot", (cpu, GI), priority_class, 0, "BE" if priority_class == "batch" else "LS",  # type: ignore[arg-type]
-                     workload)
+def pod(uid: str, cpu: int, priority_class: PriorityClass = "batch", workload: str = "") -> Candidate:
+    return Candidate(uid, "hot", (cpu, GI), priority_class, 0, "BE" if priority_class == "batch" else "LS", workload)
 
 
 # hot at 90 % CPU of 10 cores: 1500 m over 75 %. cold at 20 %: room for 5500 m before crossing 75 %.

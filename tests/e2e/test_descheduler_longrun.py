@@ -29,8 +29,8 @@ from colo.messages import EvictionCommand, NodeMetric
 from colo.sim import traces as tr
 from colo.sim.migration_audit import MigrationAudit
 from colo.sim.run import RunResult, run_once
-from colo.sim.services import Supervisor
 from colo.sim.scenario import ScenarioParams, build_scenario
+from colo.sim.services import Supervisor
 
 pytestmark = [
     pytest.mark.e2e,

@@ -164,7 +164,7 @@ class MigrationAudit:
             series = self.metrics.get(node, [])
             alloc = self.allocatable.get(node, (0, 0))
 
-            def newest(at: float) -> int:
+            def newest(at: float, series: list[NodeMetric] = series) -> int:
                 return max((i for i, m in enumerate(series) if m.at <= at), default=-1)
 
             justified: list[EvictionCommand] = []
