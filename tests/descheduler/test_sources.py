@@ -9,8 +9,19 @@ threshold 55 %, lost a pod because a replacement booked +17 % on it).
 from __future__ import annotations
 
 import pytest
+from agent_model import ModelNode, NodeAgentModel, drive
 
-from colo.messages import NodeMetric, NodeSpec, PodBound, PodMetric, PodSpec, Resources, Usage
+from colo.messages import (
+    EvictionCommand,
+    NodeMetric,
+    NodeSpec,
+    PodBound,
+    PodMetric,
+    PodSpec,
+    Resources,
+    Usage,
+)
+from colo.sim.migration_audit import MigrationAudit
 from colo_descheduler.lownodeload import Eviction
 from colo_descheduler.service import DeschedulerService
 from colo_descheduler.settings import DeschedulerSettings, HighThresholds, LowThresholds
@@ -79,3 +90,31 @@ def test_incoming_booking_kept_apart_in_the_load() -> None:
     assert dst.incoming[1] == round(17 * GI * (1 - 25 / 300)) and dst.incoming_pods == 1
     assert dst.booked().usage[1] == dst.usage[1] + dst.incoming[1] and dst.booked().pods == 3
     assert loads["src"].usage[1] == 20 * GI and loads["src"].incoming == (0, 0)  # mv's share taken off
+
+
+def test_replacement_placed_by_the_scheduler_on_a_mid_node_audited() -> None:
+    """Driven over the node-agent model, audited as the 2-hour run is (colo.sim.migration_audit).
+
+    ``hot`` (62 % memory: 7 GiB over 55 %) loses ``h2`` (20 GiB) towards ``cold``; the scheduler places the
+    replacement on ``mid`` instead (44 %, real 64 % once it runs). Before this change ``mid`` turned a source
+    the moment the replacement was bound (its booking +20 %) and lost ``m1`` at 10 s while its newest metric
+    showed 44 % (an over-eviction, required 0); now ``mid`` waits until its metric shows it high (220 s), then
+    loses the one pod its excess needs.
+    """
+    gi_pod = {"h1": 40, "h2": 20, "m1": 20, "m2": 22}
+    nodes = [ModelNode("hot", ALLOC, (500, 2 * GI), report_offset_s=0.0),
+             ModelNode("cold", ALLOC, (500, 5 * GI), report_offset_s=20.0),
+             ModelNode("cold2", ALLOC, (500, 5 * GI), report_offset_s=30.0),
+             ModelNode("mid", ALLOC, (500, 2 * GI), report_offset_s=40.0)]
+    model = NodeAgentModel(nodes, place=lambda ev: "mid" if ev.uid == "h2" else ev.target)
+    for uid, gib in gi_pod.items():
+        spec = PodSpec(uid=uid, name=uid, app=uid, priority=5500)
+        model.add_pod(spec, "hot" if uid.startswith("h") else "mid", (500, gib * GI), at=-900.0)
+    audit = MigrationAudit(allocatable={n.name: n.allocatable for n in nodes}, low=(20, 35), high=(40, 55))
+    res = drive(DeschedulerService(AGGRESSIVE), model, duration_s=1800.0, on_metric=audit.add_metric)
+    for e in res.evictions:
+        audit.add_eviction(EvictionCommand(uid=e.uid, node=e.source, reason="LowNodeLoad", at=e.at))
+    moves = [(e.at, e.uid, e.source, e.target) for e in res.evictions]
+    assert audit.over_evictions() == [], moves
+    assert max(audit.migrations_per_pod().values()) <= 2, moves
+    assert res.from_node("hot") == 1 and res.from_node("mid") == 1, moves
