@@ -10,10 +10,13 @@ tier, in a set no larger than the node's best one, else nothing goes this round.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from colo.messages import PriorityClass
 from colo_descheduler.lownodeload import Candidate, LowNodeLoad, NodeLoad
 from colo_descheduler.settings import DeschedulerSettings
+from colo_descheduler.victims import cures, select_victims, tier
 
 GI = 1 << 30
 ALLOC = (10_000, 100 * GI)
@@ -51,3 +54,28 @@ def test_refused_victim_replaced_only_by_an_equal_cure(pods: list[Candidate], ca
     assert [e.uid for e in res.evictions] == evicted, res.skipped
     if not evicted:
         assert all(p.uid in res.skipped for p in pods)
+
+
+POD = st.tuples(st.integers(1, 4000), st.sampled_from(["free", "batch", "none", "prod"]), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(POD, min_size=1, max_size=7), st.integers(76, 100), st.integers(20, 60))
+def test_a_round_never_evicts_more_or_higher_than_the_best_set(pods: list[tuple[int, str, bool]], hot_pct: int,
+                                                               cold_pct: int) -> None:
+    """Random pods on a hot node, some of them refused (their workload at its max unavailable), one low node
+    of random room: the round's evictions cure the excess, or there are none; never more pods nor a higher
+    tier than the node's best set over all its pods (victims.select_victims)."""
+    cands = [Candidate(f"p{i}", "hot", (cpu, GI), pc, 0, "LS", f"ns/w{i}" if capped else "")  # type: ignore[arg-type]
+             for i, (cpu, pc, capped) in enumerate(pods)]
+    capped = {c.workload: 1 for c in cands if c.workload}
+    nodes = [node("hot", hot_pct, 20), node("cold", min(cold_pct, 45), 20)]
+    lnl = LowNodeLoad(DeschedulerSettings(consecutive_high_rounds=1, max_migrating_per_node=10))
+    res = lnl.run(nodes, {"hot": cands}, {}, capped, capped, lambda: True)
+    excess = (ALLOC[0] * hot_pct // 100 - ALLOC[0] * 75 // 100, 0, 0)
+    best = select_victims(cands, excess, (ALLOC[0], ALLOC[1], 0))
+    gone = [c for c in cands if c.uid in {e.uid for e in res.evictions}]
+    assert not any(c.workload for c in gone)
+    if gone:
+        assert cures(gone, excess)
+        assert len(gone) <= len(best) and max(tier(c) for c in gone) <= max(tier(c) for c in best)

@@ -243,11 +243,12 @@ class LowNodeLoad:
                target_limit: Mapping[str, Vec3], headroom: Vec3, moving: dict[str, int],
                unavailable: dict[str, int], replicas: Mapping[str, int], allow: Callable[[], bool],
                refuse: Callable[[Candidate, Sequence[Eviction]], str] | None, result: RoundResult) -> bool:
-        """Evict from source ``name`` one victim at a time while it is high; False ends the round.
+        """Evict a curing set from source ``name`` while it is high; False ends the round.
 
-        Each victim is the first of a curing set (:func:`curing_set`): re-selected after every eviction and
-        after every refusal among the pods still allowed, never of a higher tier nor with more pods than the
-        node's best curing set; when no allowed set cures, the node keeps its pods this round.
+        The set is :func:`curing_set`: re-selected after every refusal among the pods still allowed, never of
+        a higher tier nor with more pods than the node's best curing set; every pod of it must pass the checks
+        (:meth:`_plan`) before the first goes; when no allowed set cures, the node keeps its pods this round.
+        The per-node cap and the rate limit may stop a set halfway (its first pods gone, the rest next time).
         """
         s = self.settings
         usage = _usage(node)
@@ -264,37 +265,62 @@ class LowNodeLoad:
                 for p in remaining:
                     result.skipped.setdefault(p.uid, f"node {name}: {why}")
                 return True
-            pod = chosen[0]
-            remaining.remove(pod)
             if moving.get(name, 0) >= s.max_migrating_per_node:
-                result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+                result.skipped[chosen[0].uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
                 return True
+            plan, refusal = self._plan(name, chosen, usage, limit, target_usage, target_limit, unavailable,
+                                       replicas, refuse, result.evictions)
+            if refusal is not None:
+                result.skipped[refusal[0].uid] = refusal[1]
+                refused.add(refusal[0].uid)
+                continue
+            for pod, target in plan:
+                if moving.get(name, 0) >= s.max_migrating_per_node:
+                    result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+                    return True
+                if not allow():
+                    result.skipped[pod.uid] = "eviction rate limit"
+                    return False
+                remaining.remove(pod)
+                for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
+                    usage[r] -= amount
+                    target_usage[target][r] += amount
+                    headroom[r] -= amount
+                moving[name] = moving.get(name, 0) + 1
+                if pod.workload:
+                    unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
+                result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
+        return True
+
+    def _plan(self, name: str, chosen: Sequence[Candidate], usage: Vec3, limit: Vec3,
+              target_usage: Mapping[str, Vec3], target_limit: Mapping[str, Vec3], unavailable: Mapping[str, int],
+              replicas: Mapping[str, int], refuse: Callable[[Candidate, Sequence[Eviction]], str] | None,
+              planned: Sequence[Eviction]) -> tuple[list[tuple[Candidate, str]], tuple[Candidate, str] | None]:
+        """Targets for every pod of ``chosen`` as if the earlier ones had gone (nothing is changed): (pod,
+        target) pairs, and None — or the first refused pod and why (workload, time-window limits, no low node
+        with room)."""
+        usage = list(usage)
+        targets = {n: list(u) for n, u in target_usage.items()}
+        unavailable = dict(unavailable)
+        planned = list(planned)
+        plan: list[tuple[Candidate, str]] = []
+        for pod in chosen:
             reason = self._refuse(pod, usage, limit, unavailable, replicas)
             if not reason and refuse is not None:
-                reason = refuse(pod, result.evictions)
+                reason = refuse(pod, planned)
             if reason:
-                result.skipped[pod.uid] = reason
-                remaining.append(pod)
-                refused.add(pod.uid)
-                continue
-            target = self._target(pod, target_usage, target_limit)
+                return plan, (pod, reason)
+            target = self._target(pod, targets, target_limit)
             if target is None:
-                result.skipped[pod.uid] = "fits no low node without making it high"
-                remaining.append(pod)
-                refused.add(pod.uid)
-                continue
-            if not allow():
-                result.skipped[pod.uid] = "eviction rate limit"
-                return False
+                return plan, (pod, "fits no low node without making it high")
             for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
                 usage[r] -= amount
-                target_usage[target][r] += amount
-                headroom[r] -= amount
-            moving[name] = moving.get(name, 0) + 1
+                targets[target][r] += amount
             if pod.workload:
                 unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
-            result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
-        return True
+            planned.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
+            plan.append((pod, target))
+        return plan, None
 
     @staticmethod
     def _refuse(pod: Candidate, usage: Vec3, limit: Vec3, unavailable: Mapping[str, int],
