@@ -219,7 +219,8 @@ class ClusterView:
         figure less host apps where the metric has it, booking.base_usage), pods = the metric's pod count,
         each corrected by the bookings of migrations (booking.py): ``usage`` / ``pods`` less the outgoing ones
         (what already left the node), the incoming ones apart in ``incoming`` / ``incoming_pods`` (replacements
-        its metric does not show yet), so a node becomes a source only by what it carries.
+        its metric does not show yet), so a node becomes a source only by what it carries; ``settling`` while
+        an outgoing booking has not ended (its metric still holds an evicted pod).
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -228,11 +229,14 @@ class ClusterView:
                  if n in self.allocatable and now - m.at <= expiry_s}
         outgoing: dict[str, list[float]] = {}
         incoming: dict[str, list[float]] = {}
+        settling: set[str] = set()
         for b in self.bookings.values():
             sides = []
             if b.source in fresh:
                 share, pods = b.source_share(fresh[b.source])
                 sides.append((outgoing, b.source, share, pods))
+                if not b.source_done:
+                    settling.add(b.source)
             if b.target_node in fresh:
                 share, pods = b.target_share(fresh[b.target_node])
                 sides.append((incoming, b.target_node, share, pods))
@@ -250,7 +254,8 @@ class ClusterView:
             cpu, mem = max(round(base[0] - out[0]), 0), max(round(base[1] - out[1]), 0)
             pods = max(len(metric.pods) - int(out[2]), 0)
             loads.append(NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0),
-                                  pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2])))
+                                  pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]),
+                                  name in settling))
         return loads
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:

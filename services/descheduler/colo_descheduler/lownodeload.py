@@ -47,6 +47,9 @@ class NodeLoad:
     target_ok: bool = True
     incoming: Vec = (0, 0)
     incoming_pods: int = 0
+    settling: bool = False
+    """Pods evicted off this node are still in its metric (an outgoing booking not ended, booking.py): what
+    the evictions did is only estimated, so the node is no source until its metric shows it."""
 
     def booked(self) -> NodeLoad:
         """The node as a migration target sees it: ``usage`` + ``incoming``, ``pods`` + ``incoming_pods``."""
@@ -95,6 +98,8 @@ class RoundResult:
     sources: list[str] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    settling: list[str] = field(default_factory=list)
+    """High nodes kept from being sources because their metric does not show their evictions yet."""
 
 
 def max_unavailable(replicas: int) -> int:
@@ -211,7 +216,8 @@ class LowNodeLoad:
         ``refuse(pod, planned)`` the time-window limits ("" = may go; ``planned`` = this round's
         evictions so far). Low nodes that may not receive pods (``target_ok`` False) are neither
         low nor targets. A node is high (a source) by what it carries (``usage``), low and a target's
-        room by :meth:`NodeLoad.booked` (its incoming bookings included).
+        room by :meth:`NodeLoad.booked` (its incoming bookings included); a high node that is
+        ``settling`` keeps its streak but is no source (``RoundResult.settling``).
         """
         s = self.settings
         result = RoundResult()
@@ -224,7 +230,9 @@ class LowNodeLoad:
             elif n.target_ok and node_is_low(n.booked(), s.low_thresholds):
                 result.low.append(n.name)
         self.high_rounds = streak
-        result.sources = sorted((n for n in result.high if streak[n] >= s.consecutive_high_rounds),
+        result.settling = [n for n in result.high if loads[n].settling]
+        result.sources = sorted((n for n in result.high
+                                 if streak[n] >= s.consecutive_high_rounds and not loads[n].settling),
                                 key=lambda n: (-_score(loads[n].usage, loads[n].allocatable), n))
         if not result.low or not result.sources:
             return result
