@@ -93,6 +93,7 @@ SWING_CASES = [
     ("eviction-long-before-counts-none", [("p", -400.0)], [], 0),
     ("arrival-of-a-migrated-pod-low-to-high", [], [("m", 180.0)], 1),
     ("eviction-and-arrival-every-swing", [("p", 60.0), ("p2", 300.0)], [("m", 180.0)], 3),
+    ("evicted-pod-back-on-its-source-low-to-high", [("b", 90.0)], [], 2),
 ]
 
 
@@ -106,6 +107,7 @@ def test_migration_oscillations_count_swings_a_migration_took_part_in(
     for i, u in enumerate(SWING_USAGES):
         at = 60.0 * i
         pods = [("p", u)] + [(uid, 0) for uid, first in arrivals if at >= first]
+        pods += [("b", 0)] if any(uid == "b" for uid, _ in evictions) and not 90.0 < at < 180.0 else []
         series.append(NodeMetric(node="n1", at=at, window_s=60.0, system_usage=Usage(),
                                  pods=[PodMetric(uid=uid, cpu=c, memory=0) for uid, c in pods]))
     a = audit(series, [evict(uid, "n1", at) for uid, at in evictions]

@@ -5,8 +5,9 @@ three questions a user of a descheduler asks (issue 12, item 9):
 
 - how often was each pod migrated (:meth:`MigrationAudit.migrations_per_pod`);
 - how often did each node swing between *high* and *low* (:meth:`MigrationAudit.oscillations`; the
-  swings a migration took part in: :meth:`MigrationAudit.migration_oscillations`), classified as LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold,
-  high = any resource above its high threshold, usage = system + Σ pods of the metric);
+  swings a migration took part in: :meth:`MigrationAudit.migration_oscillations`), classified as
+  LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold, high = any resource above
+  its high threshold, usage = system + Σ pods of the metric);
 - did the descheduler evict more than the excess required (:meth:`MigrationAudit.over_evictions`):
   the evictions off a node within the time its metrics need to show the first of them (the
   aggregation window plus one report) must not exceed the fewest pods whose removal brings every
@@ -191,18 +192,20 @@ class MigrationAudit:
 
     def migration_events(self) -> dict[str, tuple[list[float], list[float]]]:
         """Per node, the times (s) migrations touched it: (evictions off it, arrivals of evicted pods on it: the
-        first metric of the node listing that uid after its eviction elsewhere)."""
+        first metric of the node listing that uid after its eviction, and on the node it was evicted from after
+        a metric without it, as when the scheduler puts it back)."""
         out: dict[str, tuple[list[float], list[float]]] = {}
         for cmd in self.evictions:
             out.setdefault(cmd.node, ([], []))[0].append(cmd.at)
         for node, series in self.metrics.items():
             for cmd in self.evictions:
-                if cmd.node == node:
-                    continue
-                first = next((m.at for m in series if m.at > cmd.at and any(p.uid == cmd.uid for p in m.pods)),
-                             None)
-                if first is not None:
-                    out.setdefault(node, ([], []))[1].append(first)
+                absent = cmd.node != node
+                for m in (m for m in series if m.at > cmd.at):
+                    listed = any(p.uid == cmd.uid for p in m.pods)
+                    if listed and absent:
+                        out.setdefault(node, ([], []))[1].append(m.at)
+                        break
+                    absent = absent or not listed
         return out
 
     def migration_oscillations(self, report_interval_s: float = 60.0) -> dict[str, int]:
