@@ -56,22 +56,23 @@ def test_refused_victim_replaced_only_by_an_equal_cure(pods: list[Candidate], ca
         assert all(p.uid in res.skipped for p in pods)
 
 
-POD = st.tuples(st.integers(1, 4000), st.sampled_from(["free", "batch", "none", "prod"]), st.booleans())
+CLASSES: list[PriorityClass] = ["free", "batch", "none", "prod"]
+POD = st.tuples(st.integers(1, 4000), st.sampled_from(CLASSES), st.booleans())
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(POD, min_size=1, max_size=7), st.integers(76, 100), st.integers(20, 60))
-def test_a_round_never_evicts_more_or_higher_than_the_best_set(pods: list[tuple[int, str, bool]], hot_pct: int,
-                                                               cold_pct: int) -> None:
+def test_a_round_never_evicts_more_or_higher_than_the_best_set(pods: list[tuple[int, PriorityClass, bool]],
+                                                               hot_pct: int, cold_pct: int) -> None:
     """Random pods on a hot node, some of them refused (their workload at its max unavailable), one low node
     of random room: the round's evictions cure the excess, or there are none; never more pods nor a higher
     tier than the node's best set over all its pods (victims.select_victims)."""
-    cands = [Candidate(f"p{i}", "hot", (cpu, GI), pc, 0, "LS", f"ns/w{i}" if capped else "")  # type: ignore[arg-type]
+    cands = [Candidate(f"p{i}", "hot", (cpu, GI), pc, 0, "LS", f"ns/w{i}" if capped else "")
              for i, (cpu, pc, capped) in enumerate(pods)]
-    capped = {c.workload: 1 for c in cands if c.workload}
+    at_max = {c.workload: 1 for c in cands if c.workload}
     nodes = [node("hot", hot_pct, 20), node("cold", min(cold_pct, 45), 20)]
     lnl = LowNodeLoad(DeschedulerSettings(consecutive_high_rounds=1, max_migrating_per_node=10))
-    res = lnl.run(nodes, {"hot": cands}, {}, capped, capped, lambda: True)
+    res = lnl.run(nodes, {"hot": cands}, {}, at_max, at_max, lambda: True)
     excess = (ALLOC[0] * hot_pct // 100 - ALLOC[0] * 75 // 100, 0, 0)
     best = select_victims(cands, excess, (ALLOC[0], ALLOC[1], 0))
     gone = [c for c in cands if c.uid in {e.uid for e in res.evictions}]
