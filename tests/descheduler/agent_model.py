@@ -8,7 +8,8 @@ What it reproduces (docs/node-agent.md, REFERENCE.md §2):
   samples in the window, and whose ``system_usage`` = max(node − Σ pods, 0); nodes report at staggered offsets;
 - an evicted pod stops at once and is reported ``Failed`` (reason ``Evicted``) at once;
 - its replacement (same uid, as the scheduler requeues an evicted pod) is bound on the eviction's target
-  ``rebind_delay_s`` later and reported ``Running`` there.
+  ``rebind_delay_s`` later and reported ``Running`` there; ``place`` (eviction → node), when given, stands
+  for a scheduler that places it by its own rules instead.
 
 :func:`drive` runs :meth:`DeschedulerService.run_round` every ``round_s`` seconds over it and records every
 eviction and the real (per-second) CPU of each node.
@@ -17,6 +18,7 @@ eviction and the real (per-second) CPU of each node.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodMetric, PodSpec, PodStatus, Resources, Usage
@@ -64,7 +66,8 @@ class NodeAgentModel:
     """Nodes and pods sampled every second; see the module docstring for what it reports."""
 
     def __init__(self, nodes: list[ModelNode], report_interval_s: float = 60.0, window_s: float = 300.0,
-                 rebind_delay_s: float = 5.0) -> None:
+                 rebind_delay_s: float = 5.0, place: Callable[[Eviction], str] | None = None) -> None:
+        self.place = place
         self.nodes = {n.name: n for n in nodes}
         self.pods: dict[str, ModelPod] = {}
         self.report_interval_s = report_interval_s
@@ -128,9 +131,10 @@ class NodeAgentModel:
                           system_usage=system, pods=pods)
 
     def evict(self, ev: Eviction, at: float) -> PodStatus:
-        """Stop the pod at once; its replacement is bound on ``ev.target`` after the rebind delay."""
+        """Stop the pod at once; its replacement is bound on ``ev.target`` (``place(ev)`` when given) after the
+        rebind delay."""
         self.pods[ev.uid].node = ""
-        self.pending_binds.append((at + self.rebind_delay_s, ev.uid, ev.target))
+        self.pending_binds.append((at + self.rebind_delay_s, ev.uid, self.place(ev) if self.place else ev.target))
         return PodStatus(uid=ev.uid, node=ev.source, phase="Failed", at=at, reason="Evicted")
 
     def binds_due(self, t: float) -> list[tuple[PodBound, PodStatus]]:
@@ -164,11 +168,12 @@ class DriveResult:
 
 
 def drive(service: DeschedulerService, model: NodeAgentModel, duration_s: float, round_s: float = 10.0,
-          warmup_s: float = 600.0) -> DriveResult:
+          warmup_s: float = 600.0, on_metric: Callable[[NodeMetric], None] | None = None) -> DriveResult:
     """Run the model and a descheduler round every ``round_s`` for ``duration_s`` virtual seconds.
 
     The model first runs ``warmup_s`` seconds with no round, so windows are full; node specs and bindings
-    are delivered to the service's view before. Returns the recorded evictions and peak CPU.
+    are delivered to the service's view before. ``on_metric`` sees every NodeMetric from second 0 (e.g. to
+    audit the run). Returns the recorded evictions and peak CPU.
     """
     cluster = service.cluster
     for spec in model.node_specs():
@@ -188,7 +193,10 @@ def drive(service: DeschedulerService, model: NodeAgentModel, duration_s: float,
             for name in model.nodes:
                 peak[name] = max(peak.get(name, 0.0), model.cpu_percent(name))
         for name in model.due(t):
-            cluster.on_metric(model.metric(name, t))
+            metric = model.metric(name, t)
+            cluster.on_metric(metric)
+            if on_metric is not None and t >= 0:
+                on_metric(metric)
         if t >= 0 and t % round_s == 0:
             for ev in service.run_round(t).evictions:
                 evictions.append(EvictionRecord(t, ev.uid, ev.workload, ev.source, ev.target))

@@ -71,7 +71,7 @@ def test_bookings_follow_what_the_metrics_show(src_offset: float, dst_offset: fl
             view.on_metric(model.metric(name, float(t)))
             seen.add(name)
         if t % 10 == 0 and seen == {"src", "dst"}:
-            loads = {n.name: n.usage[0] for n in view.fresh_loads(float(t), 180.0)}
+            loads = {n.name: n.booked().usage[0] for n in view.fresh_loads(float(t), 180.0)}
             for name, cpu in want.items():
                 assert abs(loads[name] - cpu) <= ALLOC[0] // 100, (t, name, loads[name], cpu)
         view.expire(float(t), 300.0)
@@ -113,7 +113,7 @@ def _move_one_pod(src_offset: float, dst_offset: float, rebind_s: float, pod_cpu
             seen.add(name)
         if t % 10 == 0 and seen == {"src", "dst"}:
             for load in view.fresh_loads(float(t), 180.0):
-                check.append((t, load.name, load.usage[0], real[load.name]))
+                check.append((t, load.name, load.booked().usage[0], real[load.name]))
         view.expire(float(t), 300.0)
         if "mv" not in view.bookings:
             return t

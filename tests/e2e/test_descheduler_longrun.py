@@ -8,6 +8,8 @@ order of the descheduler is recorded from the bus and audited (:mod:`colo.sim.mi
   same scenario without the descheduler, and the cluster as a whole swings no more than without it (the
   trace's own load — batch tasks arriving and ending, online services' 5-minute steps — makes nodes swing up
   to 9 times in these 2 hours with no descheduler at all, so a fixed count would measure the trace);
+- and no node makes more than :data:`MAX_SWINGS` swings that a migration took part in (an eviction off
+  it, an evicted pod arriving on it: ``MigrationAudit.migration_oscillations``);
 - no high episode of a node loses more pods than the excess required (from the recorded metrics);
 - and the run still keeps the demo's invariants (nothing over-committed, nothing bound twice).
 
@@ -45,6 +47,10 @@ MAX_EXTRA_SWINGS = 2
 """Swings between high and low that descheduling may add to one node over 2 h: a relieved source goes from
 high to low once (the point of a migration) and may come back with the trace's load; a cascade (a target
 driven high, then relieved again) adds one per round trip."""
+MAX_SWINGS = 4
+"""Swings between high and low a migration took part in that one node may make in 2 h; the trace's own load
+changes (5-min steps of online services, batch arrivals) around a migration account for a few, a cascade for
+one every few rounds."""
 DESCHEDULER_ENV = {
     "COLO_DESCHEDULER_LOW_THRESHOLDS__CPU": str(LOW[0]),
     "COLO_DESCHEDULER_LOW_THRESHOLDS__MEMORY": str(LOW[1]),
@@ -126,6 +132,8 @@ def test_no_node_oscillates(both: Runs) -> None:
              if n > without.get(node, 0) + MAX_EXTRA_SWINGS}
     assert extra == {}, "node: (swings with the descheduler, without)"
     assert sum(with_d.values()) <= sum(without.values())
+    swings = {node: n for node, n in on.migration_oscillations().items() if n > MAX_SWINGS}
+    assert swings == {}, "swings a migration took part in"
 
 
 def test_evictions_within_what_the_excess_required(longrun: tuple[RunResult, MigrationAudit]) -> None:

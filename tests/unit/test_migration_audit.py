@@ -83,3 +83,34 @@ def test_oscillations_skip_mid() -> None:
     usages = [6000, 4000, 2000, 6000, 4000, 6000, 1000]  # high mid low high mid high low
     a = audit([metric("n1", 60.0 * i, [("p", u)]) for i, u in enumerate(usages)], [])
     assert a.oscillations() == {"n1": 3}
+
+
+SWING_USAGES = [6000, 4000, 2000, 6000, 4000, 6000, 1000]  # high mid low high mid high low, a metric a minute
+SWING_CASES = [
+    # (id, evictions off n1 (uid, at), pods arriving on n1 from elsewhere (uid, first listed at), swings counted)
+    ("own-load-only-counts-none", [], [], 0),
+    ("eviction-before-high-to-low", [("p", 60.0)], [], 1),
+    ("eviction-long-before-counts-none", [("p", -400.0)], [], 0),
+    ("arrival-of-a-migrated-pod-low-to-high", [], [("m", 180.0)], 1),
+    ("eviction-and-arrival-every-swing", [("p", 60.0), ("p2", 300.0)], [("m", 180.0)], 3),
+    ("evicted-pod-back-on-its-source-low-to-high", [("b", 90.0)], [], 2),
+]
+
+
+@pytest.mark.parametrize(("evictions", "arrivals", "swings"), [c[1:] for c in SWING_CASES],
+                         ids=[c[0] for c in SWING_CASES])
+def test_migration_oscillations_count_swings_a_migration_took_part_in(
+        evictions: list[tuple[str, float]], arrivals: list[tuple[str, float]], swings: int) -> None:
+    """All swings stay in ``oscillations`` (3 here); ``migration_oscillations`` counts those within one window
+    plus one report after an eviction off the node or the arrival of an evicted pod."""
+    series = []
+    for i, u in enumerate(SWING_USAGES):
+        at = 60.0 * i
+        pods = [("p", u)] + [(uid, 0) for uid, first in arrivals if at >= first]
+        pods += [("b", 0)] if any(uid == "b" for uid, _ in evictions) and not 90.0 < at < 180.0 else []
+        series.append(NodeMetric(node="n1", at=at, window_s=60.0, system_usage=Usage(),
+                                 pods=[PodMetric(uid=uid, cpu=c, memory=0) for uid, c in pods]))
+    a = audit(series, [evict(uid, "n1", at) for uid, at in evictions]
+              + [evict(uid, "n2", first - 30.0) for uid, first in arrivals])
+    assert a.oscillations() == {"n1": 3}
+    assert a.migration_oscillations().get("n1", 0) == swings

@@ -217,35 +217,45 @@ class ClusterView:
     def fresh_loads(self, now: float, expiry_s: float) -> list[NodeLoad]:
         """Registered nodes with a metric at most ``expiry_s`` old: usage = system + Σ pods (§6; the node
         figure less host apps where the metric has it, booking.base_usage), pods = the metric's pod count,
-        each corrected by the bookings of migrations (booking.py).
+        each corrected by the bookings of migrations (booking.py): ``usage`` / ``pods`` less the outgoing ones
+        (what already left the node), the incoming ones apart in ``incoming`` / ``incoming_pods`` (replacements
+        its metric does not show yet), so a node becomes a source only by what it carries; ``settling`` while
+        an outgoing booking has not ended (its metric still holds an evicted pod).
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
         """
         fresh = {n: m for n, m in self.metrics.items()
                  if n in self.allocatable and now - m.at <= expiry_s}
-        adjust: dict[str, list[float]] = {}
+        outgoing: dict[str, list[float]] = {}
+        incoming: dict[str, list[float]] = {}
+        settling: set[str] = set()
         for b in self.bookings.values():
             sides = []
             if b.source in fresh:
                 share, pods = b.source_share(fresh[b.source])
-                sides.append((b.source, -share, -pods))
+                sides.append((outgoing, b.source, share, pods))
+                if not b.source_done:
+                    settling.add(b.source)
             if b.target_node in fresh:
                 share, pods = b.target_share(fresh[b.target_node])
-                sides.append((b.target_node, share, pods))
-            for node, share, pods in sides:
-                a = adjust.setdefault(node, [0.0, 0.0, 0.0])
+                sides.append((incoming, b.target_node, share, pods))
+            for side, node, share, pods in sides:
+                a = side.setdefault(node, [0.0, 0.0, 0.0])
                 a[0] += share * b.usage[0]
                 a[1] += share * b.usage[1]
                 a[2] += pods
         loads: list[NodeLoad] = []
+        zero = (0.0, 0.0, 0.0)
         for name, metric in fresh.items():
-            delta: Sequence[float] = adjust.get(name, (0.0, 0.0, 0.0))
+            out: Sequence[float] = outgoing.get(name, zero)
+            inc: Sequence[float] = incoming.get(name, zero)
             base = base_usage(metric)
-            cpu, mem = base[0] + delta[0], base[1] + delta[1]
-            pods = len(metric.pods) + int(delta[2])
-            loads.append(NodeLoad(name, self.allocatable[name], (max(round(cpu), 0), max(round(mem), 0)),
-                                  self.pods_allocatable.get(name, 0), max(pods, 0), name not in self.no_target))
+            cpu, mem = max(round(base[0] - out[0]), 0), max(round(base[1] - out[1]), 0)
+            pods = max(len(metric.pods) - int(out[2]), 0)
+            loads.append(NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0),
+                                  pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]),
+                                  name in settling))
         return loads
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:

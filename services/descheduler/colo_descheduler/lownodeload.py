@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from colo.messages import PriorityClass, QoSClass
 from colo_descheduler.settings import DeschedulerSettings, Thresholds
-from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, order_victims
+from colo_descheduler.victims import PRIORITY_CLASS_RANK, QOS_RANK, curing_set, order_victims
 
 Vec = tuple[int, int]
 """(cpu milli-cores, memory bytes)."""
@@ -23,13 +23,17 @@ Vec = tuple[int, int]
 # The class ranks live in victims.py; re-exported here, where they used to be defined.
 __all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
            "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
-           "pods_percent", "victim_order"]
+           "curing_set", "pods_percent", "victim_order"]
 
 
 @dataclass(frozen=True)
 class NodeLoad:
     """A node with a fresh metric: allocatable and usage (system + Σ pods), (cpu m, memory B).
 
+    ``usage`` / ``pods`` are what the node really carries: its metric less what already left (outgoing
+    bookings). ``incoming`` / ``incoming_pods`` are the replacements bound or booked on it that its metric does
+    not show yet (incoming bookings): they count against its room as a target (:meth:`booked`), never towards
+    making it a source (a pod that does not run there yet cannot be relieved by evicting another).
     ``pods_allocatable`` / ``pods``: the node's pod capacity and pod count (0 capacity = pods not
     considered on this node); ``target_ok`` False for a node that may not receive pods (unschedulable,
     NoSchedule/NoExecute taint).
@@ -41,6 +45,18 @@ class NodeLoad:
     pods_allocatable: int = 0
     pods: int = 0
     target_ok: bool = True
+    incoming: Vec = (0, 0)
+    incoming_pods: int = 0
+    settling: bool = False
+    """Pods evicted off this node are still in its metric (an outgoing booking not ended, booking.py): what
+    the evictions did is only estimated, so the node is no source until its metric shows it."""
+
+    def booked(self) -> NodeLoad:
+        """The node as a migration target sees it: ``usage`` + ``incoming``, ``pods`` + ``incoming_pods``."""
+        if self.incoming == (0, 0) and self.incoming_pods == 0:
+            return self
+        return replace(self, usage=(self.usage[0] + self.incoming[0], self.usage[1] + self.incoming[1]),
+                       pods=self.pods + self.incoming_pods, incoming=(0, 0), incoming_pods=0)
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,8 @@ class RoundResult:
     sources: list[str] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    settling: list[str] = field(default_factory=list)
+    """High nodes kept from being sources because their metric does not show their evictions yet."""
 
 
 def max_unavailable(replicas: int) -> int:
@@ -197,7 +215,9 @@ class LowNodeLoad:
         eviction rate limiter for one token (called only for a victim that passed every check);
         ``refuse(pod, planned)`` the time-window limits ("" = may go; ``planned`` = this round's
         evictions so far). Low nodes that may not receive pods (``target_ok`` False) are neither
-        low nor targets.
+        low nor targets. A node is high (a source) by what it carries (``usage``), low and a target's
+        room by :meth:`NodeLoad.booked` (its incoming bookings included); a high node that is
+        ``settling`` keeps its streak but is no source (``RoundResult.settling``).
         """
         s = self.settings
         result = RoundResult()
@@ -207,14 +227,16 @@ class LowNodeLoad:
             if node_is_high(n, s.high_thresholds):
                 result.high.append(n.name)
                 streak[n.name] = self.high_rounds.get(n.name, 0) + 1
-            elif n.target_ok and node_is_low(n, s.low_thresholds):
+            elif n.target_ok and node_is_low(n.booked(), s.low_thresholds):
                 result.low.append(n.name)
         self.high_rounds = streak
-        result.sources = sorted((n for n in result.high if streak[n] >= s.consecutive_high_rounds),
+        result.settling = [n for n in result.high if loads[n].settling]
+        result.sources = sorted((n for n in result.high
+                                 if streak[n] >= s.consecutive_high_rounds and not loads[n].settling),
                                 key=lambda n: (-_score(loads[n].usage, loads[n].allocatable), n))
         if not result.low or not result.sources:
             return result
-        target_usage = {n: _usage(loads[n]) for n in result.low}
+        target_usage = {n: _usage(loads[n].booked()) for n in result.low}
         target_limit = {n: _limits(loads[n], s.high_thresholds) for n in result.low}
         headroom = [sum(target_limit[n][r] - target_usage[n][r] for n in result.low) for r in range(3)]
         moving = dict(migrating)
@@ -229,42 +251,84 @@ class LowNodeLoad:
                target_limit: Mapping[str, Vec3], headroom: Vec3, moving: dict[str, int],
                unavailable: dict[str, int], replicas: Mapping[str, int], allow: Callable[[], bool],
                refuse: Callable[[Candidate, Sequence[Eviction]], str] | None, result: RoundResult) -> bool:
-        """Evict from source ``name`` one victim at a time while it is high; False ends the round."""
+        """Evict a curing set from source ``name`` while it is high; False ends the round.
+
+        The set is :func:`curing_set`: re-selected after every refusal among the pods still allowed, never of
+        a higher tier nor with more pods than the node's best curing set; every pod of it must pass the checks
+        (:meth:`_plan`) before the first goes; when no allowed set cures, the node keeps its pods this round.
+        The per-node cap and the rate limit may stop a set halfway (its first pods gone, the rest next time).
+        """
         s = self.settings
         usage = _usage(node)
         limit = _limits(node, s.high_thresholds)
         alloc = (node.allocatable[0], node.allocatable[1], node.pods_allocatable)
+        refused: set[str] = set()
         while remaining and any(u > m for u, m in zip(usage, limit, strict=True)):
             if any(h <= 0 for h in headroom):
                 return False
-            excess = tuple(max(math.ceil(u - m), 0) if m != math.inf else 0 for u, m in zip(usage, limit, strict=True))
-            pod = victim_order(remaining, excess, alloc)[0]
-            remaining.remove(pod)
-            if moving.get(name, 0) >= s.max_migrating_per_node:
-                result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+            excess = (max(math.ceil(usage[0] - limit[0]), 0), max(math.ceil(usage[1] - limit[1]), 0),
+                      max(math.ceil(usage[2] - limit[2]), 0) if limit[2] != math.inf else 0)
+            chosen, why = curing_set(remaining, refused, excess, alloc)
+            if not chosen:
+                for p in remaining:
+                    result.skipped.setdefault(p.uid, f"node {name}: {why}")
                 return True
+            if moving.get(name, 0) >= s.max_migrating_per_node:
+                result.skipped[chosen[0].uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+                return True
+            plan, refusal = self._plan(name, chosen, usage, limit, target_usage, target_limit, unavailable,
+                                       replicas, refuse, result.evictions)
+            if refusal is not None:
+                result.skipped[refusal[0].uid] = refusal[1]
+                refused.add(refusal[0].uid)
+                continue
+            for pod, target in plan:
+                if moving.get(name, 0) >= s.max_migrating_per_node:
+                    result.skipped[pod.uid] = f"node {name} has {moving.get(name, 0)} migrating pods"
+                    return True
+                if not allow():
+                    result.skipped[pod.uid] = "eviction rate limit"
+                    return False
+                remaining.remove(pod)
+                for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
+                    usage[r] -= amount
+                    target_usage[target][r] += amount
+                    headroom[r] -= amount
+                moving[name] = moving.get(name, 0) + 1
+                if pod.workload:
+                    unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
+                result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
+        return True
+
+    def _plan(self, name: str, chosen: Sequence[Candidate], usage: Vec3, limit: Vec3,
+              target_usage: Mapping[str, Vec3], target_limit: Mapping[str, Vec3], unavailable: Mapping[str, int],
+              replicas: Mapping[str, int], refuse: Callable[[Candidate, Sequence[Eviction]], str] | None,
+              planned: Sequence[Eviction]) -> tuple[list[tuple[Candidate, str]], tuple[Candidate, str] | None]:
+        """Targets for every pod of ``chosen`` as if the earlier ones had gone (nothing is changed): (pod,
+        target) pairs, and None — or the first refused pod and why (workload, time-window limits, no low node
+        with room)."""
+        usage = list(usage)
+        targets = {n: list(u) for n, u in target_usage.items()}
+        unavailable = dict(unavailable)
+        planned = list(planned)
+        plan: list[tuple[Candidate, str]] = []
+        for pod in chosen:
             reason = self._refuse(pod, usage, limit, unavailable, replicas)
             if not reason and refuse is not None:
-                reason = refuse(pod, result.evictions)
+                reason = refuse(pod, planned)
             if reason:
-                result.skipped[pod.uid] = reason
-                continue
-            target = self._target(pod, target_usage, target_limit)
+                return plan, (pod, reason)
+            target = self._target(pod, targets, target_limit)
             if target is None:
-                result.skipped[pod.uid] = "fits no low node without making it high"
-                continue
-            if not allow():
-                result.skipped[pod.uid] = "eviction rate limit"
-                return False
+                return plan, (pod, "fits no low node without making it high")
             for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
                 usage[r] -= amount
-                target_usage[target][r] += amount
-                headroom[r] -= amount
-            moving[name] = moving.get(name, 0) + 1
+                targets[target][r] += amount
             if pod.workload:
                 unavailable[pod.workload] = unavailable.get(pod.workload, 0) + 1
-            result.evictions.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
-        return True
+            planned.append(Eviction(pod.uid, name, target, pod.workload, pod.usage, pod.namespace))
+            plan.append((pod, target))
+        return plan, None
 
     @staticmethod
     def _refuse(pod: Candidate, usage: Vec3, limit: Vec3, unavailable: Mapping[str, int],
@@ -294,3 +358,4 @@ class LowNodeLoad:
             if best is None or (-room, name) < (-best[0], best[1]):
                 best = (room, name)
         return best[1] if best else None
+

@@ -167,7 +167,8 @@ class DeschedulerService:
             "rejected": self.rejected,
             "last_round_at": self.last_round_at,
             "last_round": {"low": r.low, "high": r.high, "sources": r.sources,
-                           "evictions": [ev.uid for ev in r.evictions], "skipped": r.skipped},
+                           "evictions": [ev.uid for ev in r.evictions], "skipped": r.skipped,
+                           "settling": r.settling},
             "high_rounds": dict(self.balancer.high_rounds),
             "migrations": {u: {"source": m.source, "target": m.target, "started_at": m.started_at}
                            for u, m in self.cluster.migrations.items()},

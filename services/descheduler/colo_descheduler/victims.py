@@ -11,8 +11,9 @@ The order (docs/descheduler.md "Victim order"):
 2. Among the subsets of those pods that cure it: **fewest pods** (so a single pod whose usage covers the
    excess is preferred whenever one exists), then **least total usage** (Σ over the resources in excess of
    usage / allocatable: the smallest single pod that covers), then the uids (reproducible).
-3. The chosen pods come first (tier, then larger usage first), then the others in the fallback order (tier,
-   larger usage first, uid), which the balancer walks when a chosen pod is refused or nothing cures.
+3. The chosen pods come first (tier, then larger usage first), then the others (tier, larger usage first, uid).
+4. When a chosen pod may not go (limits, no target with room), the balancer re-selects among the pods still
+   allowed (:func:`curing_set`), within the tier and the pod count of the node's best set, or evicts nothing.
 
 The search is exact (by increasing subset size, pruned by the largest usages); when a subset size has more
 than :data:`SEARCH_BUDGET` combinations it falls back to a greedy cover (largest first, redundant pods dropped,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol, TypeVar
 
 from colo.messages import PriorityClass, QoSClass
@@ -144,3 +145,28 @@ def order_victims(pods: Sequence[V], excess: Vec3, allocatable: Vec3) -> list[V]
     rest = sorted((p for p in pods if p.uid not in picked),
                   key=lambda p: (tier(p), -_weight(p, excess, allocatable), p.uid))
     return [*chosen, *rest]
+
+
+def curing_set(pods: Sequence[V], refused: Collection[str], excess: Vec3, allocatable: Vec3) -> tuple[list[V], str]:
+    """The set of ``pods`` to evict to cure ``excess`` without the ``refused`` uids, in eviction order, and
+    "" — or [] and why nothing may go.
+
+    ``excess`` / ``allocatable`` are (cpu m, memory B, pods). The node's best set is
+    :func:`select_victims` over every pod, refused or not; the set returned is the
+    same selection over the pods not refused, kept only when it uses no higher tier and no more pods than
+    the best set: a refused victim (workload or time-window limit, no target with room) is replaced by an
+    equal one or by nothing, never by a pod of a class the excess did not need, nor by several pods where one
+    would do (evicting the small pods that remain does not cure the node, and would be repeated next round).
+    Waiting a round instead is our rule (docs/descheduler.md "Victim order"): the refusals are transient.
+    """
+    best = select_victims(pods, excess, allocatable)
+    if not best:
+        return [], "no set of its pods cures the excess"
+    allowed = [p for p in pods if p.uid not in refused]
+    chosen = select_victims(allowed, excess, allocatable)
+    if not chosen:
+        return [], "no set of the pods allowed to go cures the excess"
+    if max(tier(p) for p in chosen) > max(tier(p) for p in best) or len(chosen) > len(best):
+        return [], (f"the pods allowed to go cure the excess only with {len(chosen)} pods or a higher class "
+                    f"than the {len(best)} its best set needs")
+    return chosen, ""

@@ -4,9 +4,10 @@ Given every NodeMetric of a run and every eviction order the descheduler sent, i
 three questions a user of a descheduler asks (issue 12, item 9):
 
 - how often was each pod migrated (:meth:`MigrationAudit.migrations_per_pod`);
-- how often did each node swing between *high* and *low* (:meth:`MigrationAudit.oscillations`),
-  classified as LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold,
-  high = any resource above its high threshold, usage = system + Σ pods of the metric);
+- how often did each node swing between *high* and *low* (:meth:`MigrationAudit.oscillations`; the
+  swings a migration took part in: :meth:`MigrationAudit.migration_oscillations`), classified as
+  LowNodeLoad does (REFERENCE.md §6: low = every resource ≤ its low threshold, high = any resource above
+  its high threshold, usage = system + Σ pods of the metric);
 - did the descheduler evict more than the excess required (:meth:`MigrationAudit.over_evictions`):
   the evictions off a node within the time its metrics need to show the first of them (the
   aggregation window plus one report) must not exceed the fewest pods whose removal brings every
@@ -187,4 +188,51 @@ class MigrationAudit:
                 if len(group) > required:
                     out.append(OverEviction(node, t0, group[-1].at, len(group), required))
                 i += len(group)
+        return out
+
+    def migration_events(self) -> dict[str, tuple[list[float], list[float]]]:
+        """Per node, the times (s) migrations touched it: (evictions off it, arrivals of evicted pods on it: the
+        first metric of the node listing that uid after its eviction, and on the node it was evicted from after
+        a metric without it, as when the scheduler puts it back)."""
+        out: dict[str, tuple[list[float], list[float]]] = {}
+        for cmd in self.evictions:
+            out.setdefault(cmd.node, ([], []))[0].append(cmd.at)
+        for node, series in self.metrics.items():
+            for cmd in self.evictions:
+                absent = cmd.node != node
+                for m in (m for m in series if m.at > cmd.at):
+                    listed = any(p.uid == cmd.uid for p in m.pods)
+                    if listed and absent:
+                        out.setdefault(node, ([], []))[1].append(m.at)
+                        break
+                    absent = absent or not listed
+        return out
+
+    def migration_oscillations(self, report_interval_s: float = 60.0) -> dict[str, int]:
+        """Per node, the swings of :meth:`oscillations` a migration took part in.
+
+        A swing from the class of the metric at ``t_j`` to the other one at ``t_k`` (mid metrics between them
+        skipped) counts when a migration event that moves the node that way (:meth:`migration_events`: an
+        eviction off it for high → low, an evicted pod arriving on it for low → high) lies in
+        ``(t_j − window − report_interval_s, t_k]``, the time in which its effect reaches the metrics. A node
+        no migration touched swings only with its own load (pods arriving and finishing), which no descheduler
+        decision caused: on the 2-hour demo run one such node swings 7 times with the descheduler off.
+        """
+        events = self.migration_events()
+        out: dict[str, int] = {}
+        for node, series in self.metrics.items():
+            alloc = self.allocatable[node]
+            off, on = events.get(node, ([], []))
+            last: tuple[float, str] | None = None
+            swings = 0
+            for m in series:
+                cls = classify(usage_of(m), alloc, self.low, self.high)
+                if cls == "mid":
+                    continue
+                if last is not None and cls != last[1]:
+                    since = last[0] - m.window_s - report_interval_s
+                    if any(since < t <= m.at for t in (off if cls == "low" else on)):
+                        swings += 1
+                last = (m.at, cls)
+            out[node] = swings
         return out
