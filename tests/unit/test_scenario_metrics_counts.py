@@ -34,3 +34,22 @@ def test_counts_equal_a_recount(events: list[tuple[str, str]]) -> None:
         assert sample.batch_running == sum(1 for u, p in m.phase.items()
                                            if p == "Running" and u in m.batch_duration_s)
         assert sample.batch_completed == sum(1 for u in m.completed_at if u in m.batch_duration_s)
+
+
+def test_migrations_count_each_job_by_its_final_phase() -> None:
+    from colo.messages import PodMigrationJob
+    from colo.sim.metrics import RunMetrics
+
+    m = RunMetrics("colo")
+
+    def job(jid: str, phase: str) -> PodMigrationJob:
+        return PodMigrationJob(id=jid, uid=jid, source="a", target="b", phase=phase)  # type: ignore[arg-type]
+
+    for ev in (job("j1", "Pending"), job("j1", "Running"), job("j1", "Succeeded"),
+               job("j2", "Pending"), job("j2", "Running"), job("j2", "Failed"),
+               job("j3", "Pending"), job("j3", "Aborted"), job("j4", "Pending"),
+               job("j1", "Running")):  # a late redelivery does not reopen a finished job
+        m.on_migration(ev)
+    s = m.summary()
+    assert (s["migrations"], s["migrations_failed"]) == (1.0, 2.0)
+    assert len(m.migration_events) == 10

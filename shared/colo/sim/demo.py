@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from colo.codec import encode
 from colo.sim.report import write_report
 from colo.sim.run import run_all
 from colo.sim.scenario import ScenarioParams, build_scenario
@@ -54,12 +55,17 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = asyncio.run(run_all(scenario, args.out, runs, console=console))
     summary = write_report(args.out, [r.metrics for r in results], scenario.description, console)
+    for r in results:
+        # the descheduler's jobs, one JSON object a line, as on the bus (docs/descheduler.md "Migration jobs")
+        (args.out / f"{r.metrics.name}-migrations.jsonl").write_bytes(
+            b"".join(encode(ev) + b"\n" for ev in r.metrics.migration_events))
     bad = 0
     for r in results:
         for v in r.violations[:20]:
             console.print(f"[red]{r.metrics.name}: invariant violated: {v}[/]")
         bad += len(r.violations)
-    console.print(f"report: {args.out / 'report.html'}  summary: {args.out / 'summary.json'}")
+    console.print(f"report: {args.out / 'report.html'}  summary: {args.out / 'summary.json'}  "
+                  f"migrations: {args.out}/<run>-migrations.jsonl")
     return 1 if bad or not summary else 0
 
 

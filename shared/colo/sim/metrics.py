@@ -103,6 +103,8 @@ class RunMetrics:
     wall_s: float = 0.0
     migration_phase: dict[str, str] = field(default_factory=dict)
     """PodMigrationJob id → the last phase seen on ``migration.<phase>``."""
+    migration_events: list[PodMigrationJob] = field(default_factory=list)
+    """Every ``migration.<phase>`` event in arrival order (written to ``<run>-migrations.jsonl`` by the demo)."""
     _batch_running: set[str] = field(default_factory=set)
     """Batch pods whose phase is Running (kept with ``phase`` by :meth:`_set_phase`)."""
     _batch_completed: int = 0
@@ -167,6 +169,7 @@ class RunMetrics:
 
     def on_migration(self, msg: PodMigrationJob) -> None:
         """A descheduler migration job's phase change (the final phase counts: Succeeded, Failed, Aborted)."""
+        self.migration_events.append(msg)
         if self.migration_phase.get(msg.id) not in ("Succeeded", "Failed", "Aborted"):
             self.migration_phase[msg.id] = msg.phase
 
