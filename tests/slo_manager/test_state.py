@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from colo.messages import NodeMetric, PodBound, PodRecord, PodSpec, PodStatus, Resources
 from colo.settings import SettingsError, load_settings
@@ -39,6 +41,18 @@ def status(node: str, phase: str, at: float) -> PodStatus:
                      id="older-status-ignored"),
         pytest.param([bound("b", 5), bound("a", 1)], {"a": None, "b": "Pending"}, id="older-binding-ignored"),
         pytest.param([status("a", "Running", 2)], {"a": "Running"}, id="status-of-unknown-pod"),
+        pytest.param([bound("a", 120), status("a", "Running", 180), status("a", "Failed", 130)], {"a": "Failed"},
+                     id="end-stamped-before-a-later-stamped-running-still-ends-the-pod"),
+        pytest.param([bound("a", 120), status("a", "Failed", 130), status("a", "Running", 180)], {"a": "Failed"},
+                     id="running-after-the-end-of-the-same-binding-ignored"),
+        pytest.param([bound("a", 1), status("a", "Succeeded", 9), status("a", "Failed", 5)], {"a": "Succeeded"},
+                     id="older-end-after-an-end-ignored"),
+        pytest.param([bound("a", 1), status("a", "Failed", 3), bound("a", 5), status("a", "Running", 6)],
+                     {"a": "Running"}, id="rebound-on-the-same-node-after-eviction-runs-again"),
+        pytest.param([bound("a", 1), status("a", "Failed", 3), status("a", "Running", 6), bound("a", 5)],
+                     {"a": "Pending"}, id="running-of-a-new-binding-before-the-binding-counts-as-pending"),
+        pytest.param([bound("a", 1), bound("a", 5), status("a", "Failed", 3)], {"a": "Pending"},
+                     id="end-of-an-earlier-binding-on-the-same-node-ignored"),
     ],
 )
 def test_pod_events(events: list[PodBound | PodStatus], want: dict[str, str | None]) -> None:
@@ -125,3 +139,23 @@ def test_main_exits_2_on_bad_settings() -> None:
                           timeout=30)
     assert proc.returncode == 2
     assert "memory_reclaim_threshold_percent" in proc.stderr and "nope" in proc.stderr
+
+
+_ONE_BINDING = st.tuples(st.floats(0, 1000), st.floats(0, 1000), st.floats(0, 1000),
+                         st.sampled_from(["Failed", "Succeeded"]), st.permutations(range(3)))
+
+
+@given(_ONE_BINDING)
+def test_a_bindings_end_is_final_whatever_the_order_and_stamps(case: tuple[float, float, float, str, list[int]]) -> None:
+    """One binding at ``b``, a Running stamped ``b + r`` and its end stamped ``b + e`` (stamps in any order, as
+    a node agent whose clock and pod times disagree may send them), consumed in any order: the pod ends."""
+    b, r, e, end, order = case
+    events: list[PodBound | PodStatus] = [bound("a", b), status("a", "Running", b + r), status("a", end, b + e)]
+    state = ClusterState()
+    for k in order:
+        ev = events[k]
+        if isinstance(ev, PodBound):
+            state.on_bound(ev)
+        else:
+            state.on_status(ev)
+    assert [v.phase for v in state.pods_on("a")] == [end]

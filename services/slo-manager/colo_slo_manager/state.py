@@ -24,6 +24,8 @@ from colo.messages import (
 )
 from colo_slo_manager.allocatable import NodePods, PodView
 
+_TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
+
 TERMINAL_RETENTION_S = 3600.0
 """Finished pods are forgotten this many seconds after their last update (they no longer hold resources)."""
 
@@ -118,13 +120,24 @@ class ClusterState:
 
     def on_status(self, msg: PodStatus) -> None:
         """A phase change reported by a node agent; stale reports (older than the last binding
-        on another node, or than the last update) are ignored."""
+        on another node, or than the last update) are ignored.
+
+        The end of a binding (Succeeded, Failed) is final, as a Kubernetes pod's phase: a later
+        non-final status for the pod on the same node is ignored (only a new binding starts it again), and
+        an end stamped at or after the binding counts even when an earlier-consumed status carries a later
+        stamp. The pod's BE requests thus leave the node's sums whatever order the status consumer sees
+        and however the agent's stamps compare (docs/slo-manager.md "BE memory")."""
         old = self.pods.get(msg.uid)
         if old is not None:
             if old.node != msg.node and old.bound_at > msg.at:
                 return
-            if old.node == msg.node and old.updated_at > msg.at:
-                return
+            if old.node == msg.node:
+                was_done, done = old.view.phase in _TERMINAL, msg.phase in _TERMINAL
+                if was_done and not done:
+                    return
+                ends_binding = done and not was_done and msg.at >= old.bound_at
+                if old.updated_at > msg.at and not ends_binding:
+                    return
             view = PodView(uid=msg.uid, phase=msg.phase, priority_class=old.view.priority_class,
                            qos_class=old.view.qos_class, requests=old.view.requests)
             self._place(msg.uid, PodEntry(node=msg.node, view=view, updated_at=msg.at, bound_at=old.bound_at))
