@@ -29,7 +29,7 @@ from colo.sim.loops import EvictRebindCounter
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
-    "migrations_failed", "evict_rebind_cycles",
+    "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "wall_s",
 )
@@ -39,6 +39,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
     "be_oom_kills": False, "be_suppress_events": False, "migrations": False, "migrations_failed": False,
+    "migrations_aborted": False,
     "evict_rebind_cycles": False, "sched_latency_p50_ms": False,
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "wall_s": False,
@@ -269,7 +270,8 @@ class RunMetrics:
             "be_oom_kills": float(self.oom_kills),
             "be_suppress_events": float(self.suppress_events),
             "migrations": float(sum(1 for p in self.migration_phase.values() if p == "Succeeded")),
-            "migrations_failed": float(sum(1 for p in self.migration_phase.values() if p in ("Failed", "Aborted"))),
+            "migrations_failed": float(sum(1 for p in self.migration_phase.values() if p == "Failed")),
+            "migrations_aborted": float(sum(1 for p in self.migration_phase.values() if p == "Aborted")),
             "evict_rebind_cycles": float(self.loops.count),
             "sched_latency_p50_ms": float(np.percentile(lat, 50)),
             "sched_latency_p99_ms": float(np.percentile(lat, 99)),
