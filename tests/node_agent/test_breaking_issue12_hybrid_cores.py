@@ -16,6 +16,7 @@ from itertools import combinations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from colo_node_agent.cpu_accumulator import take_cores
 from colo_node_agent.topology import CPUInfo, CPUTopology
 
