@@ -22,6 +22,7 @@ release (:meth:`colo.store.Store.release`) frees them from the node as for any p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,6 +96,7 @@ end
 local maxpods = tonumber(lim[7] or '0')
 if maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
 if #bad > 0 then return table.concat(bad, ', ') end
+redis.call('ZADD', stem.rsvs, r.expires_at, r.name)  -- first: a failing write must not follow the room's
 redis.call('DEL', key)
 for i = 1, 6 do
   local q = tonumber(r.held[i])
@@ -105,7 +107,6 @@ redis.call('HINCRBY', alloc, 'pods', 1)
 redis.call('HSET', key, 'pods', 1, 'name', r.name, 'node', r.node, 'owner_uid', r.owner_uid,
            'owner_workload', r.owner_workload, 'allocate_once', r.allocate_once, 'expires_at', r.expires_at,
            'created_at', r.at, 'state', 'Available', 'reason', r.reason, 'consumed_by', '')
-redis.call('ZADD', stem.rsvs, r.expires_at, r.name)
 return ''
 """
 """Creates reservation ``r`` (JSON: name, node, owner_uid, owner_workload, held [six decimal strings],
@@ -286,9 +287,13 @@ class ReservationStore:
         (:mod:`colo.store`): refused with a reason when the node is unknown or the room is not free.
         Idempotent for a name already available on that node.
 
-        Raises ValueError without an owner or with ``ttl_s`` <= 0 or an empty name."""
-        if not name or not (owner_uid or owner_workload) or ttl_s <= 0:
-            raise ValueError(f"reservation {name!r}: need a name, an owner and ttl_s > 0 (got {ttl_s})")
+        Raises ValueError without an owner, with an empty name, or with ``at`` / ``ttl_s`` not finite or
+        ``ttl_s`` <= 0 (a Redis script is not rolled back: a NaN expiry failed after the room was
+        added to the node, leaking it; an infinite one was never swept)."""
+        if not name or not (owner_uid or owner_workload) or not (math.isfinite(at) and math.isfinite(ttl_s)
+                                                                  and ttl_s > 0 and math.isfinite(at + ttl_s)):
+            raise ValueError(f"reservation {name!r}: need a name, an owner, a finite at and a finite ttl_s > 0 "
+                             f"(got at={at}, ttl_s={ttl_s})")
         doc = {"name": name, "node": node, "owner_uid": owner_uid, "owner_workload": owner_workload,
                "held": _requests(held), "allocate_once": "1" if allocate_once else "0",
                "expires_at": repr(float(at + ttl_s)), "at": repr(float(at)), "reason": reason}

@@ -136,13 +136,20 @@ class ClusterView:
 
     def on_bound(self, msg: PodBound) -> None:
         """A binding; a pod bound elsewhere than its migration source is its replacement: the booking moves
-        to that node from then on (the migration runs until the replacement is Running)."""
+        to that node from then on (the migration runs until the replacement is Running). An evicted pod bound
+        again on its source ends its migration and its booking."""
         self.pods[msg.spec.uid] = PodEntry(msg.spec, msg.node, "Pending", msg.at)
         booking = self.bookings.get(msg.spec.uid)
         if booking is not None and booking.source != msg.node and booking.bound_at is None:
             booking.bound_node, booking.bound_at = msg.node, msg.at
             if booking.left_at is None:
                 booking.left_at = msg.at
+        elif booking is not None and booking.source == msg.node and booking.bound_at is None \
+                and booking.left_at is not None and msg.at >= booking.left_at:
+            # evicted and bound again on its source: the migration is over, and the source's metric, which
+            # lists the pod again, mis-states nothing (its window holds the pod's old run and its new one)
+            booking.source_done = booking.target_done = True
+            self._finish(msg.spec.uid, msg.at)
 
     def on_status(self, status: PodStatus) -> None:
         """Pod lifecycle: Running updates the phase (Running off the source ends a migration);

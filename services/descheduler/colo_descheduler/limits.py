@@ -47,15 +47,25 @@ class MigrationLimiter:
     def __init__(self, settings: DeschedulerSettings, max_unavailable: Callable[[int], int]) -> None:
         self.settings = settings
         self.max_unavailable = max_unavailable
-        self.entries: dict[str, LimitEntry] = {}
+        self.entries: dict[tuple[str, int], LimitEntry] = {}
+        """(pod uid, its n-th migration) → entry: a pod migrated again within a window counts again (an
+        evicted pod comes back with its uid)."""
+        self._seq: dict[str, int] = {}
+        """Pod uid → the n of its latest entry."""
 
     def record(self, uid: str, key: LimitKey, now: float) -> None:
-        """A migration of pod ``uid`` started at ``now`` (a later start of the same uid replaces it)."""
-        self.entries[uid] = LimitEntry(key, now)
+        """A migration of pod ``uid`` started at ``now``. While the pod's latest migration still runs this
+        replaces it (the same migration booked again, e.g. a resumed job); after it finished it is a new one."""
+        n = self._seq.get(uid, 0)
+        latest = self.entries.get((uid, n))
+        if latest is not None and latest.finished_at is not None:
+            n += 1
+        self._seq[uid] = n
+        self.entries[(uid, n)] = LimitEntry(key, now)
 
     def finish(self, uid: str, now: float) -> None:
         """The migration of ``uid`` ended at ``now`` (its window starts counting down)."""
-        entry = self.entries.get(uid)
+        entry = self.entries.get((uid, self._seq.get(uid, 0)))
         if entry is not None and entry.finished_at is None:
             entry.finished_at = now
 
@@ -63,8 +73,10 @@ class MigrationLimiter:
         """Forget finished migrations outside every window."""
         longest = max(self.settings.node_window_limit.window_s, self.settings.namespace_window_limit.window_s,
                       self.settings.global_window_limit.window_s, self.settings.workload_window_s)
-        for uid in [u for u, e in self.entries.items() if not e.counts(now, longest)]:
-            del self.entries[uid]
+        for k in [k for k, e in self.entries.items() if not e.counts(now, longest)]:
+            del self.entries[k]
+            if self._seq.get(k[0]) == k[1]:
+                del self._seq[k[0]]
 
     def refuse(self, key: LimitKey, now: float, replicas: Mapping[str, int] | None = None,
                planned: Sequence[LimitKey] = ()) -> str:

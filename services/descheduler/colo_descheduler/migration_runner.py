@@ -133,9 +133,11 @@ class MigrationController:
                 await self._finish(nxt, now, events)
 
     async def _finish(self, job: PodMigrationJob, now: float, events: list[Event]) -> None:
-        """Persist a transition; a final job releases its reservation if still held."""
-        if not mj.is_active(job) and job.reservation:
-            await self.reservations.release(job.reservation, now, f"job {job.id} {job.phase}: {job.reason}")
+        """Persist a transition; a final job releases its reservation if still held. A Pending job names
+        none, but may have made it (``rsv-<id>``) before a crash kept it from being saved Running."""
+        if not mj.is_active(job):
+            await self.reservations.release(job.reservation or mj.reservation_name(job), now,
+                                            f"job {job.id} {job.phase}: {job.reason}")
         await self._save(job)
         if not mj.is_active(job):
             self.counts[f"jobs_{job.phase.lower()}"] += 1

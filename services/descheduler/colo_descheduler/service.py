@@ -79,9 +79,14 @@ class DeschedulerService:
         self.cluster.on_node(spec)
 
     async def on_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
-        """Keep the newest metric of the node."""
+        """Keep the newest metric of the node; a metric without a node, a finite ``at`` or a finite
+        ``window_s`` >= 0 is dead-lettered (a negative window would end its node's bookings at once)."""
         if not metric.node or not math.isfinite(metric.at):
             await self._reject(metric, info, "NodeMetric needs a node and a finite at")
+            return
+        if not (math.isfinite(metric.window_s) and metric.window_s >= 0):
+            # a negative window "starts" after ``at``: it would end every booking of the node at once
+            await self._reject(metric, info, f"NodeMetric window_s {metric.window_s!r} must be finite and >= 0")
             return
         self.cluster.on_metric(metric)
 

@@ -87,24 +87,26 @@ def select(nodes: tuple[NumaFree, ...], n: int) -> Selection:
     fewer than ``n`` free CPUs.
 
     Nodes are filled tightest first (fewest free CPUs, then lowest key). Whole cores are taken while they fit in
-    what is still needed; the rest comes from as few cores as possible: a half-taken core that covers it,
+    what is still needed, those with the most threads first (cores of unequal thread counts: hybrid CPUs, SMT
+    siblings offline), then node by node; the rest comes from as few cores as possible: a half-taken core that covers it,
     else a fully free core split, else the half-taken core with the most free CPUs, repeated.
     """
     if sum(m.free for m in nodes) < n:
         raise ValueError(f"{n} CPUs wanted, {sum(m.free for m in nodes)} free in NUMA nodes "
                          f"{[m.key for m in nodes]}")
     order = sorted(nodes, key=lambda m: (m.free, m.key))
+    rank = {m.key: r for r, m in enumerate(order)}
     picked: list[int] = []
     need = n
     spare: list[tuple[int, ...]] = []
-    for m in order:
-        for core in m.whole:
-            if len(core) <= need:
-                picked.extend(core)
-                need -= len(core)
-            else:
-                spare.append(core)
-    rank = {m.key: r for r, m in enumerate(order)}
+    # the cores with the most threads first (cores of 2 threads before those of 1 on a hybrid CPU or with
+    # SMT siblings offline: small cores taken first leave a 2-thread core to split), then node by node
+    for *_, core in sorted((-len(c), rank[m.key], c[0], c) for m in order for c in m.whole):
+        if len(core) <= need:
+            picked.extend(core)
+            need -= len(core)
+        else:
+            spare.append(core)
     rest = [p for *_, p in sorted((-len(p), rank[m.key], p[0], p) for m in order for p in m.partial)]
     half = splits = 0
     while need > 0:

@@ -175,11 +175,14 @@ class Scheduler:
             nominated = entry[0].extra.pop(NOMINATION, None)
             if isinstance(nominated, Nomination):
                 self.table.add_allocated(entry[1], nominated.use)
+                self.reservations.unclaim(nominated.name, nominated.use)
         return entry
 
     def bound_on_reservation(self, pod: PodInfo) -> None:
         """The store bound ``pod`` on its reservation: the room is the pod's now (a later release frees it)."""
-        pod.extra.pop(NOMINATION, None)
+        nominated = pod.extra.pop(NOMINATION, None)
+        if isinstance(nominated, Nomination):
+            self.reservations.unclaim(nominated.name, nominated.use)
 
     def node_changed(self, row: int, event: str) -> None:
         """Record that node ``row`` may accept more pods after ``event``; the next cycle wakes the
@@ -325,6 +328,7 @@ class Scheduler:
                 if nominated is not None:  # the held room (in the allocation already) covers this part
                     self.table.add_allocated(result.node, nominated.use, -1)
                     pod.extra[NOMINATION] = nominated
+                    self.reservations.claim(nominated.name, nominated.use)
                 permit = self.framework.permit(state, pod, result.node) if self.framework.profile.permit else None
                 if permit is None or permit.ok:
                     out.placements.append(Placement(pod, names[result.node], ms,

@@ -80,6 +80,9 @@ def metric_problem(metric: NodeMetric, now: float, max_ahead_s: float) -> str:
         return f"invalid NodeMetric of {metric.node!r}: usage out of range 0..{MAX_QUANTITY} in {', '.join(bad)}"
     if not math.isfinite(metric.at):
         return f"invalid NodeMetric of {metric.node!r}: non-finite time"
+    if not (math.isfinite(metric.window_s) and metric.window_s >= 0):
+        return (f"invalid NodeMetric of {metric.node!r}: aggregation window_s {metric.window_s!r} (must be a finite "
+                f"number of seconds >= 0; a negative window counts every fresh pod as held by the node figure)")
     if metric.at > now + max_ahead_s:
         return (f"invalid NodeMetric of {metric.node!r}: dated {metric.at - now:.0f} s ahead of the scheduler's "
                 f"clock (more than metric_expiry_s = {max_ahead_s:g} s; a skewed clock or a wrong unit?)")

@@ -10,7 +10,8 @@ Only LS pods with a CPU limit take part (not LSE/LSR/BE). Two mechanisms, chosen
   (:mod:`~colo_node_agent.strategies.burst_scaling`), and the result stays within [base, base ×
   quota_scale_max_percent/100], base = limit × period/1000. Other policies reset the quota to base.
 
-Share pool: capacity = logical CPUs − Σ LSE/LSR requests (cores), use = node used − Σ LSE/LSR/BE pod use;
+Share pool: capacity = logical CPUs − Σ LSE/LSR requests (cores), use = node used − Σ LSE/LSR/BE pod use (at
+least Σ LS pod use);
 Overload when use/pool ≥ threshold (50 %), Cooling when ≥ 90 % of it, Idle below, Unknown without a node metric.
 
 ``quota_burst_period_s`` ≥ 0 adds a token bucket per pod (Koordinator's ``burstLimiter``): capacity = period ×
@@ -89,11 +90,14 @@ class BurstPlan:
 
 
 def share_pool(logical_cpus: int, node_used: int | None, pods: list[SharePoolPod]) -> SharePool:
-    """The LS share pool (module doc): ``node_used`` milli-cores, None = no metric."""
+    """The LS share pool (module doc): ``node_used`` milli-cores, None = no metric. The use is at least the
+    LS pods' own (node and pod figures are sampled apart: a BE figure ahead of the node's made the difference
+    small or negative, and the pool looked Idle with room it did not have)."""
     total = logical_cpus * 1000 - sum(p.cpu_request for p in pods if p.qos in ("LSE", "LSR"))
     if node_used is None:
         return SharePool(total, None)
-    return SharePool(total, node_used - sum(p.cpu_used for p in pods if p.qos in ("LSE", "LSR", "BE")))
+    rest = node_used - sum(p.cpu_used for p in pods if p.qos in ("LSE", "LSR", "BE"))
+    return SharePool(total, max(rest, sum(p.cpu_used for p in pods if p.qos == "LS")))
 
 
 def share_pool_state(logical_cpus: int, node_used: int | None, pods: list[SharePoolPod],

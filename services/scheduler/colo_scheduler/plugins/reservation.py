@@ -14,6 +14,14 @@ taken. A pod with no feasible reservation is scheduled by the profile as any oth
 
 A pod matches by uid or by workload (:meth:`colo.reservations.Reservation.matches`): two dict
 look-ups, so a pod with no reservation costs nothing more and no per-node Python loop runs.
+
+Several pods of one owner (the replicas of a workload) may be pending in one cycle. A pod placed on a
+reservation and not bound yet **claims** the part of the held room it uses (:meth:`Reservation.claim`):
+an allocate-once reservation with a claim is offered to no other pod, a reusable one offers only the
+room no claim took. The claim ends when the pod is bound (the store's reservation is re-read then) or
+unreserved (a refused bind, a Permit rejection: :meth:`Reservation.unclaim`). Without it every replica
+of the cycle was nominated to the same room, the table counted that room as theirs several times and
+the store refused every bind after the first.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ class Reservation:
         self.by_uid: dict[str, list[StoredReservation]] = {}
         self.by_workload: dict[str, list[StoredReservation]] = {}
         self.reservations: dict[str, StoredReservation] = {}
+        self.claims: dict[str, tuple[int, IntArray]] = {}
+        """Reservation name → (pods placed on it and not bound, Σ their ``use`` (7,) int64)."""
 
     @property
     def active(self) -> bool:
@@ -84,14 +94,39 @@ class Reservation:
             self.set_reservations(r for n, r in self.reservations.items() if n != name)
 
     def matching(self, pod: PodInfo) -> list[StoredReservation]:
-        """Available reservations the pod owns, soonest expiry first (uid owners before workload ones)."""
+        """Available reservations the pod owns, soonest expiry first (uid owners before workload ones);
+        an allocate-once reservation another placed, unbound pod claims is not offered."""
         if not self.reservations:
             return []
         out = list(self.by_uid.get(pod.uid, ()))
         workload = owner_workload(pod.spec)
         if workload:
             out += [r for r in self.by_workload.get(workload, ()) if r not in out]
+        if self.claims:
+            out = [r for r in out if not (r.allocate_once and r.name in self.claims)]
         return out
+
+    def held(self, r: StoredReservation) -> IntArray:
+        """(7,) int64 room of ``r`` no claim took (milli-cores, bytes, pod slot): its held room less the
+        ``use`` of the pods placed on it and not bound yet."""
+        held = resource_vector(r.held)
+        claim = self.claims.get(r.name)
+        return held if claim is None else np.maximum(held - claim[1], 0)
+
+    def claim(self, name: str, use: IntArray) -> None:
+        """A pod was placed on reservation ``name`` using ``use`` (7,) of its held room (module doc)."""
+        n, total = self.claims.get(name, (0, np.zeros_like(use)))
+        self.claims[name] = (n + 1, total + use)
+
+    def unclaim(self, name: str, use: IntArray) -> None:
+        """A pod placed on ``name`` was bound or unreserved: its claim of ``use`` (7,) ends."""
+        claim = self.claims.get(name)
+        if claim is None:
+            return
+        if claim[0] <= 1:
+            del self.claims[name]
+        else:
+            self.claims[name] = (claim[0] - 1, claim[1] - use)
 
     def _row(self, state: CycleState, r: StoredReservation, now: float) -> int:
         if r.expires_at <= now:
@@ -106,7 +141,7 @@ class Reservation:
 
     def _fits(self, state: CycleState, pod: PodInfo, r: StoredReservation, i: int) -> bool:
         free = state.table.free[i].tolist()
-        held = resource_vector(r.held).tolist()
+        held = self.held(r).tolist()
         request = pod.request_ints
         for c in pod.request_col_ints:
             if free[c] + held[c] < request[c]:
@@ -123,7 +158,7 @@ class Reservation:
         for r in self.matching(pod):
             i = self._row(state, r, state.now)
             if i >= 0 and self._fits(state, pod, r, i):
-                use = np.minimum(pod.request, resource_vector(r.held))
+                use = np.minimum(pod.request, self.held(r))
                 if not r.allocate_once:
                     use[-1] = 0  # a reusable reservation keeps its pod slot: each pod takes its own
                 return Nomination(i, r.name, use)
