@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from colo.codec import encode
 from colo.sim.report import write_report
 from colo.sim.run import run_all
 from colo.sim.scenario import ScenarioParams, build_scenario
+from colo.sim.services import ServiceError
 from colo.sim.traces import TraceError
 
 
@@ -53,8 +55,16 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
                   f"{d['batch_pods']} batch pods over {params.hours:g} h")
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     args.out.mkdir(parents=True, exist_ok=True)
-    results = asyncio.run(run_all(scenario, args.out, runs, console=console))
-    summary = write_report(args.out, [r.metrics for r in results], scenario.description, console)
+    try:
+        results = asyncio.run(run_all(scenario, args.out, runs, console=console))
+    except ServiceError as exc:
+        console.print(f"[red]run failed: {escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        return 2
+    # the COLO_* settings the services inherited from this environment, so that a report says what it ran with
+    settings_env = {k: v for k, v in sorted(os.environ.items())
+                    if k.startswith("COLO_") and k not in ("COLO_NATS_URL", "COLO_REDIS_URL", "COLO_TRACES_DIR")}
+    description = {**scenario.description, "settings_env": settings_env}
+    summary = write_report(args.out, [r.metrics for r in results], description, console)
     for r in results:
         # the descheduler's jobs, one JSON object a line, as on the bus (docs/descheduler.md "Migration jobs")
         (args.out / f"{r.metrics.name}-migrations.jsonl").write_bytes(
