@@ -4,7 +4,13 @@ its target booking at once."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec.structs import replace
 from test_migration_integration import (
     node_agent,
     publish_metrics,
@@ -29,6 +35,7 @@ from colo.messages import (
 from colo.reservations import ReservationStore
 from colo.store import Store
 from colo.testing.fixtures import BusFactory
+from colo_descheduler.targetroom import TargetRoom
 
 pytestmark = pytest.mark.integration
 GI = 1 << 30
@@ -116,3 +123,45 @@ async def test_failed_job_ends_its_target_booking(bus_factory: BusFactory, store
     cold = {n.name: n for n in desched.cluster.fresh_loads(131.0, 180.0)}["cold"]
     assert (cold.incoming, cold.incoming_pods) == ((0, 0), 0)
     assert desched.cluster.room.held == {}
+
+
+RES = st.builds(Resources, cpu=st.integers(0, 3000), memory=st.integers(0, 3000), batch_cpu=st.integers(0, 3000),
+                batch_memory=st.integers(0, 3000), mid_cpu=st.integers(0, 1000), mid_memory=st.integers(0, 1000))
+OFFERS = st.one_of(st.none(), st.builds(NodeResource, node=st.just("t"), batch_cpu=st.integers(0, 4000),
+                                        batch_memory=st.integers(0, 4000), mid_cpu=st.integers(0, 2000),
+                                        mid_memory=st.integers(0, 2000), reset=st.booleans()))
+
+
+async def _agrees(redis_url: str, pods: int, offer: NodeResource | None, bound: list[Resources],
+                  pod: Resources) -> None:
+    store = await Store.connect(redis_url, prefix=f"room-{uuid.uuid4().hex[:12]}")
+    try:
+        alloc = Resources(cpu=4000, memory=4000, pods=pods)
+        spec = NodeSpec(name="t", capacity=alloc, allocatable=alloc)
+        await store.put_node(spec)
+        room = TargetRoom()
+        room.on_node(spec)
+        if offer is not None:
+            # the slo-manager writes 0 for a reset node; the room reads ``reset`` as 0 whatever the values
+            stored = replace(offer, batch_cpu=0, batch_memory=0, mid_cpu=0, mid_memory=0) if offer.reset else offer
+            await store.put_node_resource(stored)
+            room.on_resource(offer)
+        for i, req in enumerate(bound):
+            await store.bind(f"b{i}", "t", req, 0.0)  # refused binds leave nothing, as in the store
+        room.refresh(await store.allocated_many(["t"]))
+        want = room.refusal(PodSpec(uid="p", name="p", requests=pod), "t", room.allocated("t", ()))
+        got = await ReservationStore(store.redis, store.keys).reserve("rsv", "t", pod, at=1.0, ttl_s=60.0,
+                                                                      owner_uid="p")
+        assert got.ok == (want == ""), (want, got.reason)
+    finally:
+        await store.delete_all()
+        await store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(pods=st.integers(0, 3), offer=OFFERS, bound=st.lists(RES, max_size=4), pod=RES)
+def test_room_agrees_with_the_store(redis_url: str, pods: int, offer: NodeResource | None,
+                                    bound: list[Resources], pod: Resources) -> None:
+    """Any node (pods limit 0 = none), offer (none, reset or not), pods bound by the store's own rules and
+    pod requests: the room finds no shortfall exactly when the store accepts the reservation."""
+    asyncio.run(_agrees(redis_url, pods, offer, bound, pod))
