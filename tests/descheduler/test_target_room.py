@@ -9,8 +9,13 @@ from dataclasses import dataclass, field
 import pytest
 
 from colo.messages import (
+    Affinity,
+    NodeAffinity,
     NodeMetric,
     NodeResource,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     NodeSpec,
     PodBound,
     PodMetric,
@@ -151,6 +156,10 @@ TARGET_CASES = [
      PodSpec(uid="be", name="be", priority=5500, requests=BE.requests, node_selector={"zone": "a"}), []),
     ("node-selector-matches", Target(OFFER, labels={"zone": "a"}),
      PodSpec(uid="be", name="be", priority=5500, requests=BE.requests, node_selector={"zone": "a"}), [("be", "t")]),
+    ("required-affinity-excludes", Target(OFFER, labels={"zone": "b"}),
+     PodSpec(uid="be", name="be", priority=5500, requests=BE.requests, affinity=Affinity(
+         node_affinity=NodeAffinity(required=NodeSelector(node_selector_terms=[NodeSelectorTerm(
+             match_expressions=[NodeSelectorRequirement(key="zone", operator="In", values=["a"])])])))), []),
     ("native-cpu-allocated", Target(bound=[spec("b", cpu=9000)]), PodSpec(uid="ls", name="ls", priority=9500,
                                                                           requests=Resources(cpu=2000)), []),
     ("native-fits", Target(bound=[spec("b", cpu=7000)]), PodSpec(uid="ls", name="ls", priority=9500,
@@ -163,3 +172,25 @@ TARGET_CASES = [
                          ids=[c[0] for c in TARGET_CASES])
 def test_target_choice(target: Target, victim: PodSpec, evicted: list[tuple[str, str]]) -> None:
     assert run_round(target, victim) == evicted
+
+
+def test_room_taken_off_for_the_rest_of_the_round() -> None:
+    """Two hot nodes (90 %) each with a BE pod requesting 4 GiB of batch-memory; the one low node t (10 %) could
+    take both by usage (70 % after) but offers 6 GiB of batch-memory: one migration, not two to the same room."""
+    service = DeschedulerService(DeschedulerSettings(consecutive_high_rounds=1))
+    for name in ("hot-1", "hot-2", "t"):
+        service.cluster.on_node(NodeSpec(name=name, capacity=NODE, allocatable=NODE))
+    service.cluster.on_resource(NodeResource(node="t", batch_cpu=8000, batch_memory=6 * GI))
+    for i in (1, 2):
+        be = PodSpec(uid=f"be-{i}", name=f"be-{i}", priority=5500, requests=BE.requests)
+        ds = PodSpec(uid=f"ds-{i}", name=f"ds-{i}", daemonset=True)
+        for s in (be, ds):
+            service.cluster.on_bound(PodBound(spec=s, node=f"hot-{i}", at=0.0))
+        service.cluster.on_metric(NodeMetric(node=f"hot-{i}", at=400.0, window_s=300.0,
+                                             node_usage=Usage(cpu=9000, memory=2 * GI),
+                                             pods=[PodMetric(uid=be.uid, cpu=3000, memory=GI),
+                                                   PodMetric(uid=ds.uid, cpu=6000, memory=GI)]))
+    service.cluster.on_metric(NodeMetric(node="t", at=400.0, window_s=300.0, node_usage=Usage(cpu=1000, memory=GI)))
+    result = service.run_round(400.0)
+    assert [(e.source, e.target) for e in result.evictions] == [("hot-1", "t")]
+    assert "room it requests" in result.skipped["be-2"]
