@@ -12,7 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from colo.messages import Affinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm
+from colo.messages import (
+    Affinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    NodeSpec,
+    PodSpec,
+    PreferredSchedulingTerm,
+    Taint,
+    Toleration,
+)
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 """Kubernetes NodeSelectorOperator values."""
@@ -106,3 +115,38 @@ def required_matches(terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str
 def preferred_score(preferred: Sequence[PreferredSchedulingTerm], labels: Mapping[str, str]) -> int:
     """Σ weights of the preferred terms matching ``labels`` (Kubernetes NodeAffinity Score, raw)."""
     return sum(p.weight for p in preferred if term_matches(p.preference, labels))
+
+
+def toleration_tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Whether one toleration tolerates ``taint`` (Kubernetes ``Toleration.ToleratesTaint``): an empty
+    effect matches every effect; ``Exists`` with an empty key matches every taint; ``Equal`` needs key and
+    value equal."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.operator == "Exists":
+        return toleration.key in ("", taint.key)
+    return toleration.key == taint.key and toleration.value == taint.value
+
+
+def taints_tolerated(spec: PodSpec, node: NodeSpec) -> bool:
+    """Every NoSchedule/NoExecute taint of ``node`` is tolerated by ``spec`` (PreferNoSchedule never
+    filters), and a cordoned node (``unschedulable``) only with a toleration of
+    ``node.kubernetes.io/unschedulable:NoSchedule`` (Kubernetes TaintToleration and NodeUnschedulable)."""
+    taints = list(node.taints)
+    if node.unschedulable:
+        taints.append(UNSCHEDULABLE_TAINT)
+    return all(t.effect == "PreferNoSchedule" or any(toleration_tolerates(tol, t) for tol in spec.tolerations)
+               for t in taints)
+
+
+def node_selected(spec: PodSpec, labels: Mapping[str, str]) -> bool:
+    """``spec``'s node selector (every pair in ``labels``) and required node affinity (a term matches,
+    :func:`required_matches`) admit a node with ``labels`` (Kubernetes NodeSelector and NodeAffinity Filter)."""
+    if any(labels.get(k) != v for k, v in spec.node_selector.items()):
+        return False
+    na = spec.affinity.node_affinity if spec.affinity is not None else None
+    return na is None or na.required is None or required_matches(na.required.node_selector_terms, labels)
+
+
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+"""The taint Kubernetes puts on a cordoned node."""

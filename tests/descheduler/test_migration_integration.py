@@ -219,16 +219,25 @@ async def test_no_replacement_times_out_and_releases(bus_factory: BusFactory, st
 
 async def test_refused_reservation_keeps_the_job_pending_without_evicting(bus_factory: BusFactory,
                                                                          store: Store) -> None:
-    """The target is full in the store (another scheduler bound there): the job stays Pending with the
-    store's reason, never evicts, and is Aborted at its pending timeout."""
+    """The target fills up in the store (another scheduler binds there) between the round, which saw its
+    room, and the job's reservation: the job stays Pending with the store's reason, never evicts, and is
+    Aborted at its pending timeout."""
     await seed_cluster(store)
-    assert (await store.bind("filler", "cold", Resources(cpu=9000), 50.0)).ok
     clock = VirtualClock(100.0)
     tester = await bus_factory("tester")
     evictions: list[EvictionCommand] = []
     await node_agent(tester, evictions)
     events = await watch_jobs(tester)
     desched = await start_descheduler(bus_factory, store, clock, migration_pending_timeout_s=20.0)
+    reservations = desched.jobs.reservations  # type: ignore[union-attr]
+    reserve = reservations.reserve
+
+    async def raced(*args: Any, **kwargs: Any) -> Any:
+        if await store.bound_node("filler") is None:
+            assert (await store.bind("filler", "cold", Resources(cpu=9000), 50.0)).ok
+        return await reserve(*args, **kwargs)
+
+    reservations.reserve = raced  # type: ignore[method-assign]
     await publish_metrics(tester, 100.0)
     await desched.ctx.bus.settle()  # type: ignore[union-attr]
     stats = await desched.tick(100.0)

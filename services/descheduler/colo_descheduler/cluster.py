@@ -15,11 +15,22 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
-from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
+from colo.messages import (
+    NodeMetric,
+    NodeResource,
+    NodeSpec,
+    PodBound,
+    PodSpec,
+    PodStatus,
+    PriorityClass,
+    QoSClass,
+    Resources,
+)
 from colo_descheduler.booking import Booking, base_usage
 from colo_descheduler.limits import LimitKey, MigrationLimiter
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
 from colo_descheduler.settings import DeschedulerSettings
+from colo_descheduler.targetroom import Room, TargetRoom, requests_of
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 """Kubernetes system-critical priority: such pods are never evicted."""
@@ -115,15 +126,20 @@ class ClusterView:
         self.pods_allocatable: dict[str, int] = {}
         self.no_target: set[str] = set()
         self.limiter = MigrationLimiter(self.settings, max_unavailable)
+        self.room = TargetRoom()
+        """Targets' schedulable room as the store checks it (targetroom.py)."""
+        self._allocated: dict[str, Room] | None = None
+        """This round's allocations per node (built at the first :meth:`fits`, dropped by :meth:`fresh_loads`)."""
 
     # ------------------------------------------------------------------ events
 
     def on_node(self, spec: NodeSpec) -> None:
         """A node registration: remember its allocatable (cpu m, memory B, pods) and whether it may be a
-        migration target (not unschedulable, no NoSchedule/NoExecute taint)."""
+        migration target (not unschedulable; a NoSchedule/NoExecute taint is checked per pod, :meth:`fits`)."""
         self.allocatable[spec.name] = (spec.allocatable.cpu, spec.allocatable.memory)
         self.pods_allocatable[spec.name] = spec.allocatable.pods
-        if spec.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in spec.taints):
+        self.room.on_node(spec)
+        if spec.unschedulable:
             self.no_target.add(spec.name)
         else:
             self.no_target.discard(spec.name)
@@ -139,6 +155,7 @@ class ClusterView:
         to that node from then on (the migration runs until the replacement is Running). An evicted pod bound
         again on its source ends its migration and its booking."""
         self.pods[msg.spec.uid] = PodEntry(msg.spec, msg.node, "Pending", msg.at)
+        self.room.release(msg.spec.uid)  # the replacement is bound: counted as a bound pod from now on
         booking = self.bookings.get(msg.spec.uid)
         if booking is not None and booking.source != msg.node and booking.bound_at is None:
             booking.bound_node, booking.bound_at = msg.node, msg.at
@@ -184,6 +201,8 @@ class ClusterView:
         entry = self.pods.get(ev.uid)
         ran_since = entry.bound_at if entry is not None and entry.node == ev.source else 0.0
         self.bookings[ev.uid] = Booking(ev.uid, ev.source, ev.target, ev.usage, now, ran_since)
+        if entry is not None:
+            self.room.hold(ev.uid, ev.target, entry.spec)
         namespace = entry.spec.namespace if entry is not None else ev.namespace
         self.limiter.record(ev.uid, LimitKey(ev.source, namespace, ev.workload), now)
 
@@ -202,6 +221,8 @@ class ClusterView:
         for uid in [u for u, b in self.bookings.items()
                     if b.done or now - b.started_at > ttl or self._never_left(b)]:
             del self.bookings[uid]
+        for uid in [u for u in self.room.held if u not in self.bookings]:
+            self.room.release(uid)
         self.limiter.prune(now)
         return len(old)
 
@@ -232,6 +253,7 @@ class ClusterView:
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
         """
+        self._allocated = None  # a new round: allocations are summed again at its first fits()
         fresh = {n: m for n, m in self.metrics.items()
                  if n in self.allocatable and now - m.at <= expiry_s}
         outgoing: dict[str, list[float]] = {}
@@ -311,3 +333,44 @@ class ClusterView:
             if w:
                 replicas[w] = replicas.get(w, 0) + 1
         return unavailable, replicas
+
+    # ------------------------------------------------------------------ target room (targetroom.py)
+
+    def on_resource(self, res: NodeResource) -> None:
+        """A node's batch/mid offer (``node.resource.*``): the store's bind limits for batch-*/mid-*."""
+        self.room.on_resource(res)
+
+    def refresh_allocated(self, allocated: Mapping[str, Resources]) -> None:
+        """The store's allocations per node, read at the start of a round (:meth:`TargetRoom.refresh`)."""
+        self.room.refresh(allocated)
+        self._allocated = None
+
+    def fits(self, pod: Candidate, target: str, planned: Sequence[Eviction]) -> bool:
+        """Whether ``target`` admits ``pod`` (taints, node selector, required affinity) and has the room the
+        store checks for its requests after this round's ``planned`` evictions to it (targetroom.py). A pod
+        the view does not know fits nowhere."""
+        return not self.target_refusal(pod, target, planned)
+
+    def target_refusal(self, pod: Candidate, target: str, planned: Sequence[Eviction]) -> str:
+        """Why ``target`` is no target for ``pod`` ("" when it is); see :meth:`fits`."""
+        entry = self.pods.get(pod.uid)
+        if entry is None:
+            return f"pod {pod.uid} unknown"
+        if self._allocated is None:
+            bound: dict[str, list[PodSpec]] = {}
+            for e in self.pods.values():
+                if e.phase in ("Pending", "Running"):
+                    bound.setdefault(e.node, []).append(e.spec)
+            self._allocated = {n: self.room.allocated(n, bound.get(n, ())) for n in self.room.nodes}
+        allocated = self._allocated.get(target, (0, 0, 0, 0, 0, 0, 0))
+        extra = [requests_of(self.pods[e.uid].spec) for e in planned if e.target == target and e.uid in self.pods]
+        return self.room.refusal(entry.spec, target, allocated, extra)
+
+    def end_job(self, uid: str, now: float) -> None:
+        """A migration job of ``uid`` ended Failed or Aborted: its reservation is gone, and — unless a
+        replacement was bound somewhere (the booking then follows it) — the booking's target side ends: no
+        pod comes to the target, which must not look fuller than its metric for the booking TTL."""
+        self.room.release(uid)
+        booking = self.bookings.get(uid)
+        if booking is not None and booking.bound_at is None:
+            booking.target_done = True

@@ -197,6 +197,7 @@ class LowNodeLoad:
     def __init__(self, settings: DeschedulerSettings | None = None) -> None:
         self.settings = settings or DeschedulerSettings()
         self.high_rounds: dict[str, int] = {}
+        self._fits: Callable[[Candidate, str, Sequence[Eviction]], bool] | None = None
 
     def run(
         self,
@@ -207,6 +208,7 @@ class LowNodeLoad:
         workload_replicas: Mapping[str, int],
         allow: Callable[[], bool],
         refuse: Callable[[Candidate, Sequence[Eviction]], str] | None = None,
+        fits: Callable[[Candidate, str, Sequence[Eviction]], bool] | None = None,
     ) -> RoundResult:
         """One round over ``nodes`` (fresh metrics only; absent nodes lose their high streak).
 
@@ -217,9 +219,12 @@ class LowNodeLoad:
         evictions so far). Low nodes that may not receive pods (``target_ok`` False) are neither
         low nor targets. A node is high (a source) by what it carries (``usage``), low and a target's
         room by :meth:`NodeLoad.booked` (its incoming bookings included); a high node that is
-        ``settling`` keeps its streak but is no source (``RoundResult.settling``).
+        ``settling`` keeps its streak but is no source (``RoundResult.settling``). ``fits(pod, target,
+        planned)`` whether ``target`` admits the pod and has the schedulable room the store checks, after
+        ``planned`` (targetroom.py; None = usage alone decides).
         """
         s = self.settings
+        self._fits = fits
         result = RoundResult()
         streak: dict[str, int] = {}
         loads = {n.name: n for n in nodes}
@@ -318,9 +323,9 @@ class LowNodeLoad:
                 reason = refuse(pod, planned)
             if reason:
                 return plan, (pod, reason)
-            target = self._target(pod, targets, target_limit)
+            target = self._target(pod, targets, target_limit, self._fits, planned)
             if target is None:
-                return plan, (pod, "fits no low node without making it high")
+                return plan, (pod, "fits no low node without making it high, or with the room it requests")
             for r, amount in enumerate((pod.usage[0], pod.usage[1], 1)):
                 usage[r] -= amount
                 targets[target][r] += amount
@@ -344,14 +349,19 @@ class LowNodeLoad:
         return ""
 
     @staticmethod
-    def _target(pod: Candidate, usage: Mapping[str, Vec3], limit: Mapping[str, Vec3]) -> str | None:
-        """The low node with the most room left after taking ``pod`` without going over high."""
+    def _target(pod: Candidate, usage: Mapping[str, Vec3], limit: Mapping[str, Vec3],
+                fits: Callable[[Candidate, str, Sequence[Eviction]], bool] | None = None,
+                planned: Sequence[Eviction] = ()) -> str | None:
+        """The low node with the most room left after taking ``pod`` without going over high, among those
+        ``fits(pod, node, planned)`` admits (all when None)."""
         amounts = (pod.usage[0], pod.usage[1], 1)
         best: tuple[float, str] | None = None
         for name, u in usage.items():
             lim = limit[name]
             after = [u[r] + amounts[r] for r in range(3)]
             if any(after[r] > lim[r] for r in range(3)):
+                continue
+            if fits is not None and not fits(pod, name, planned):
                 continue
             room = min((lim[r] - after[r]) / lim[r] if lim[r] > 0 else 0.0
                        for r in range(3) if lim[r] != math.inf)

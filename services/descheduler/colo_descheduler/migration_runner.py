@@ -138,6 +138,8 @@ class MigrationController:
         if not mj.is_active(job):
             await self.reservations.release(job.reservation or mj.reservation_name(job), now,
                                             f"job {job.id} {job.phase}: {job.reason}")
+            if job.phase != mj.SUCCEEDED:
+                self.cluster.end_job(job.uid, now)  # no replacement comes on the target: its booking ends
         await self._save(job)
         if not mj.is_active(job):
             self.counts[f"jobs_{job.phase.lower()}"] += 1

@@ -1,7 +1,8 @@
 """The descheduler service: LowNodeLoad over fresh metrics → eviction orders (REFERENCE.md §6).
 
-Consumes ``node.registered.*``, ``node.metric.*``, ``pod.bound.*`` and ``pod.status.*``;
-each round (at most every ``interval_s``) publishes an :class:`EvictionCommand`
+Consumes ``node.registered.*``, ``node.resource.*``, ``node.metric.*``, ``pod.bound.*`` and ``pod.status.*``;
+reads the store's allocations before each round (a target must have the room the store checks,
+targetroom.py); each round (at most every ``interval_s``) publishes an :class:`EvictionCommand`
 (reason ``LowNodeLoad``) on ``pod.evict.<node>`` per victim, then tracks the
 migration until its replacement runs, and its booking until the metrics show the move.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 from colo import subjects
 from colo.bus import MessageInfo
-from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodStatus
+from colo.messages import EvictionCommand, NodeMetric, NodeResource, NodeSpec, PodBound, PodStatus
 from colo.runtime import ServiceContext
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import LowNodeLoad, RoundResult
@@ -50,6 +51,8 @@ class DeschedulerService:
         self.ctx = ctx
         for spec in await ctx.store.list_nodes():
             self.cluster.on_node(spec)
+        for res in (await ctx.store.list_node_resources()).values():
+            self.cluster.on_resource(res)
         for rec in await ctx.store.list_pods():
             if rec.node and rec.phase in ("Pending", "Running"):
                 self.cluster.on_bound(PodBound(spec=rec.spec, node=rec.node, at=rec.bound_at))
@@ -61,6 +64,7 @@ class DeschedulerService:
         ctx.bus.subscribe(subjects.POD_BOUND, self.on_bound, durable="pod-bound")
         ctx.bus.subscribe(subjects.POD_STATUS, self.on_status, durable="pod-status")
         ctx.bus.subscribe(subjects.NODE_METRIC, self.on_metric, durable="metrics")
+        ctx.bus.subscribe(subjects.NODE_RESOURCE, self.on_resource, durable="node-resource")
         self._started = True
 
     async def _reject(self, msg: Any, info: MessageInfo, reason: str) -> None:
@@ -90,6 +94,13 @@ class DeschedulerService:
             return
         self.cluster.on_metric(metric)
 
+    async def on_resource(self, res: NodeResource, info: MessageInfo) -> None:
+        """A node's batch/mid offer (the store's bind limits for batch-*/mid-*)."""
+        if not res.node:
+            await self._reject(res, info, "NodeResource needs a node")
+            return
+        self.cluster.on_resource(res)
+
     async def on_bound(self, msg: PodBound, info: MessageInfo) -> None:
         """A binding."""
         if not msg.spec.uid or not msg.node or not math.isfinite(msg.at):
@@ -114,7 +125,8 @@ class DeschedulerService:
         unavailable, replicas = self.cluster.workload_counts()
         result = self.balancer.run(loads, self.cluster.lazy_candidates(loads), self.cluster.migrating_per_node(),
                                    unavailable, replicas, lambda: self.bucket.try_take(now),
-                                   lambda pod, planned: self.cluster.refuse(pod, now, planned, replicas))
+                                   lambda pod, planned: self.cluster.refuse(pod, now, planned, replicas),
+                                   self.cluster.fits)
         if self.jobs is None:  # else booked when its job evicts
             for ev in result.evictions:
                 self.cluster.start_migration(ev, now)
@@ -129,6 +141,9 @@ class DeschedulerService:
         s = self.settings
         result: RoundResult | None = None
         if s.enabled and (self.last_round_at is None or now - self.last_round_at >= s.interval_s):
+            # the store's allocations are the truth of the targets' room (other schedulers' binds, every
+            # reservation); one script call per 1,000 nodes each round
+            self.cluster.refresh_allocated(await self.ctx.store.allocated_many(list(self.cluster.allocatable)))
             result = self.run_round(now)
         if self.jobs is not None:
             items = await self.jobs.tick(now, result.evictions if result else ())
