@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
 from colo_descheduler.booking import Booking, base_usage
+from colo_descheduler.departures import Departure, departure_from
 from colo_descheduler.limits import LimitKey, MigrationLimiter
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
 from colo_descheduler.settings import DeschedulerSettings
@@ -114,6 +115,9 @@ class ClusterView:
         self.bookings: dict[str, Booking] = {}
         self.pods_allocatable: dict[str, int] = {}
         self.no_target: set[str] = set()
+        self.departures: dict[tuple[str, str], Departure] = {}
+        """(uid, node) → a pod that left that node by itself, whose share its metrics still hold
+        (departures.py)."""
         self.limiter = MigrationLimiter(self.settings, max_unavailable)
 
     # ------------------------------------------------------------------ events
@@ -153,6 +157,8 @@ class ClusterView:
             entry = self.pods.get(status.uid)
             if entry is not None and entry.node == status.node:
                 del self.pods[status.uid]
+                if booking is None or booking.source != status.node:
+                    self._depart(entry, status.at)
             if booking is not None and booking.source == status.node and booking.left_at is None:
                 booking.left_at = status.at
             if status.phase == "Succeeded" and mig is not None and mig.source == status.node:
@@ -180,14 +186,20 @@ class ClusterView:
         namespace = entry.spec.namespace if entry is not None else ev.namespace
         self.limiter.record(ev.uid, LimitKey(ev.source, namespace, ev.workload), now)
 
+    def _depart(self, entry: PodEntry, left_at: float) -> None:
+        """Remember a pod that left ``entry.node`` by itself (not by a migration, whose booking covers it)."""
+        dep = departure_from(self.metrics.get(entry.node), entry.spec.uid, entry.node, entry.bound_at, left_at)
+        if dep is not None:
+            self.departures[(dep.uid, dep.node)] = dep
+
     def _finish(self, uid: str, now: float) -> None:
         """The migration of ``uid`` stops running (its booking stays until the metrics show the move)."""
         self.migrations.pop(uid, None)
         self.limiter.finish(uid, now)
 
     def expire(self, now: float, migration_ttl_s: float) -> int:
-        """Stop migrations running longer than the TTL, drop bookings past ``booking_ttl_s`` or done, prune
-        the limits' history; returns how many migrations stopped."""
+        """Stop migrations running longer than the TTL, drop bookings and departures past ``booking_ttl_s`` or
+        done, prune the limits' history; returns how many migrations stopped."""
         old = [u for u, m in self.migrations.items() if now - m.started_at > migration_ttl_s]
         for uid in old:
             self._finish(uid, now)
@@ -195,6 +207,8 @@ class ClusterView:
         for uid in [u for u, b in self.bookings.items()
                     if b.done or now - b.started_at > ttl or self._never_left(b)]:
             del self.bookings[uid]
+        for key in [k for k, d in self.departures.items() if d.done or now - d.left_at > ttl]:
+            del self.departures[key]
         self.limiter.prune(now)
         return len(old)
 
@@ -220,7 +234,9 @@ class ClusterView:
         each corrected by the bookings of migrations (booking.py): ``usage`` / ``pods`` less the outgoing ones
         (what already left the node), the incoming ones apart in ``incoming`` / ``incoming_pods`` (replacements
         its metric does not show yet), so a node becomes a source only by what it carries; ``settling`` while
-        an outgoing booking has not ended (its metric still holds an evicted pod).
+        an outgoing booking has not ended (its metric still holds an evicted pod). The share of the window that
+        pods gone by themselves still hold (departures.py) is taken off ``usage`` too, without settling: the
+        pods the node runs are all in its pod list.
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -245,6 +261,12 @@ class ClusterView:
                 a[0] += share * b.usage[0]
                 a[1] += share * b.usage[1]
                 a[2] += pods
+        for d in self.departures.values():
+            if d.node in fresh:
+                share = d.share(fresh[d.node])
+                a = outgoing.setdefault(d.node, [0.0, 0.0, 0.0])
+                a[0] += share * d.usage[0]
+                a[1] += share * d.usage[1]
         loads: list[NodeLoad] = []
         zero = (0.0, 0.0, 0.0)
         for name, metric in fresh.items():
