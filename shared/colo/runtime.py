@@ -192,13 +192,11 @@ class ServiceRunner:
 
     async def _on_tick(self, tick: Tick) -> TickAck:
         assert self.ctx is not None and isinstance(self.clock, VirtualClock)
-        if tick.now < self.clock.now():
-            return TickAck(service=self.service.name, seq=tick.seq,
-                           error=f"virtual time cannot go back: {tick.now} < {self.clock.now()}")
-        # Messages of the previous step are handled at its time, then the clock moves: advancing first gave a
-        # handler still running when the tick came (an eviction, a status) the new time, a quick one the old.
+        try:
+            self.clock.advance_to(tick.now)
+        except ValueError as exc:
+            return TickAck(service=self.service.name, seq=tick.seq, error=str(exc))
         await self.ctx.bus.settle()
-        self.clock.advance_to(tick.now)
         stats, error = await self._run_tick(tick.now)
         await self.ctx.bus.settle()
         return TickAck(service=self.service.name, seq=tick.seq, stats=stats, error=error)
