@@ -192,6 +192,12 @@ class ServiceRunner:
 
     async def _on_tick(self, tick: Tick) -> TickAck:
         assert self.ctx is not None and isinstance(self.clock, VirtualClock)
+        if tick.settle_only:
+            if tick.now != self.clock.now():
+                return TickAck(service=self.service.name, seq=tick.seq,
+                               error=f"settle at {tick.now} but the clock is at {self.clock.now()}")
+            await self.ctx.bus.settle()
+            return TickAck(service=self.service.name, seq=tick.seq)
         try:
             self.clock.advance_to(tick.now)
         except ValueError as exc:

@@ -181,3 +181,62 @@ def test_sigterm_stops_process_cleanly(tmp_path: Path, nats_url: str, redis_url:
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "STOPPED" in out
+
+
+class Stamper:
+    """Records the service clock at which its handler reads each submitted pod (after a short await, as a
+    handler that publishes or reads the store does)."""
+
+    name = "stamper"
+    tick_interval_s = 0.01
+
+    def __init__(self) -> None:
+        self.stamps: dict[str, float] = {}
+        self.ticks: list[float] = []
+        self.ctx: ServiceContext | None = None
+
+    async def start(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        ctx.bus.subscribe(subjects.POD_SUBMITTED, self.on_pod, durable="pods")
+
+    async def on_pod(self, pod: PodSpec) -> None:
+        await asyncio.sleep(0.05)
+        assert self.ctx is not None
+        self.stamps[pod.uid] = self.ctx.clock.now()
+
+    async def tick(self, now: float) -> dict[str, float]:
+        self.ticks.append(now)
+        return {}
+
+    async def stop(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        return self.ctx is not None
+
+    def debug(self) -> dict[str, object]:
+        return {}
+
+
+async def test_sim_settle_tick_handles_a_steps_messages_at_its_time(
+        nats_url: str, redis_url: str, bus_factory: BusFactory) -> None:
+    """A message published late in step t (the descheduler's eviction, last in the tick order) is handled at t
+    once the coordinator sends a settle-only tick for t: the service drains its consumers without ticking or
+    moving its clock. Without it, a handler still running when the next tick came read t + step, a quick one
+    t: the same run differed from one try to the next."""
+    svc = Stamper()
+    runner = ServiceRunner(svc, settings(nats_url, redis_url, sim=True))
+    await runner.start()
+    try:
+        coordinator = await bus_factory("coordinator")
+        await coordinator.request_tick("stamper", Tick(seq=1, now=60.0, step_s=60.0))
+        await coordinator.publish(subjects.POD_SUBMITTED, PodSpec(uid="late", name="late"))
+        ack = await coordinator.request_tick("stamper", Tick(seq=1, now=60.0, step_s=60.0, settle_only=True))
+        assert ack.error == "" and ack.stats == {}
+        ack = await coordinator.request_tick("stamper", Tick(seq=2, now=120.0, step_s=60.0))
+        assert ack.error == ""
+        assert svc.stamps == {"late": 60.0}
+        assert svc.ticks == [60.0, 120.0]  # the settle-only tick runs no tick
+        assert runner.clock.now() == 120.0
+    finally:
+        await runner.stop()
