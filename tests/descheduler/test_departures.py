@@ -32,10 +32,12 @@ def _metric(node: str, at: float, pods: dict[str, int], ghost_bytes: int = 0) ->
                       pods=[PodMetric(uid=u, cpu=500, memory=g * GI) for u, g in pods.items()])
 
 
-def _service(remaining: dict[str, int], done_gib: int, done_phase: str, metric_at: float) -> DeschedulerService:
+def _service(remaining: dict[str, int], done_gib: int, done_phase: str, metric_at: float,
+             status_first: bool = True) -> DeschedulerService:
     """``src`` ran ``remaining`` and ``done`` (``done_gib``) since -900 s; ``done`` ended (``done_phase``) at
-    0 s with nobody's eviction; ``src``'s metric at ``metric_at`` still holds done's share of the window.
-    ``cold`` is nearly empty (a target with room)."""
+    0 s with nobody's eviction; ``src``'s metric at ``metric_at`` still holds done's share of the window, and
+    is handled after done's status (``status_first``) or before it (the two come on different subjects, so
+    either order happens). ``cold`` is nearly empty (a target with room)."""
     svc = DeschedulerService(AGGRESSIVE)
     v = svc.cluster
     for n in ("src", "cold"):
@@ -45,28 +47,35 @@ def _service(remaining: dict[str, int], done_gib: int, done_phase: str, metric_a
         v.on_bound(PodBound(spec=PodSpec(uid=uid, name=uid, app=uid, priority=5500), node="src", at=-900.0))
     v.on_bound(PodBound(spec=PodSpec(uid="c1", name="c1", app="c1", priority=5500), node="cold", at=-900.0))
     v.on_metric(_metric("src", -10.0, {**remaining, "done": done_gib}))
-    v.on_status(PodStatus(uid="done", node="src", phase=done_phase, at=0.0,
-                          reason="" if done_phase == "Succeeded" else "Evicted"))
+    status = PodStatus(uid="done", node="src", phase=done_phase, at=0.0,
+                       reason="" if done_phase == "Succeeded" else "Evicted")
     still = max(300.0 - metric_at, 0.0) / 300.0  # share of the window done still ran in
+    if status_first:
+        v.on_status(status)
     v.on_metric(_metric("src", metric_at, remaining, round(still * done_gib * GI)))
+    if not status_first:
+        v.on_status(status)
     v.on_metric(_metric("cold", metric_at, {"c1": 5}))
     return svc
 
 
 DEPARTURE_CASES = [
-    # (id, remaining pods (GiB), done GiB, its end, src's metric at, round at, evictions off src)
-    ("finished-pod-alone-makes-the-excess-no-eviction", {"s1": 20, "s2": 20}, 25, "Succeeded", 60.0, 60.0, 0),
-    ("pod-evicted-by-the-node-agent-alike", {"s1": 20, "s2": 20}, 25, "Failed", 60.0, 60.0, 0),
-    ("real-excess-besides-the-finished-pod-evicts", {"s1": 30, "s2": 30}, 25, "Succeeded", 60.0, 60.0, 1),
-    ("window-past-the-pod-nothing-to-correct", {"s1": 30, "s2": 30}, 25, "Succeeded", 330.0, 330.0, 1),
+    # (id, remaining pods (GiB), done GiB, its end, src's metric at, status before the metric, round at,
+    #  evictions off src)
+    ("finished-pod-alone-makes-the-excess-no-eviction", {"s1": 20, "s2": 20}, 25, "Succeeded", 60.0, True, 60.0, 0),
+    ("status-handled-after-the-metric-alike", {"s1": 20, "s2": 20}, 25, "Succeeded", 60.0, False, 60.0, 0),
+    ("pod-evicted-by-the-node-agent-alike", {"s1": 20, "s2": 20}, 25, "Failed", 60.0, True, 60.0, 0),
+    ("real-excess-besides-the-finished-pod-evicts", {"s1": 30, "s2": 30}, 25, "Succeeded", 60.0, True, 60.0, 1),
+    ("window-past-the-pod-nothing-to-correct", {"s1": 30, "s2": 30}, 25, "Succeeded", 330.0, True, 330.0, 1),
 ]
 
 
-@pytest.mark.parametrize(("remaining", "done_gib", "phase", "metric_at", "round_at", "evicted"),
+@pytest.mark.parametrize(("remaining", "done_gib", "phase", "metric_at", "status_first", "round_at", "evicted"),
                          [c[1:] for c in DEPARTURE_CASES], ids=[c[0] for c in DEPARTURE_CASES])
 def test_a_finished_pods_share_of_the_window_is_no_excess(remaining: dict[str, int], done_gib: int, phase: str,
-                                                          metric_at: float, round_at: float, evicted: int) -> None:
-    svc = _service(remaining, done_gib, phase, metric_at)
+                                                          metric_at: float, status_first: bool, round_at: float,
+                                                          evicted: int) -> None:
+    svc = _service(remaining, done_gib, phase, metric_at, status_first)
     res = svc.run_round(round_at)
     assert sum(1 for e in res.evictions if e.source == "src") == evicted, (res.high, res.evictions, res.skipped)
 

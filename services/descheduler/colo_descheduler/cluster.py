@@ -43,6 +43,8 @@ class PodEntry:
     evictable: bool = field(init=False)
     priority_class: PriorityClass = field(init=False)
     qos_class: QoSClass = field(init=False)
+    usage: tuple[int, int] = (0, 0)
+    """(cpu m, memory B) of the pod in the newest metric of its node that listed it ((0, 0) before any)."""
 
     def __post_init__(self) -> None:
         self.workload = workload_of(self.spec)
@@ -137,6 +139,10 @@ class ClusterView:
         old = self.metrics.get(metric.node)
         if old is None or metric.at >= old.at:
             self.metrics[metric.node] = metric
+            for pm in metric.pods:  # kept per pod: its status may be handled before or after this metric
+                entry = self.pods.get(pm.uid)
+                if entry is not None and entry.node == metric.node:
+                    entry.usage = (max(pm.cpu, 0), max(pm.memory, 0))
 
     def on_bound(self, msg: PodBound) -> None:
         """A binding; a pod bound elsewhere than its migration source is its replacement: the booking moves
@@ -188,7 +194,7 @@ class ClusterView:
 
     def _depart(self, entry: PodEntry, left_at: float) -> None:
         """Remember a pod that left ``entry.node`` by itself (not by a migration, whose booking covers it)."""
-        dep = departure_from(self.metrics.get(entry.node), entry.spec.uid, entry.node, entry.bound_at, left_at)
+        dep = departure_from(entry.usage, entry.spec.uid, entry.node, entry.bound_at, left_at)
         if dep is not None:
             self.departures[(dep.uid, dep.node)] = dep
 

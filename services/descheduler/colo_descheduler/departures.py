@@ -27,7 +27,7 @@ Vec = tuple[int, int]
 @dataclass
 class Departure:
     """Pod ``uid`` ran on ``node`` from ``ran_since`` to ``left_at`` (seconds) using ``usage`` (cpu m, memory B,
-    its per-pod figure in the last metric that listed it); ``done`` latches once no metric needs it."""
+    its per-pod figure in the newest metric that listed it); ``done`` latches once no metric needs it."""
 
     uid: str
     node: str
@@ -51,17 +51,11 @@ class Departure:
         return covered(start, metric.at, self.ran_since, min(self.left_at, metric.at))
 
 
-def departure_from(metric: NodeMetric | None, uid: str, node: str, ran_since: float,
-                   left_at: float) -> Departure | None:
-    """The departure of ``uid`` from ``node`` at ``left_at``, its usage read from ``metric`` (the node's newest
-    before it left); None when that metric does not list the pod (it left before any report showed it, so no
-    figure of it is known) or its usage is zero."""
-    if metric is None:
+def departure_from(usage: Vec, uid: str, node: str, ran_since: float, left_at: float) -> Departure | None:
+    """The departure of ``uid`` from ``node`` at ``left_at`` with ``usage`` (cpu m, memory B: the pod's figure in
+    the newest metric of the node that listed it, whichever of that node's metric and the pod's status came
+    first); None when no metric showed the pod (``usage`` (0, 0): it left before any report, nothing of it to
+    take off)."""
+    if usage == (0, 0):
         return None
-    for p in metric.pods:
-        if p.uid == uid:
-            usage = (max(p.cpu, 0), max(p.memory, 0))
-            if usage == (0, 0):
-                return None
-            return Departure(uid, node, usage, ran_since, left_at)
-    return None
+    return Departure(uid, node, usage, ran_since, left_at)
