@@ -27,7 +27,8 @@ REQUEST = Resources(cpu=2000, memory=4 * GI)
 
 
 def _view(settings: DeschedulerSettings) -> ClusterView:
-    """``hot`` runs batch-1 (20 GiB) and prod-1 (30 GiB) since 0 s; its metric at 100 s lists both."""
+    """``hot`` runs batch-1 (20 GiB) and prod-1 (30 GiB) since 0 s (as bound in the store by ``seed_cluster``);
+    its metric at 400 s lists both."""
     v = ClusterView(settings)
     for n in ("hot", "cold"):
         v.on_node(NodeSpec(name=n, capacity=Resources(cpu=10_000, memory=100 * GI),
@@ -35,10 +36,10 @@ def _view(settings: DeschedulerSettings) -> ClusterView:
     for uid, prio, app in (("batch-1", 5500, "batch"), ("prod-1", 9500, "prod")):
         v.on_bound(PodBound(spec=PodSpec(uid=uid, name=uid, priority=prio, app=app, requests=REQUEST), node="hot",
                             at=0.0))
-    v.on_metric(NodeMetric(node="hot", at=100.0, window_s=300.0, node_usage=Usage(cpu=3000, memory=50 * GI),
+    v.on_metric(NodeMetric(node="hot", at=400.0, window_s=300.0, node_usage=Usage(cpu=3000, memory=50 * GI),
                            pods=[PodMetric(uid="batch-1", cpu=1500, memory=20 * GI),
                                  PodMetric(uid="prod-1", cpu=1500, memory=30 * GI)]))
-    v.on_metric(NodeMetric(node="cold", at=100.0, window_s=300.0, node_usage=Usage(cpu=1000, memory=5 * GI)))
+    v.on_metric(NodeMetric(node="cold", at=400.0, window_s=300.0, node_usage=Usage(cpu=1000, memory=5 * GI)))
     return v
 
 
@@ -55,13 +56,13 @@ async def test_the_booking_is_made_before_the_eviction_is_sent(store: Store) -> 
                 view.on_status(PodStatus(uid=msg.uid, node=msg.node, phase="Failed", at=msg.at, reason="Evicted"))
 
     jobs = MigrationController(settings, store, view, publish_and_answer)
-    await jobs.tick(100.0, [Eviction("batch-1", "hot", "cold", "default/batch", (1500, 20 * GI))])
+    await jobs.tick(400.0, [Eviction("batch-1", "hot", "cold", "default/batch", (1500, 20 * GI))])
     booking = view.bookings["batch-1"]
-    assert (booking.left_at, booking.ran_since) == (100.0, 0.0)
+    assert (booking.left_at, booking.ran_since) == (400.0, 0.0)
     assert view.departures == {}  # the descheduler's own eviction is no departure
-    view.on_metric(NodeMetric(node="hot", at=160.0, window_s=300.0,
-                              node_usage=Usage(cpu=3000, memory=30 * GI + 16 * GI),
+    view.on_metric(NodeMetric(node="hot", at=460.0, window_s=300.0,
+                              node_usage=Usage(cpu=3000, memory=46 * GI),
                               pods=[PodMetric(uid="prod-1", cpu=1500, memory=30 * GI)]))
-    hot = {n.name: n for n in view.fresh_loads(160.0, 180.0)}["hot"]
-    # the window [-140, 160] holds batch-1's run from 0 to 100 s: a third of its 20 GiB, taken off once
-    assert hot.usage[1] == 46 * GI - round(20 * GI * 100 / 300)
+    hot = {n.name: n for n in view.fresh_loads(460.0, 180.0)}["hot"]
+    # the window [160, 460] holds batch-1's run until 400 s: 240 of 300 s of its 20 GiB, taken off once
+    assert hot.usage[1] == 46 * GI - round(20 * GI * 240 / 300)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
-from colo_descheduler.booking import Booking, base_usage
+from colo_descheduler.booking import Booking, base_usage, covered, has_node_figure
 from colo_descheduler.departures import Departure, departure_from
 from colo_descheduler.limits import LimitKey, MigrationLimiter
 from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
@@ -242,7 +242,8 @@ class ClusterView:
         its metric does not show yet), so a node becomes a source only by what it carries; ``settling`` while
         an outgoing booking has not ended (its metric still holds an evicted pod). The share of the window that
         pods gone by themselves still hold (departures.py) is taken off ``usage`` too, without settling: the
-        pods the node runs are all in its pod list.
+        pods the node runs are all in its pod list. A pod started within the window adds what the window mean
+        does not hold of it yet (``_not_yet_in_window``): the node carries it whole.
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -273,6 +274,12 @@ class ClusterView:
                 a = outgoing.setdefault(d.node, [0.0, 0.0, 0.0])
                 a[0] += share * d.usage[0]
                 a[1] += share * d.usage[1]
+        for name, metric in fresh.items():
+            arriving = self._not_yet_in_window(metric)
+            if arriving != (0.0, 0.0):
+                a = outgoing.setdefault(name, [0.0, 0.0, 0.0])
+                a[0] -= arriving[0]
+                a[1] -= arriving[1]
         loads: list[NodeLoad] = []
         zero = (0.0, 0.0, 0.0)
         for name, metric in fresh.items():
@@ -285,6 +292,24 @@ class ClusterView:
                                   pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]),
                                   name in settling))
         return loads
+
+    def _not_yet_in_window(self, metric: NodeMetric) -> tuple[float, float]:
+        """(cpu m, memory B) that pods listed in ``metric`` use but its node figure does not hold yet: a pod bound
+        ``s`` seconds before the metric, ``s`` < ``window_s``, is in the window mean with ``s / window_s`` of its
+        per-pod figure (booking.py). Pods with a booking are left to it; a metric without its node figure counts
+        Σ pods whole already."""
+        if not has_node_figure(metric):
+            return 0.0, 0.0
+        start = metric.at - metric.window_s
+        cpu = mem = 0.0
+        for pm in metric.pods:
+            entry = self.pods.get(pm.uid)
+            if entry is None or entry.node != metric.node or entry.bound_at <= start or pm.uid in self.bookings:
+                continue
+            missing = 1.0 - covered(start, metric.at, entry.bound_at, metric.at)
+            cpu += missing * max(pm.cpu, 0)
+            mem += missing * max(pm.memory, 0)
+        return cpu, mem
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
         """Evictable pods per node: known, bound there, in its metric, not migrating or booked, not local
