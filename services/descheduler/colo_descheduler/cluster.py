@@ -230,7 +230,8 @@ class ClusterView:
         if replicas is None:
             _, replicas = self.workload_counts()
         keys = [LimitKey(e.source, e.namespace, e.workload) for e in planned]
-        return self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys)
+        return (self.limiter.refuse_pod(pod.uid, now)
+                or self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys))
 
     # ------------------------------------------------------------------ round inputs
 

@@ -48,10 +48,13 @@ class MigrationLimiter:
         self.settings = settings
         self.max_unavailable = max_unavailable
         self.entries: dict[str, LimitEntry] = {}
+        self.pod_history: dict[str, list[LimitEntry]] = {}
+        """uid → every migration of that pod still inside ``pod_window_limit`` (``entries`` keeps the latest)."""
 
     def record(self, uid: str, key: LimitKey, now: float) -> None:
         """A migration of pod ``uid`` started at ``now`` (a later start of the same uid replaces it)."""
         self.entries[uid] = LimitEntry(key, now)
+        self.pod_history.setdefault(uid, []).append(self.entries[uid])
 
     def finish(self, uid: str, now: float) -> None:
         """The migration of ``uid`` ended at ``now`` (its window starts counting down)."""
@@ -65,6 +68,13 @@ class MigrationLimiter:
                       self.settings.global_window_limit.window_s, self.settings.workload_window_s)
         for uid in [u for u, e in self.entries.items() if not e.counts(now, longest)]:
             del self.entries[uid]
+        window = self.settings.pod_window_limit.window_s
+        for uid in list(self.pod_history):
+            kept = [e for e in self.pod_history[uid] if e.counts(now, window)]
+            if kept:
+                self.pod_history[uid] = kept
+            else:
+                del self.pod_history[uid]
 
     def refuse(self, key: LimitKey, now: float, replicas: Mapping[str, int] | None = None,
                planned: Sequence[LimitKey] = ()) -> str:
@@ -91,4 +101,14 @@ class MigrationLimiter:
             n += sum(1 for k in planned if match(k))
             if n >= limit.max_migrations:
                 return f"{name} had {n} migrations within {limit.window_s:g} s (limit {limit.max_migrations})"
+        return ""
+
+    def refuse_pod(self, uid: str, now: float) -> str:
+        """Why pod ``uid`` may not be migrated again at ``now`` by ``pod_window_limit`` ("" when it may)."""
+        limit = self.settings.pod_window_limit
+        if limit.max_migrations <= 0:
+            return ""
+        n = sum(1 for e in self.pod_history.get(uid, ()) if e.counts(now, limit.window_s))
+        if n >= limit.max_migrations:
+            return f"pod {uid} had {n} migrations within {limit.window_s:g} s (limit {limit.max_migrations})"
         return ""
