@@ -244,7 +244,9 @@ class ClusterView:
         an outgoing booking has not ended (its metric still holds an evicted pod). The share of the window that
         pods gone by themselves still hold (departures.py) is taken off ``usage`` too, without settling: the
         pods the node runs are all in its pod list. A pod started within the window adds what the window mean
-        does not hold of it yet (``_not_yet_in_window``): the node carries it whole.
+        does not hold of it yet (``_not_yet_in_window``) to ``incoming``: as a target the node carries it whole,
+        while it becomes a source only once its metric shows it high (a descheduler acting on more than the
+        metric shows could not be audited against it).
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -278,9 +280,9 @@ class ClusterView:
         for name, metric in fresh.items():
             arriving = self._not_yet_in_window(metric)
             if arriving != (0.0, 0.0):
-                a = outgoing.setdefault(name, [0.0, 0.0, 0.0])
-                a[0] -= arriving[0]
-                a[1] -= arriving[1]
+                a = incoming.setdefault(name, [0.0, 0.0, 0.0])
+                a[0] += arriving[0]
+                a[1] += arriving[1]
         loads: list[NodeLoad] = []
         zero = (0.0, 0.0, 0.0)
         for name, metric in fresh.items():
