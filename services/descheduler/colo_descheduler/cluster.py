@@ -12,14 +12,14 @@ move; the limiter (limits.py) counts it while it runs and for a window after.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodSpec, PodStatus, PriorityClass, QoSClass
 from colo_descheduler.booking import Booking, base_usage, covered, has_node_figure
 from colo_descheduler.departures import Departure, departure_from
 from colo_descheduler.limits import LimitKey, MigrationLimiter
-from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
+from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable, node_is_high
 from colo_descheduler.settings import DeschedulerSettings
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
@@ -120,6 +120,9 @@ class ClusterView:
         self.departures: dict[tuple[str, str], Departure] = {}
         """(uid, node) → a pod that left that node by itself, whose share its metrics still hold
         (departures.py)."""
+        self.relieved_at: dict[str, tuple[float, bool]] = {}
+        """node → (when a migration last evicted a pod off it, whether a round saw it not high since) for
+        ``relief_hold_s``."""
         self.limiter = MigrationLimiter(self.settings, max_unavailable)
 
     # ------------------------------------------------------------------ events
@@ -186,6 +189,7 @@ class ClusterView:
     def start_migration(self, ev: Eviction, now: float) -> None:
         """Record an eviction just sent: the running migration, its booking and its place in the limits."""
         self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now, ev.usage)
+        self.relieved_at[ev.source] = (now, False)
         entry = self.pods.get(ev.uid)
         ran_since = entry.bound_at if entry is not None and entry.node == ev.source else 0.0
         self.bookings[ev.uid] = Booking(ev.uid, ev.source, ev.target, ev.usage, now, ran_since)
@@ -210,6 +214,8 @@ class ClusterView:
         for uid in old:
             self._finish(uid, now)
         ttl = self.settings.booking_ttl_s
+        for node in [n for n, (at, _) in self.relieved_at.items() if now - at >= self.settings.relief_hold_s]:
+            del self.relieved_at[node]
         for uid in [u for u, b in self.bookings.items()
                     if b.done or now - b.started_at > ttl or self._never_left(b)]:
             del self.bookings[uid]
@@ -291,10 +297,22 @@ class ClusterView:
             base = base_usage(metric)
             cpu, mem = max(round(base[0] - out[0]), 0), max(round(base[1] - out[1]), 0)
             pods = max(len(metric.pods) - int(out[2]), 0)
-            loads.append(NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0),
-                                  pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]),
-                                  name in settling))
+            load = NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0), pods,
+                            name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]), name in settling)
+            loads.append(self._held(load, now))
         return loads
+
+    def _held(self, load: NodeLoad, now: float) -> NodeLoad:
+        """``load`` marked settling while ``relief_hold_s`` holds it: a pod was evicted off it within the hold,
+        a round saw it not high since (cured), and it is high again (refilled by new placements). A node still
+        high since its eviction is not held: its set continues once its metric shows the eviction."""
+        relieved = self.relieved_at.get(load.name)
+        if relieved is None or self.settings.relief_hold_s <= 0:
+            return load
+        if not node_is_high(load, self.settings.high_thresholds):
+            self.relieved_at[load.name] = (relieved[0], True)
+            return load
+        return replace(load, settling=True) if relieved[1] else load
 
     def _not_yet_in_window(self, metric: NodeMetric) -> tuple[float, float]:
         """(cpu m, memory B) that pods listed in ``metric`` use but its node figure does not hold yet: a pod bound
