@@ -15,7 +15,17 @@ from typing import Any
 import pytest
 from test_migration_integration import GI, seed_cluster
 
-from colo.messages import EvictionCommand, NodeMetric, NodeSpec, PodBound, PodMetric, PodSpec, PodStatus, Resources, Usage
+from colo.messages import (
+    EvictionCommand,
+    NodeMetric,
+    NodeSpec,
+    PodBound,
+    PodMetric,
+    PodSpec,
+    PodStatus,
+    Resources,
+    Usage,
+)
 from colo.store import Store
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import Eviction
