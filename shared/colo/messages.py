@@ -709,6 +709,10 @@ class Tick(Message, frozen=True):
     seq: int
     now: float
     step_s: float
+    settle_only: bool = False
+    """Only drain the service's consumers at the current time (``now`` must equal it) and ack, without a
+    tick: the coordinator sends it to every service after the step's ticks so that what the last ones
+    published (evictions, the statuses they lead to) is handled within the step, at its time."""
 
 
 class TickAck(Message, frozen=True):

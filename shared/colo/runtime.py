@@ -192,15 +192,17 @@ class ServiceRunner:
 
     async def _on_tick(self, tick: Tick) -> TickAck:
         assert self.ctx is not None and isinstance(self.clock, VirtualClock)
-        # Drain first, advance after: every message published before this tick request is handled at the
-        # virtual time of the previous tick, whether its consumer ran before the request arrived or only
-        # now. Advancing first gave a handler one time or the other depending on consumer timing (a pod
-        # bound at 120 s stamped Running at 180 s, after its own eviction at 130 s, in some runs).
-        await self.ctx.bus.settle()
+        if tick.settle_only:
+            if tick.now != self.clock.now():
+                return TickAck(service=self.service.name, seq=tick.seq,
+                               error=f"settle at {tick.now} but the clock is at {self.clock.now()}")
+            await self.ctx.bus.settle()
+            return TickAck(service=self.service.name, seq=tick.seq)
         try:
             self.clock.advance_to(tick.now)
         except ValueError as exc:
             return TickAck(service=self.service.name, seq=tick.seq, error=str(exc))
+        await self.ctx.bus.settle()
         stats, error = await self._run_tick(tick.now)
         await self.ctx.bus.settle()
         return TickAck(service=self.service.name, seq=tick.seq, stats=stats, error=error)

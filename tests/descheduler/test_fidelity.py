@@ -42,8 +42,8 @@ def run_case(nodes: list[Node], pods: list[tuple[PodSpec, str]],
         alloc = Resources(cpu=4000, memory=3000, pods=n.pods_allocatable)
         service.cluster.on_node(NodeSpec(name=n.name, capacity=alloc, allocatable=alloc,
                                          unschedulable=n.unschedulable, taints=n.taints))
-    for spec, node in pods:
-        service.cluster.on_bound(PodBound(spec=spec, node=node, at=0.0))
+    for spec, node in pods:  # bound a whole window before the metric: its node figure holds them whole
+        service.cluster.on_bound(PodBound(spec=spec, node=node, at=-300.0))
     for n in nodes:
         mine = [PodMetric(uid=s.uid, cpu=s.requests.cpu) for s, node in pods if node == n.name]
         service.cluster.on_metric(NodeMetric(node=n.name, at=100.0, node_usage=Usage(cpu=sum(p.cpu for p in mine)),

@@ -12,7 +12,7 @@ move; the limiter (limits.py) counts it while it runs and for a window after.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
@@ -26,9 +26,10 @@ from colo.messages import (
     QoSClass,
     Resources,
 )
-from colo_descheduler.booking import Booking, base_usage
+from colo_descheduler.booking import Booking, base_usage, covered, has_node_figure
+from colo_descheduler.departures import Departure, departure_from
 from colo_descheduler.limits import LimitKey, MigrationLimiter
-from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable
+from colo_descheduler.lownodeload import Candidate, Eviction, NodeLoad, max_unavailable, node_is_high
 from colo_descheduler.settings import DeschedulerSettings
 from colo_descheduler.targetroom import Room, TargetRoom, requests_of
 
@@ -53,6 +54,8 @@ class PodEntry:
     evictable: bool = field(init=False)
     priority_class: PriorityClass = field(init=False)
     qos_class: QoSClass = field(init=False)
+    usage: tuple[int, int] = (0, 0)
+    """(cpu m, memory B) of the pod in the newest metric of its node that listed it ((0, 0) before any)."""
 
     def __post_init__(self) -> None:
         self.workload = workload_of(self.spec)
@@ -125,6 +128,12 @@ class ClusterView:
         self.bookings: dict[str, Booking] = {}
         self.pods_allocatable: dict[str, int] = {}
         self.no_target: set[str] = set()
+        self.departures: dict[tuple[str, str], Departure] = {}
+        """(uid, node) → a pod that left that node by itself, whose share its metrics still hold
+        (departures.py)."""
+        self.relieved_at: dict[str, tuple[float, bool]] = {}
+        """node → (when a migration last evicted a pod off it, whether a round saw it not high since) for
+        ``relief_hold_s``."""
         self.limiter = MigrationLimiter(self.settings, max_unavailable)
         self.room = TargetRoom()
         """Targets' schedulable room as the store checks it (targetroom.py)."""
@@ -149,6 +158,10 @@ class ClusterView:
         old = self.metrics.get(metric.node)
         if old is None or metric.at >= old.at:
             self.metrics[metric.node] = metric
+            for pm in metric.pods:  # kept per pod: its status may be handled before or after this metric
+                entry = self.pods.get(pm.uid)
+                if entry is not None and entry.node == metric.node:
+                    entry.usage = (max(pm.cpu, 0), max(pm.memory, 0))
 
     def on_bound(self, msg: PodBound) -> None:
         """A binding; a pod bound elsewhere than its migration source is its replacement: the booking moves
@@ -177,6 +190,8 @@ class ClusterView:
             entry = self.pods.get(status.uid)
             if entry is not None and entry.node == status.node:
                 del self.pods[status.uid]
+                if booking is None or booking.source != status.node:
+                    self._depart(entry, status.at)
             if booking is not None and booking.source == status.node and booking.left_at is None:
                 booking.left_at = status.at
             if status.phase == "Succeeded" and mig is not None and mig.source == status.node:
@@ -198,6 +213,7 @@ class ClusterView:
     def start_migration(self, ev: Eviction, now: float) -> None:
         """Record an eviction just sent: the running migration, its booking and its place in the limits."""
         self.migrations[ev.uid] = Migration(ev.uid, ev.source, ev.target, ev.workload, now, ev.usage)
+        self.relieved_at[ev.source] = (now, False)
         entry = self.pods.get(ev.uid)
         ran_since = entry.bound_at if entry is not None and entry.node == ev.source else 0.0
         self.bookings[ev.uid] = Booking(ev.uid, ev.source, ev.target, ev.usage, now, ran_since)
@@ -206,23 +222,33 @@ class ClusterView:
         namespace = entry.spec.namespace if entry is not None else ev.namespace
         self.limiter.record(ev.uid, LimitKey(ev.source, namespace, ev.workload), now)
 
+    def _depart(self, entry: PodEntry, left_at: float) -> None:
+        """Remember a pod that left ``entry.node`` by itself (not by a migration, whose booking covers it)."""
+        dep = departure_from(entry.usage, entry.spec.uid, entry.node, entry.bound_at, left_at)
+        if dep is not None:
+            self.departures[(dep.uid, dep.node)] = dep
+
     def _finish(self, uid: str, now: float) -> None:
         """The migration of ``uid`` stops running (its booking stays until the metrics show the move)."""
         self.migrations.pop(uid, None)
         self.limiter.finish(uid, now)
 
     def expire(self, now: float, migration_ttl_s: float) -> int:
-        """Stop migrations running longer than the TTL, drop bookings past ``booking_ttl_s`` or done, prune
-        the limits' history; returns how many migrations stopped."""
+        """Stop migrations running longer than the TTL, drop bookings and departures past ``booking_ttl_s`` or
+        done, prune the limits' history; returns how many migrations stopped."""
         old = [u for u, m in self.migrations.items() if now - m.started_at > migration_ttl_s]
         for uid in old:
             self._finish(uid, now)
         ttl = self.settings.booking_ttl_s
+        for node in [n for n, (at, _) in self.relieved_at.items() if now - at >= self.settings.relief_hold_s]:
+            del self.relieved_at[node]
         for uid in [u for u, b in self.bookings.items()
                     if b.done or now - b.started_at > ttl or self._never_left(b)]:
             del self.bookings[uid]
         for uid in [u for u in self.room.held if u not in self.bookings]:
             self.room.release(uid)
+        for key in [k for k, d in self.departures.items() if d.done or now - d.left_at > ttl]:
+            del self.departures[key]
         self.limiter.prune(now)
         return len(old)
 
@@ -238,7 +264,8 @@ class ClusterView:
         if replicas is None:
             _, replicas = self.workload_counts()
         keys = [LimitKey(e.source, e.namespace, e.workload) for e in planned]
-        return self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys)
+        return (self.limiter.refuse_pod(pod.uid, now)
+                or self.limiter.refuse(LimitKey(pod.node, pod.namespace, pod.workload), now, replicas, keys))
 
     # ------------------------------------------------------------------ round inputs
 
@@ -248,7 +275,12 @@ class ClusterView:
         each corrected by the bookings of migrations (booking.py): ``usage`` / ``pods`` less the outgoing ones
         (what already left the node), the incoming ones apart in ``incoming`` / ``incoming_pods`` (replacements
         its metric does not show yet), so a node becomes a source only by what it carries; ``settling`` while
-        an outgoing booking has not ended (its metric still holds an evicted pod).
+        an outgoing booking has not ended (its metric still holds an evicted pod). The share of the window that
+        pods gone by themselves still hold (departures.py) is taken off ``usage`` too, without settling: the
+        pods the node runs are all in its pod list. A pod started within the window adds what the window mean
+        does not hold of it yet (``_not_yet_in_window``) to ``incoming``: as a target the node carries it whole,
+        while it becomes a source only once its metric shows it high (a descheduler acting on more than the
+        metric shows could not be audited against it).
 
         Without the bookings the next rounds would see a source as hot as before (its 300 s mean still holds
         the evicted pod for minutes) and its target as cold as before, and evict again.
@@ -274,6 +306,18 @@ class ClusterView:
                 a[0] += share * b.usage[0]
                 a[1] += share * b.usage[1]
                 a[2] += pods
+        for d in self.departures.values():
+            if d.node in fresh:
+                share = d.share(fresh[d.node])
+                a = outgoing.setdefault(d.node, [0.0, 0.0, 0.0])
+                a[0] += share * d.usage[0]
+                a[1] += share * d.usage[1]
+        for name, metric in fresh.items():
+            arriving = self._not_yet_in_window(metric)
+            if arriving != (0.0, 0.0):
+                a = incoming.setdefault(name, [0.0, 0.0, 0.0])
+                a[0] += arriving[0]
+                a[1] += arriving[1]
         loads: list[NodeLoad] = []
         zero = (0.0, 0.0, 0.0)
         for name, metric in fresh.items():
@@ -282,10 +326,40 @@ class ClusterView:
             base = base_usage(metric)
             cpu, mem = max(round(base[0] - out[0]), 0), max(round(base[1] - out[1]), 0)
             pods = max(len(metric.pods) - int(out[2]), 0)
-            loads.append(NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0),
-                                  pods, name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]),
-                                  name in settling))
+            load = NodeLoad(name, self.allocatable[name], (cpu, mem), self.pods_allocatable.get(name, 0), pods,
+                            name not in self.no_target, (round(inc[0]), round(inc[1])), int(inc[2]), name in settling)
+            loads.append(self._held(load, now))
         return loads
+
+    def _held(self, load: NodeLoad, now: float) -> NodeLoad:
+        """``load`` marked settling while ``relief_hold_s`` holds it: a pod was evicted off it within the hold,
+        a round saw it not high since (cured), and it is high again (refilled by new placements). A node still
+        high since its eviction is not held: its set continues once its metric shows the eviction."""
+        relieved = self.relieved_at.get(load.name)
+        if relieved is None or self.settings.relief_hold_s <= 0:
+            return load
+        if not node_is_high(load, self.settings.high_thresholds):
+            self.relieved_at[load.name] = (relieved[0], True)
+            return load
+        return replace(load, settling=True) if relieved[1] else load
+
+    def _not_yet_in_window(self, metric: NodeMetric) -> tuple[float, float]:
+        """(cpu m, memory B) that pods listed in ``metric`` use but its node figure does not hold yet: a pod bound
+        ``s`` seconds before the metric, ``s`` < ``window_s``, is in the window mean with ``s / window_s`` of its
+        per-pod figure (booking.py). Pods with a booking are left to it; a metric without its node figure counts
+        Σ pods whole already."""
+        if not has_node_figure(metric):
+            return 0.0, 0.0
+        start = metric.at - metric.window_s
+        cpu = mem = 0.0
+        for pm in metric.pods:
+            entry = self.pods.get(pm.uid)
+            if entry is None or entry.node != metric.node or entry.bound_at <= start or pm.uid in self.bookings:
+                continue
+            missing = 1.0 - covered(start, metric.at, entry.bound_at, metric.at)
+            cpu += missing * max(pm.cpu, 0)
+            mem += missing * max(pm.memory, 0)
+        return cpu, mem
 
     def candidates(self, loads: list[NodeLoad]) -> dict[str, list[Candidate]]:
         """Evictable pods per node: known, bound there, in its metric, not migrating or booked, not local

@@ -52,6 +52,8 @@ class MigrationLimiter:
         evicted pod comes back with its uid)."""
         self._seq: dict[str, int] = {}
         """Pod uid → the n of its latest entry."""
+        self.pod_history: dict[str, list[LimitEntry]] = {}
+        """uid → every migration of that pod still inside ``pod_window_limit``."""
 
     def record(self, uid: str, key: LimitKey, now: float) -> None:
         """A migration of pod ``uid`` started at ``now``. While the pod's latest migration still runs this
@@ -60,8 +62,15 @@ class MigrationLimiter:
         latest = self.entries.get((uid, n))
         if latest is not None and latest.finished_at is not None:
             n += 1
+            latest = None
         self._seq[uid] = n
-        self.entries[(uid, n)] = LimitEntry(key, now)
+        entry = self.entries[(uid, n)] = LimitEntry(key, now)
+        history = self.pod_history.setdefault(uid, [])
+        same = [i for i, e in enumerate(history) if e is latest]
+        if same:
+            history[same[0]] = entry
+        else:
+            history.append(entry)
 
     def finish(self, uid: str, now: float) -> None:
         """The migration of ``uid`` ended at ``now`` (its window starts counting down)."""
@@ -77,6 +86,13 @@ class MigrationLimiter:
             del self.entries[k]
             if self._seq.get(k[0]) == k[1]:
                 del self._seq[k[0]]
+        window = self.settings.pod_window_limit.window_s
+        for uid in list(self.pod_history):
+            kept = [e for e in self.pod_history[uid] if e.counts(now, window)]
+            if kept:
+                self.pod_history[uid] = kept
+            else:
+                del self.pod_history[uid]
 
     def refuse(self, key: LimitKey, now: float, replicas: Mapping[str, int] | None = None,
                planned: Sequence[LimitKey] = ()) -> str:
@@ -103,4 +119,14 @@ class MigrationLimiter:
             n += sum(1 for k in planned if match(k))
             if n >= limit.max_migrations:
                 return f"{name} had {n} migrations within {limit.window_s:g} s (limit {limit.max_migrations})"
+        return ""
+
+    def refuse_pod(self, uid: str, now: float) -> str:
+        """Why pod ``uid`` may not be migrated again at ``now`` by ``pod_window_limit`` ("" when it may)."""
+        limit = self.settings.pod_window_limit
+        if limit.max_migrations <= 0:
+            return ""
+        n = sum(1 for e in self.pod_history.get(uid, ()) if e.counts(now, limit.window_s))
+        if n >= limit.max_migrations:
+            return f"pod {uid} had {n} migrations within {limit.window_s:g} s (limit {limit.max_migrations})"
         return ""

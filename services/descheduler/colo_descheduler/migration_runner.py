@@ -169,14 +169,16 @@ class MigrationController:
     async def _evict(self, job: PodMigrationJob, now: float, events: list[Event]) -> None:
         """Send the eviction of a Running job, unless the pod's binding on the source is gone."""
         binding = (await self.store.bound_nodes([job.uid])).get(job.uid)
+        evicted = mj.mark_evicted(job, now)
+        # Booked before the order goes out: the node agent's Failed status may be handled while this tick still
+        # awaits the store, and must find the booking (else it is taken for a pod that left by itself).
+        self._book(evicted, now)
         if binding == (job.source, job.bound_at):
             cmd = EvictionCommand(uid=job.uid, node=job.source, reason=self.reason, at=now, by=self.by)
             await self.publish([(subjects.POD_EVICT, cmd, eviction_msg_id(job.uid, job.source, job.bound_at),
                                  {"node": job.source})])
             self.counts["evictions"] += 1
-        evicted = mj.mark_evicted(job, now)
         await self._save(evicted)
-        self._book(evicted, now)
         events.append(self._event(evicted))
 
     def _book(self, job: PodMigrationJob, now: float) -> None:

@@ -116,6 +116,17 @@ class DeschedulerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     """At most this many Running jobs in all; Pending jobs never count."""
     migration_history_s: Annotated[int, msgspec.Meta(ge=1)] = 3600
     """A finished job (and its reservation) stays readable in the store this long (``colo get migrations``)."""
+    pod_window_limit: WindowLimit = WindowLimit(max_migrations=1, window_s=3600.0)
+    """Migrations of one pod per window: a pod moved in the last hour is not moved again (our choice; the
+    reference has no per-pod limit). Each move restarts the pod; a pod that keeps being the best cure of one
+    node after another is carried along by the trace's load, not relieving anything: on the 2-hour audited run
+    one batch pod went 0967 → 0129 → 0967 → 0275 → 0912 within 64 minutes. 1 per hour means at most 2 in any
+    2 hours; another pod, or a later round, relieves the node (colo_descheduler/limits.py)."""
+    relief_hold_s: Annotated[float, msgspec.Meta(ge=0)] = 1800.0
+    """A node that lost a pod to a migration is no source again for this long after that eviction, seconds
+    (it keeps its high streak, as a settling node; 0 = off). Our choice: on the 2-hour audited run a small node
+    whose every pod alone is over the high threshold lost its pod 4 times in 45 minutes, each time refilled by
+    the scheduler, and swung between high and low 4 times more than without the descheduler."""
 
     def __post_init__(self) -> None:
         """Low thresholds must not exceed high ones, and ``pods`` is set in both or in neither (a node could

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from colo import subjects as S
-from colo.bus import Bus
+from colo.bus import Bus, BusError
 from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
@@ -170,6 +170,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
                 t0 = time.perf_counter()
                 acks.append(await bus.request_tick(service, tick, timeout_s=tick_timeout_s))
                 metrics.tick_wall_s[service] = metrics.tick_wall_s.get(service, 0.0) + time.perf_counter() - t0
+            await _settle_step(bus, step, now, tick_timeout_s)
             await bus.settle()
             metrics.on_ticks(now, acks)
             await watch.check(store, now)
@@ -248,3 +249,19 @@ async def run_all(scenario: Scenario, work_dir: Path, runs: tuple[str, ...] = ("
     finally:
         if progress is not None:
             progress.stop()
+
+
+async def _settle_step(bus: Bus, step: int, now: float, timeout_s: float) -> None:
+    """Every service drains its consumers at ``now``, in tick order, after the step's ticks.
+
+    What the last services published in their ticks (the descheduler's evictions, the Failed statuses the node
+    agent answers them with, the scheduler's requeue of those pods) is then handled within the step, at its
+    time, whether a handler is quick or slow; without it a handler still running when the next step's tick came
+    saw that step's time, a quick one this step's, and runs were not reproducible. Raises BusError as
+    ``request_tick``; a settle error is raised as BusError too.
+    """
+    for service in TICK_ORDER:
+        ack = await bus.request_tick(service, Tick(seq=step, now=now, step_s=STEP_S, settle_only=True),
+                                     timeout_s=timeout_s)
+        if ack.error:
+            raise BusError(f"{service} could not settle step {step}: {ack.error}")
