@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from colo.messages import CPUSuppressStrategy, NodeSLO, NodeSpec, PodSpec, Resources, SimWorkload
-from colo_node_agent.backends import sim as sim_module
+from colo_node_agent.backends import sim_strategies as sim_module
 from colo_node_agent.backends.sim import SimBackend, SimConfig
 
 G = 10**9

@@ -10,7 +10,8 @@ events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock
 ``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.
 Replicas (:mod:`colo_scheduler.replicas`) and the lease (:mod:`colo_scheduler.lease`) decide
 which pods, and whether, this process schedules. Invalid messages are dead-lettered with a
-reason; the service keeps running.
+reason; the service keeps running. The handlers of the consumed subjects are in
+:mod:`colo_scheduler.handlers`, the publishing of the events in :mod:`colo_scheduler.publishing`.
 """
 
 from __future__ import annotations
@@ -27,18 +28,11 @@ import numpy as np
 from aiohttp import web
 
 from colo import subjects
-from colo.bus import MessageInfo
 from colo.clock import WallClock
 from colo.messages import (
-    NodeMetric,
     NodeResource,
-    NodeSpec,
-    PodAdmitted,
     PodBound,
-    PodMigrationJob,
-    PodRecord,
     PodSpec,
-    PodStatus,
     PodUnschedulable,
     Resources,
 )
@@ -47,20 +41,16 @@ from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
+from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
+from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.replicas import Replica
 from colo_scheduler.settings import SchedulerSettings
-from colo_scheduler.validation import MAX_QUANTITY
-from colo_scheduler.validation import metric_problem as _metric_problem
 from colo_scheduler.validation import node_problem as _node_problem
 from colo_scheduler.validation import pod_problem as _pod_problem
 
 log = logging.getLogger("colo.scheduler")
-
-REQUEUE_REASONS = frozenset({"Evicted", "Descheduled"})
-"""PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
-
 
 LIVE_VALUES = frozenset({"1", "true", "yes", "on"})
 """Values of ``?live=`` that ask for a dry run (any other value, ``0`` or ``false`` say, asks for the record)."""
@@ -69,27 +59,7 @@ MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-def _leave(counts: dict[str, int], key: str) -> None:
-    """Count one holder of ``key`` less, dropping the key at zero."""
-    left = counts.pop(key) - 1
-    if left:
-        counts[key] = left
-
-
-def _publishable(event: tuple[Any, Any, str | None, dict[str, str]]) -> bool:
-    """Whether ``event`` (subject, message, msg id, keys) can be published; logs why not."""
-    subject, msg, _, keys = event
-    try:
-        if not isinstance(msg, subject.type):
-            raise TypeError(f"{subject.pattern} carries {subject.type.__name__}, got {type(msg).__name__}")
-        subject.format(**keys)
-    except (TypeError, ValueError) as exc:
-        log.error("dropping an event that cannot be published: %s", exc)
-        return False
-    return True
-
-
-class SchedulerService:
+class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
     """The ``scheduler`` service (colo.runtime Service protocol).
 
     Raises ValueError at construction when ``settings.problems()`` is not empty.
@@ -332,158 +302,6 @@ class SchedulerService:
             else:
                 self.core.set_allocated(name, r, r.pods)
 
-    async def _dead_letter(self, msg: Any, info: MessageInfo, reason: str) -> None:
-        assert self.ctx is not None
-        self.totals["dead_letters"] += 1
-        await self.ctx.bus.reject(info, msg, reason)
-
-    # ------------------------------------------------------------------ handlers
-
-    async def _on_admitted(self, items: list[tuple[PodAdmitted, MessageInfo]]) -> None:
-        """A batch of admissions: dead-letter invalid pods, skip other shards' pods and pods already
-        known, persist the rest as Pending in one pipeline, queue them and wake a prompt cycle.
-        Idempotent per message (the bus hands a failed batch back one message at a time)."""
-        placed, queue = self.core.framework.placed, self.core.queue
-        fresh: dict[str, PodSpec] = {}
-        for msg, info in items:
-            spec = msg.spec
-            problem = _pod_problem(spec)
-            if problem:
-                await self._dead_letter(msg, info, problem)
-                continue
-            uid = spec.uid
-            if uid in placed or uid in queue or uid in fresh or not self.replica.owns(uid):
-                continue  # redelivery, or another replica's pod
-            fresh[uid] = spec
-        if not fresh:
-            return
-        now = self._now()
-        specs = list(fresh.values())
-        written = await self._store().admit_pending(specs, now)
-        for spec, ok in zip(specs, written):
-            if ok:  # else already bound or finished: a replayed admission
-                self.core.add_pod(spec, now)
-        self._wake.set()
-
-    async def _on_node(self, spec: NodeSpec, info: MessageInfo) -> None:
-        problem = _node_problem(spec.name, spec.allocatable, spec.capacity)
-        if problem:
-            await self._dead_letter(spec, info, problem)
-            return
-        now = self._now()
-        self.core.on_node(spec, now)
-        early = self._early_resources.pop(spec.name, None)
-        if early is not None:
-            self.core.on_node_resource(early, now)
-        self._dirty.add(spec.name)
-
-    async def _on_node_resource(self, nr: NodeResource, info: MessageInfo) -> None:
-        if not all(0 <= v <= MAX_QUANTITY for v in (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)):
-            await self._dead_letter(nr, info, f"invalid NodeResource: allocatable out of range 0..{MAX_QUANTITY}")
-            return
-        if nr.node not in self.core.table.index and (problem := _node_problem(nr.node)):
-            await self._dead_letter(nr, info, f"NodeResource of an {problem}")  # it would never register
-            return
-        if nr.node not in self.core.table.index:
-            self._early_resources[nr.node] = nr  # applied when the node registers
-            return
-        self.core.on_node_resource(nr, self._now())
-
-    async def _on_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
-        now = self._now()
-        problem = _metric_problem(metric, now, self.settings.metric_expiry_s)
-        if problem:
-            await self._dead_letter(metric, info, problem)
-            return
-        self.core.on_metric(metric, now)
-
-    async def _on_status(self, st: PodStatus, info: MessageInfo) -> None:
-        if st.phase not in ("Succeeded", "Failed"):
-            return
-        store = self._store()
-        now = self._now()
-        # The store first, then the table: a cycle in between still counts the pod, so it never
-        # binds on room the store holds. Sums read while the release is under way are not applied
-        # to its nodes (_apply_allocated), and reads still open when it ends may hold the pod: both
-        # re-read the nodes next cycle, so the table never counts the pod out twice.
-        entry = self.core.framework.placed.get(st.uid)
-        table_node = self.core.table.names[entry[1]] if entry is not None else ""
-        nodes = {st.node, table_node} - {""}
-        for n in nodes:
-            self._releasing_nodes[n] = self._releasing_nodes.get(n, 0) + 1
-        try:
-            released = await store.release(st.uid, st.phase, st.reason, st.at, node=st.node)
-        except BaseException:
-            self._dirty |= nodes  # the store may have released it before the error: re-read
-            raise
-        finally:
-            for n in nodes:
-                _leave(self._releasing_nodes, n)
-        if not released and st.node and table_node and table_node != st.node:
-            placed = None  # a stale status: the pod was bound again elsewhere since (the store kept it)
-        else:
-            placed = self.core.release(st.uid, now)
-        for watch in self._releases_watch:
-            watch.add(st.uid)
-        self._last_unschedulable.pop(st.uid, None)
-        if placed is None or not released or self._allocation_reads_open:
-            # a pod we did not place (another replica; our sums may count it), one another replica
-            # released in the store first (sums read since then already left it out, and the table
-            # took it out again), or a read still open that may hold it: re-read the nodes
-            self._dirty |= nodes
-        if self.core.queue.unschedulable:
-            self._wake.set()  # room was freed: the hints may wake a waiting pod
-        if st.reason not in REQUEUE_REASONS or not self.replica.owns(st.uid):
-            return
-        rec = await store.get_pod(st.uid)
-        if rec is None or await store.bound_node(st.uid) is not None:
-            return  # unknown, or already bound again
-        if rec.phase == "Pending" and st.uid in self.core.queue:
-            return  # redelivery after requeue
-        await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=st.reason, updated_at=now))
-        await self._sync_reservations()  # a migrated pod's reservation was made before its eviction
-        self.core.add_pod(rec.spec, now)
-        self._wake.set()
-
-    async def _on_bound(self, items: list[tuple[PodBound, MessageInfo]]) -> None:
-        """PodBound events of other binders (other shards, an earlier leader): count those pods on
-        their nodes (:meth:`Scheduler.adopt`, which also drops them from this queue). An event is
-        applied only when the store still holds exactly that binding (node and time) and no
-        release of the pod arrived meanwhile, so a late event never resurrects a finished pod (one
-        adopted while its release is under way is released again when the store's release returns)."""
-        placed = self.core.framework.placed
-        foreign = [m for m, _ in items if m.spec.uid not in placed]
-        if not foreign:
-            return
-        released: set[str] = set()
-        self._releases_watch.append(released)
-        try:
-            bindings = await self._store().bound_nodes([m.spec.uid for m in foreign])
-        finally:
-            self._releases_watch.remove(released)
-        for m in foreign:
-            uid = m.spec.uid
-            if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
-                continue
-            if self.core.adopt(m.spec, m.node, m.at):
-                self.totals["foreign_binds"] += 1
-                self._last_unschedulable.pop(uid, None)
-                # adopt adds the pod to the node's sums, which a refresh since the bind may already
-                # include: the next cycle re-reads the node's allocation (absolute) from the store
-                self._dirty.add(m.node)
-
-    async def _on_migration(self, job: PodMigrationJob, info: MessageInfo) -> None:
-        """A migration job changed phase: its reservation was made or ended; re-read them and the
-        target's allocation."""
-        await self._sync_reservations()
-        if job.target in self.core.table.index:
-            self._dirty.add(job.target)
-        self._wake.set()
-
-    def _now(self) -> float:
-        assert self.ctx is not None
-        return self.ctx.clock.now()
-
     # ------------------------------------------------------------------ cycle
 
     async def tick(self, now: float) -> dict[str, float]:
@@ -643,55 +461,6 @@ class SchedulerService:
                 res = await self.reservation_store.bind_on(p.reservation, p.pod.spec, p.node, now, fence)
                 results[k] = BindResult(res.ok, res.reason)
         return results
-
-    def _announcements(self) -> list[tuple[Any, Any, str | None, dict[str, str]]]:
-        """PodBound events of :attr:`_announce` whose binding is still this scheduler's view (placed on
-        that node), with the message id the original bind used (``bound-<uid>-<bind time>``), so that
-        JetStream drops those that did go out within its duplicate window; node agents ignore a
-        PodBound of a pod they already run."""
-        placed, names = self.core.framework.placed, self.core.table.names
-        events: list[tuple[Any, Any, str | None, dict[str, str]]] = []
-        for uid, (spec, node, at) in self._announce.items():
-            entry = placed.get(uid)
-            if entry is not None and names[entry[1]] == node:
-                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at),
-                               f"bound-{uid}-{at!r}", {"node": node}))
-        self._announce.clear()
-        return events
-
-    def _report_unschedulable(self, uid: str, reasons: dict[str, int], message: str, now: float) -> bool:
-        """Whether this failed attempt is published: a new or changed verdict at once, a repeat of the
-        last published one only after ``unschedulable_event_interval_s``."""
-        last = self._last_unschedulable.get(uid)
-        if (last is not None and last[0] == reasons and last[1] == message
-                and now - last[2] < self.settings.unschedulable_event_interval_s):
-            return False
-        self._last_unschedulable[uid] = (reasons, message, now)
-        return True
-
-    async def _publish(self, events: list[tuple[Any, Any, str | None, dict[str, str]]]) -> None:
-        if not events:
-            return
-        assert self.ctx is not None
-        try:
-            await self.ctx.bus.publish_many(events)
-        except (TypeError, ValueError):
-            # an event that cannot be formatted fails the whole batch before anything is sent: drop
-            # it (retrying it would hold back every later event for good) and publish the others
-            usable = [ev for ev in events if _publishable(ev)]
-            if len(usable) < len(events):
-                await self._publish(usable)
-                return
-            log.exception("publishing %d scheduler events failed; retrying next tick", len(events))
-            self._unpublished.extend(events)
-        except Exception:
-            # Bindings are already in the store; msg ids make the retry idempotent.
-            log.exception("publishing %d scheduler events failed; retrying next tick", len(events))
-            self._unpublished.extend(events)
-
-    async def _flush_unpublished(self) -> None:
-        events, self._unpublished = self._unpublished, []
-        await self._publish(events)
 
     # ------------------------------------------------------------------ introspection
 

@@ -1,0 +1,151 @@
+"""Wire message types shared by every Colo service.
+
+All messages are frozen, keyword-only :class:`msgspec.Struct` types encoded as JSON
+(see :mod:`colo.codec`). Evolution is additive only: new fields get defaults and
+unknown fields are ignored on decode, so older and newer services interoperate.
+
+Units inside the system are integers: CPU in **milli-cores**, memory in **bytes**;
+times are **seconds** on the service clock (wall time in production, virtual time
+in simulation, see :mod:`colo.clock`). Kubernetes quantity strings (``"500m"``,
+``"2Gi"``) are accepted only at the edges (:mod:`colo.quantity`).
+"""
+
+from __future__ import annotations
+
+from colo.messages.affinity import (
+    Affinity,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+)
+from colo.messages.base import (
+    Message,
+    PodPhase,
+    PriorityClass,
+    QoSClass,
+)
+from colo.messages.metrics import (
+    AggregatedUsage,
+    MemoryPressure,
+    NodeMetric,
+    PodMetric,
+)
+from colo.messages.migrations import (
+    MigrationPhase,
+    PodMigrationJob,
+)
+from colo.messages.nodes import (
+    NodeResource,
+    NodeSpec,
+    Taint,
+    Toleration,
+)
+from colo.messages.pods import (
+    EvictionCommand,
+    PodAdmitted,
+    PodBound,
+    PodRecord,
+    PodRejected,
+    PodSpec,
+    PodStatus,
+    PodUnschedulable,
+    SimWorkload,
+)
+from colo.messages.profiles import (
+    NodeProfile,
+    PodPrediction,
+    WorkloadPrediction,
+    WorkloadProfile,
+)
+from colo.messages.qos import (
+    BlkIOLimit,
+    BlkIOStrategy,
+    CPUBurstStrategy,
+    CPUEvictStrategy,
+    CPUSetStrategy,
+    CPUSuppressStrategy,
+    MemoryEvictStrategy,
+    MemoryQoSClass,
+    MemoryQoSStrategy,
+    NodeSLO,
+    QoSEvent,
+    ResctrlClass,
+    ResctrlStrategy,
+    SystemStrategy,
+)
+from colo.messages.resources import (
+    KUBERNETES_RESOURCE_NAMES,
+    RESOURCE_NAMES,
+    Resources,
+    Usage,
+)
+from colo.messages.service import (
+    ConfigApplied,
+    ConfigRejected,
+    DeadLetter,
+)
+from colo.messages.sim import (
+    Tick,
+    TickAck,
+)
+
+__all__ = [
+    "PriorityClass",
+    "QoSClass",
+    "PodPhase",
+    "Message",
+    "Resources",
+    "RESOURCE_NAMES",
+    "KUBERNETES_RESOURCE_NAMES",
+    "Usage",
+    "Taint",
+    "Toleration",
+    "NodeSpec",
+    "NodeResource",
+    "PodMetric",
+    "AggregatedUsage",
+    "MemoryPressure",
+    "NodeMetric",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "NodeSelector",
+    "PreferredSchedulingTerm",
+    "NodeAffinity",
+    "Affinity",
+    "SimWorkload",
+    "PodSpec",
+    "PodAdmitted",
+    "PodRejected",
+    "PodBound",
+    "PodUnschedulable",
+    "PodStatus",
+    "EvictionCommand",
+    "PodRecord",
+    "CPUSuppressStrategy",
+    "MemoryEvictStrategy",
+    "CPUEvictStrategy",
+    "CPUBurstStrategy",
+    "MemoryQoSClass",
+    "MemoryQoSStrategy",
+    "CPUSetStrategy",
+    "ResctrlClass",
+    "ResctrlStrategy",
+    "BlkIOLimit",
+    "BlkIOStrategy",
+    "SystemStrategy",
+    "NodeSLO",
+    "QoSEvent",
+    "PodPrediction",
+    "NodeProfile",
+    "WorkloadPrediction",
+    "WorkloadProfile",
+    "DeadLetter",
+    "ConfigApplied",
+    "ConfigRejected",
+    "Tick",
+    "TickAck",
+    "MigrationPhase",
+    "PodMigrationJob",
+]

@@ -1,0 +1,162 @@
+"""Pods: the submitted :class:`PodSpec` (and its simulated workload), its lifecycle events (admitted,
+rejected, bound, unschedulable, status, eviction) and its :class:`PodRecord` in the store."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from colo.messages.affinity import Affinity
+from colo.messages.base import Message, PodPhase, PriorityClass, QoSClass
+from colo.messages.nodes import Toleration
+from colo.messages.resources import Resources
+
+
+class SimWorkload(Message, frozen=True):
+    """What a pod does under the ``sim`` node backend.
+
+    ``kind="series"``: a long-running service whose demand follows a usage series
+    sampled every ``step_s`` seconds starting at the pod's start (cyclic):
+    demand_cpu(t) = ``cpu_util[i]`` × ``cpu_scale_milli``, demand_memory(t) =
+    ``memory_util[i]`` × ``memory_scale_bytes`` (fractions 0–1).
+    ``kind="batch"``: a task that needs ``cpu_milli`` while running and completes after
+    ``duration_s`` seconds of full service (slower when served less), holding
+    ``memory_bytes``.
+    """
+
+    kind: Literal["series", "batch"]
+    step_s: float = 300.0
+    cpu_util: list[float] = []
+    memory_util: list[float] = []
+    cpu_scale_milli: int = 0
+    memory_scale_bytes: int = 0
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    duration_s: float = 0.0
+
+
+class PodSpec(Message, frozen=True):
+    """A pod as submitted (subject ``pod.submitted``).
+
+    ``requests``/``limits`` in milli-cores and bytes. ``priority`` is the Kubernetes
+    priority value; ``priority_class`` / ``qos_class`` the Koordinator labels (None =
+    derive, REFERENCE.md §1). ``app`` names the owning workload; ``max_instance_per_node``
+    caps its pods per node (−1 = no cap). ``command`` is run by the ``host`` backend,
+    ``sim`` by the ``sim`` backend. ``created_at`` is the submission time (seconds).
+    ``affinity`` holds required and preferred node affinity (None = none).
+    """
+
+    uid: str
+    name: str
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    priority: int | None = None
+    priority_class: PriorityClass | None = None
+    qos_class: QoSClass | None = None
+    scheduler_name: str = "colo-scheduler"
+    requests: Resources = Resources()
+    limits: Resources = Resources()
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    app: str = ""
+    max_instance_per_node: int = -1
+    daemonset: bool = False
+    command: list[str] = []
+    env: dict[str, str] = {}
+    sim: SimWorkload | None = None
+    created_at: float = 0.0
+    mirror: bool = False
+    """A mirror pod (Kubernetes: the API copy of a static pod, annotation ``kubernetes.io/config.mirror``):
+    never evicted."""
+    static: bool = False
+    """A static pod (started by the kubelet from a manifest, not by the scheduler): never evicted."""
+    local_storage: bool = False
+    """Has local storage (emptyDir or hostPath volumes), lost on eviction: evicted only when the descheduler's
+    ``evict_local_storage_pods`` is set."""
+
+
+class PodAdmitted(Message, frozen=True):
+    """A pod accepted by admission, with colocation profiles applied (subject ``pod.admitted``)."""
+
+    spec: PodSpec
+    at: float
+    profile: str = ""
+
+
+class PodRejected(Message, frozen=True):
+    """A pod refused by admission; ``reason`` is human readable (subject ``pod.rejected``)."""
+
+    uid: str
+    name: str
+    reason: str
+    at: float
+
+
+class PodBound(Message, frozen=True):
+    """A pod bound to ``node`` in the store (subject ``pod.bound.<node>``).
+
+    ``attempt_ms`` is the wall time of the scheduling attempt that placed it
+    (filter, score, reserve and bind), ``queued_s`` the clock time it waited.
+    """
+
+    spec: PodSpec
+    node: str
+    at: float
+    attempt_ms: float = 0.0
+    queued_s: float = 0.0
+
+
+class PodUnschedulable(Message, frozen=True):
+    """A scheduling attempt that found no node (subject ``pod.unschedulable``).
+
+    ``reasons`` maps a rejection reason (e.g. ``"Insufficient cpu"``) to the number
+    of nodes rejected for it, as the Kubernetes scheduler reports.
+    """
+
+    uid: str
+    name: str
+    reasons: dict[str, int]
+    message: str
+    at: float
+    attempts: int = 1
+
+
+class PodStatus(Message, frozen=True):
+    """A pod lifecycle change reported by a node agent (subject ``pod.status.<node>``).
+
+    ``phase`` Running/Succeeded/Failed; ``reason`` e.g. ``Evicted``, ``OOMKilled``,
+    ``Completed``. ``requests`` repeats the pod's requests so that consumers can free
+    resources without a lookup.
+    """
+
+    uid: str
+    node: str
+    phase: PodPhase
+    at: float
+    reason: str = ""
+    message: str = ""
+    requests: Resources = Resources()
+    qos_class: QoSClass | None = None
+    priority_class: PriorityClass | None = None
+
+
+class EvictionCommand(Message, frozen=True):
+    """An order to evict pod ``uid`` from ``node`` (subject ``pod.evict.<node>``)."""
+
+    uid: str
+    node: str
+    reason: str
+    at: float
+    by: str = ""
+
+
+class PodRecord(Message, frozen=True):
+    """A pod's state in the store: spec, phase, node (empty when unbound)."""
+
+    spec: PodSpec
+    phase: PodPhase = "Pending"
+    node: str = ""
+    reason: str = ""
+    updated_at: float = 0.0
+    bound_at: float = 0.0
