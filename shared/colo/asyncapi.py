@@ -7,6 +7,7 @@ cannot drift from the code.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -98,9 +99,11 @@ def render() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the generated files into the docs directory (default ``docs``)."""
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0] if args else "docs")
+    """Write the generated files into the docs directory (default ``docs``); ``-h``/``--help`` prints usage."""
+    parser = argparse.ArgumentParser(prog="python -m colo.asyncapi",
+                                     description="Write docs/asyncapi.json and docs/subjects.md from the registry.")
+    parser.add_argument("out", nargs="?", default="docs", type=Path, help="output directory (default %(default)s)")
+    out = parser.parse_args(sys.argv[1:] if argv is None else argv).out
     out.mkdir(parents=True, exist_ok=True)
     for name, text in render().items():
         (out / name).write_text(text)

@@ -21,3 +21,13 @@ def test_every_subject_has_a_channel_and_schema() -> None:
     assert addresses == {s.pattern for s in subjects.ALL}
     for s in subjects.ALL:
         assert s.type.__name__ in doc["components"]["schemas"]
+
+
+def test_help_prints_usage_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        asyncapi.main(["--help"])
+    assert exit_info.value.code == 0
+    assert "usage: python -m colo.asyncapi" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
