@@ -4,12 +4,15 @@ The five services run as processes over real NATS and Redis; every NodeMetric an
 order of the descheduler is recorded from the bus and audited (:mod:`colo.sim.migration_audit`):
 
 - no pod is migrated more than twice;
-- no node swings between high and low more than :data:`MAX_EXTRA_SWINGS` times more than it does in the
-  same scenario without the descheduler, and the cluster as a whole swings no more than without it (the
-  trace's own load — batch tasks arriving and ending, online services' 5-minute steps — makes nodes swing up
-  to 9 times in these 2 hours with no descheduler at all, so a fixed count would measure the trace);
-- and no node makes more than :data:`MAX_SWINGS` swings that a migration took part in (an eviction off
-  it, an evicted pod arriving on it: ``MigrationAudit.migration_oscillations``);
+- no node makes more than :data:`MAX_SWINGS` swings between high and low that a migration took part in (an
+  eviction off it before a high → low swing, an evicted pod arriving on it before a low → high one:
+  ``MigrationAudit.migration_oscillations``), and the cluster as a whole swings no more than the same scenario
+  without the descheduler. All swings of a node are not compared run against run: the trace's own load (batch
+  tasks arriving and ending, online services' 5-minute steps) swings nodes up to 9 times in these 2 hours with
+  no descheduler at all, and once one migration has changed the loads the scheduler sees, it places the
+  trace's later pods elsewhere, so a node can swing 5 times against 2 with no migration near it (seed 3);
+  and no node is relieved by a migration more than :data:`MAX_BOUNCES` times within 30 min of taking migrated
+  pods (``MigrationAudit.migration_bounces``: the target-then-source round trip of a cascade);
 - no high episode of a node loses more pods than the excess required (from the recorded metrics);
 - and the run still keeps the demo's invariants (nothing over-committed, nothing bound twice).
 
@@ -43,14 +46,15 @@ pytestmark = [
 PARAMS = ScenarioParams(nodes=20, hours=2.0, seed=1)
 LOW = (20, 35)
 HIGH = (40, 55)
-MAX_EXTRA_SWINGS = 2
-"""Swings between high and low that descheduling may add to one node over 2 h: a relieved source goes from
-high to low once (the point of a migration) and may come back with the trace's load; a cascade (a target
-driven high, then relieved again) adds one per round trip."""
-MAX_SWINGS = 4
-"""Swings between high and low a migration took part in that one node may make in 2 h; the trace's own load
-changes (5-min steps of online services, batch arrivals) around a migration account for a few, a cascade for
-one every few rounds."""
+MAX_SWINGS = 3
+"""Swings between high and low a migration took part in that one node may make in 2 h: a relieved source goes
+from high to low once (the point of a migration), a target may take a pod and later go high with the trace's
+load, and the pod limit lets a pod move twice; a cascade (a target driven high, relieved, driven high again) adds
+one per round trip. Seeds 1–5 of this run stay at or below 3."""
+MAX_BOUNCES = 2
+"""Evictions off one node within 30 min after a migrated pod arrived on it (``migration_bounces``): the round
+trip of a cascade. The descheduler before bookings matched the metrics made 8 on one node of this run (seed 1);
+seeds 1–5 now make at most 2 (a target that took a pod and later went high with the trace's load)."""
 DESCHEDULER_ENV = {
     "COLO_DESCHEDULER_LOW_THRESHOLDS__CPU": str(LOW[0]),
     "COLO_DESCHEDULER_LOW_THRESHOLDS__MEMORY": str(LOW[1]),
@@ -128,12 +132,11 @@ def test_no_node_oscillates(both: Runs) -> None:
     (_, on), (_, off) = both
     assert off.evictions == [], "the comparison run has no descheduler"
     with_d, without = on.oscillations(), off.oscillations()
-    extra = {node: (n, without.get(node, 0)) for node, n in with_d.items()
-             if n > without.get(node, 0) + MAX_EXTRA_SWINGS}
-    assert extra == {}, "node: (swings with the descheduler, without)"
-    assert sum(with_d.values()) <= sum(without.values())
+    assert sum(with_d.values()) <= sum(without.values()), "the cluster swings more with the descheduler"
     swings = {node: n for node, n in on.migration_oscillations().items() if n > MAX_SWINGS}
     assert swings == {}, "swings a migration took part in"
+    bounces = {node: n for node, n in on.migration_bounces().items() if n > MAX_BOUNCES}
+    assert bounces == {}, "targets relieved again within 30 min of taking migrated pods"
 
 
 def test_evictions_within_what_the_excess_required(longrun: tuple[RunResult, MigrationAudit]) -> None:

@@ -114,3 +114,17 @@ def test_migration_oscillations_count_swings_a_migration_took_part_in(
               + [evict(uid, "n2", first - 30.0) for uid, first in arrivals])
     assert a.oscillations() == {"n1": 3}
     assert a.migration_oscillations().get("n1", 0) == swings
+
+
+def test_migration_bounces_count_a_target_relieved_after_taking_evicted_pods() -> None:
+    """n2 takes pod a (evicted off n1 at 0 s, listed on n2 from 60 s) and loses b to a migration at 600 s: one
+    bounce; the eviction off n1 itself comes before anything arrived there, and one 40 min later is outside."""
+    a = MigrationAudit(allocatable={"n1": ALLOC, "n2": ALLOC}, low=LOW, high=HIGH)
+    for t in (0.0, 60.0, 120.0):
+        a.add_metric(metric("n1", t, [("a", 6000)] if t == 0.0 else []))
+        a.add_metric(metric("n2", t, [("b", 1000)] + ([("a", 6000)] if t >= 60.0 else [])))
+    a.add_eviction(evict("a", "n1", 0.0))
+    a.add_eviction(evict("b", "n2", 600.0))
+    a.add_eviction(evict("x", "n2", 60.0 + 2400.0))
+    assert a.migration_bounces() == {"n2": 1}
+    assert a.migration_bounces(within_s=3000.0) == {"n2": 2}

@@ -236,3 +236,15 @@ class MigrationAudit:
                 last = (m.at, cls)
             out[node] = swings
         return out
+
+    def migration_bounces(self, within_s: float = 1800.0) -> dict[str, int]:
+        """Per node, the evictions off it that came within ``within_s`` seconds (default 30 min) after an evicted
+        pod arrived on it (:meth:`migration_events`): a target the descheduler filled and then relieved again,
+        the round trip of a cascade (a target driven from 20 % to 80 %, then evicting one back). Nodes with
+        none are left out."""
+        out: dict[str, int] = {}
+        for node, (off, arrived) in self.migration_events().items():
+            n = sum(1 for te in off if any(0 < te - ta <= within_s for ta in arrived))
+            if n:
+                out[node] = n
+        return out
