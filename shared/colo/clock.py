@@ -28,10 +28,16 @@ class WallClock:
 
 
 class VirtualClock:
-    """Simulated time, advanced explicitly; starts at ``start`` seconds."""
+    """Simulated time, advanced explicitly; starts at ``start`` seconds.
 
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = float(start)
+    Created without ``start`` it reads 0 and does not know the time (``known`` False) until the first
+    :meth:`advance_to`: a service started (or restarted) in simulation learns the time from its first
+    tick, and a message dated later than 0 before that is not "in the future" (:func:`knows_time`)."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self._now = float(start) if start is not None else 0.0
+        self.known = start is not None
+        """Whether the clock was given a time (at creation or by :meth:`advance_to`)."""
 
     def now(self) -> float:
         """Current virtual time in seconds."""
@@ -42,3 +48,11 @@ class VirtualClock:
         if t < self._now:
             raise ValueError(f"virtual time cannot go back: {t} < {self._now}")
         self._now = float(t)
+        self.known = True
+
+
+def knows_time(clock: Clock) -> bool:
+    """Whether ``clock.now()`` is the actual time: always for a wall clock, for a
+    :class:`VirtualClock` once it was given one. Checks that compare a message's time with the
+    clock ("dated ahead of the clock") apply only when it does."""
+    return not isinstance(clock, VirtualClock) or clock.known

@@ -199,8 +199,12 @@ def start_nats(port: int = 0, store_dir: str | None = None) -> ServerHandle:
     raise EmbeddedServerError(f"could not start nats-server: {last}")
 
 
-def start_redis(port: int = 0, binary: str | None = None) -> ServerHandle:
+def start_redis(port: int = 0, binary: str | None = None, data_dir: str | None = None) -> ServerHandle:
     """Start ``redis-server`` on 127.0.0.1:``port`` (0 = a free port), no persistence.
+
+    With ``data_dir`` the data persists there instead (append-only file, fsync after every write):
+    a server started again on the same ``data_dir`` has every write acknowledged before a kill -9
+    (the restart tests of tests/e2e/test_chaos_migration.py); ``stop()`` leaves ``data_dir`` in place.
 
     Raises EmbeddedServerError when redis-server is not installed or does not start.
     """
@@ -209,8 +213,9 @@ def start_redis(port: int = 0, binary: str | None = None) -> ServerHandle:
     for _ in range(3):
         p = port or free_port()
         tmp = tempfile.TemporaryDirectory(prefix="colo-redis-")
-        args = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", tmp.name, "--daemonize", "no"]
+        persist = ["--appendonly", "yes", "--appendfsync", "always", "--dir", data_dir] if data_dir else \
+            ["--appendonly", "no", "--dir", tmp.name]
+        args = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", *persist, "--daemonize", "no"]
         try:
             proc = _spawn("redis-server", args, p, tmp)
         except EmbeddedServerError as exc:

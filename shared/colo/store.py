@@ -22,6 +22,9 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+import redis.exceptions as redis_exc
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
 from colo.keys import Keys
@@ -258,8 +261,13 @@ class Store:
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
 
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
+        A command that meets a dead connection (Redis restarted: every pooled connection is closed)
+        reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
+        (:data:`RECONNECT_BACKOFF_S`); redis-py's ``from_url`` default is no retry, so each stale
+        connection failed one command after a restart.
         """
-        client = aioredis.from_url(url, decode_responses=False)
+        client = aioredis.from_url(url, decode_responses=False, retry=_reconnecting_retry(),
+                                   retry_on_error=[redis_exc.ConnectionError, redis_exc.TimeoutError])
         try:
             await client.ping()
         except BaseException:
@@ -605,3 +613,15 @@ class Store:
         if batch:
             n += await self.redis.unlink(*batch)
         return n
+
+
+RECONNECT_RETRIES = 8
+"""Times a Store command is sent again after a connection error (see :meth:`Store.connect`)."""
+RECONNECT_BACKOFF_S = (0.05, 1.0)
+"""(base, cap) seconds of the exponential backoff with jitter between those attempts: ~4 s in all,
+longer than a Redis restart on its data takes (under a second for the demo's data)."""
+
+
+def _reconnecting_retry() -> Retry:
+    base, cap = RECONNECT_BACKOFF_S
+    return Retry(ExponentialWithJitterBackoff(base=base, cap=cap), retries=RECONNECT_RETRIES)
