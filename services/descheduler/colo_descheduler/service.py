@@ -14,6 +14,7 @@ from typing import Any
 
 from colo import subjects
 from colo.bus import MessageInfo
+from colo.clock import knows_time
 from colo.messages import EvictionCommand, NodeMetric, NodeResource, NodeSpec, PodBound, PodStatus
 from colo.runtime import ServiceContext
 from colo_descheduler.cluster import ClusterView
@@ -23,6 +24,9 @@ from colo_descheduler.ratelimit import TokenBucket
 from colo_descheduler.settings import DeschedulerSettings
 
 REASON = "LowNodeLoad"
+
+MAX_OFFER = 2**50
+"""Largest batch/mid offer taken from a NodeResource (the scheduler's bound on quantities)."""
 
 
 class DeschedulerService:
@@ -92,14 +96,35 @@ class DeschedulerService:
             # a negative window "starts" after ``at``: it would end every booking of the node at once
             await self._reject(metric, info, f"NodeMetric window_s {metric.window_s!r} must be finite and >= 0")
             return
+        if problem := self._dated_ahead("NodeMetric", metric.at):
+            await self._reject(metric, info, problem)
+            return
         self.cluster.on_metric(metric)
 
     async def on_resource(self, res: NodeResource, info: MessageInfo) -> None:
         """A node's batch/mid offer (the store's bind limits for batch-*/mid-*)."""
-        if not res.node:
-            await self._reject(res, info, "NodeResource needs a node")
+        if not res.node or not math.isfinite(res.at):
+            await self._reject(res, info, "NodeResource needs a node and a finite at")
+            return
+        offers = (res.batch_cpu, res.batch_memory, res.mid_cpu, res.mid_memory)
+        if not all(0 <= v <= MAX_OFFER for v in offers):
+            await self._reject(res, info, f"NodeResource offers {offers} out of range 0..{MAX_OFFER}")
+            return
+        if problem := self._dated_ahead("NodeResource", res.at):
+            await self._reject(res, info, problem)
             return
         self.cluster.on_resource(res)
+
+    def _dated_ahead(self, kind: str, at: float) -> str:
+        """Why a report at ``at`` (s) is refused for being more than ``metric_expiry_s`` ahead of the clock ("" if
+        not): the view keeps the newest report per node, so one dated ahead would shadow every correct one after it,
+        and a metric dated ahead would stay fresh for ever. A simulated clock that has not had its first tick
+        (a restarted service) cannot tell, and refuses nothing."""
+        assert self.ctx is not None
+        now = self.ctx.clock.now()
+        if knows_time(self.ctx.clock) and at > now + self.settings.metric_expiry_s:
+            return f"{kind} dated {at - now:.0f} s ahead of the descheduler's clock (at most {self.settings.metric_expiry_s:g} s)"
+        return ""
 
     async def on_bound(self, msg: PodBound, info: MessageInfo) -> None:
         """A binding."""
