@@ -117,15 +117,20 @@ def preferred_score(preferred: Sequence[PreferredSchedulingTerm], labels: Mappin
     return sum(p.weight for p in preferred if term_matches(p.preference, labels))
 
 
-def toleration_tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Whether one toleration tolerates ``taint`` (Kubernetes ``Toleration.ToleratesTaint``): an empty
-    effect matches every effect; ``Exists`` with an empty key matches every taint; ``Equal`` needs key and
-    value equal."""
-    if toleration.effect and toleration.effect != taint.effect:
+def tolerates_taint(key: str, operator: str, value: str, effect: str, taint: Taint) -> bool:
+    """Whether a toleration given by its fields tolerates ``taint`` (Kubernetes ``Toleration.ToleratesTaint``):
+    an empty effect matches every effect; ``Exists`` with an empty key matches every taint, with a key any
+    value of it; ``Equal`` needs key and value equal."""
+    if effect and effect != taint.effect:
         return False
-    if toleration.operator == "Exists":
-        return toleration.key in ("", taint.key)
-    return toleration.key == taint.key and toleration.value == taint.value
+    if operator == "Exists":
+        return key in ("", taint.key)
+    return key == taint.key and value == taint.value
+
+
+def toleration_tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """:func:`tolerates_taint` of a :class:`~colo.messages.Toleration`."""
+    return tolerates_taint(toleration.key, toleration.operator, toleration.value, toleration.effect, taint)
 
 
 def taints_tolerated(spec: PodSpec, node: NodeSpec) -> bool:

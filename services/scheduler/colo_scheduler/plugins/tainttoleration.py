@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from colo.affinity import tolerates_taint
 from colo.messages import Taint
 from colo_scheduler.framework.interface import NODE_ADD, CycleState
 from colo_scheduler.plugins.maskfilter import CachedMaskFilter
@@ -26,13 +27,8 @@ TolerationKey = tuple[str, str, str, str]
 
 
 def tolerates(tol: TolerationKey, taint: Taint) -> bool:
-    """Whether one toleration tolerates ``taint`` (Kubernetes semantics)."""
-    key, operator, value, effect = tol
-    if effect and effect != taint.effect:
-        return False
-    if operator == "Exists":
-        return key == "" or key == taint.key
-    return key == taint.key and value == taint.value
+    """Whether one toleration tolerates ``taint`` (Kubernetes semantics, :func:`colo.affinity.tolerates_taint`)."""
+    return tolerates_taint(*tol, taint)
 
 
 def untolerated(tolerations: tuple[TolerationKey, ...], taints: list[Taint]) -> Taint | None:
