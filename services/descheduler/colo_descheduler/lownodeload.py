@@ -22,7 +22,7 @@ Vec = tuple[int, int]
 
 # The class ranks live in victims.py; re-exported here, where they used to be defined.
 __all__ = ["PRIORITY_CLASS_RANK", "QOS_RANK", "Candidate", "Eviction", "LowNodeLoad", "NodeLoad", "RoundResult",
-           "Vec", "high_limit", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
+           "Vec", "is_high", "is_low", "max_unavailable", "node_is_high", "node_is_low", "percent",
            "curing_set", "pods_percent", "victim_order"]
 
 
@@ -130,11 +130,6 @@ def is_high(usage: Vec, allocatable: Vec, high: Thresholds) -> bool:
     """Any resource above its high threshold."""
     cpu, mem = percent(usage, allocatable)
     return cpu > high.cpu or mem > high.memory
-
-
-def high_limit(allocatable: Vec, high: Thresholds) -> Vec:
-    """The usage at the high threshold, (cpu m, memory B), rounded down."""
-    return (allocatable[0] * high.cpu // 100, allocatable[1] * high.memory // 100)
 
 
 def _score(usage: Vec, allocatable: Vec) -> float:
