@@ -81,6 +81,8 @@ PROFILES = "COLO_PROFILES"
 DLQ = "COLO_DLQ"
 CONFIG = "COLO_CONFIG"
 MIGRATIONS = "COLO_MIGRATIONS"
+JOBS = "COLO_JOBS"
+QUOTAS = "COLO_QUOTAS"
 
 POD_SUBMITTED = _s("pod.submitted", m.PodSpec, PODS, "pods as submitted, before admission")
 POD_ADMITTED = _s("pod.admitted", m.PodAdmitted, PODS, "pods after admission (profiles applied)")
@@ -111,6 +113,20 @@ MIGRATION = _s("migration.{phase}", m.PodMigrationJob, MIGRATIONS,
                 "descheduler migration jobs, one event per phase change (Pending, Running, Succeeded, Failed, "
                 "Aborted)")
 
+WORKLOAD_SUBMITTED = _s("workload.submitted", m.WorkloadSpec, JOBS,
+                        "Deployments, StatefulSets and Jobs as submitted, before admission expands them into pods")
+PODGROUP_SUBMITTED = _s("podgroup.submitted", m.PodGroupSpec, JOBS, "PodGroups (gangs) as submitted")
+WORKLOAD_ADMITTED = _s("workload.admitted", m.WorkloadAdmitted, JOBS,
+                       "workloads and PodGroups accepted by admission, with the uids of their pods")
+WORKLOAD_REJECTED = _s("workload.rejected", m.WorkloadRejected, JOBS,
+                       "workloads and PodGroups refused by admission, with every problem; none of their pods admitted")
+RESERVATION_SUBMITTED = _s("reservation.submitted", m.ReservationSpec, JOBS,
+                           "Reservations as submitted (room held ahead of time for an owner's pods)")
+
+QUOTA_SPEC = _s("quota.spec.{name}", m.ElasticQuota, QUOTAS, "elastic quotas as submitted (the latest per quota)")
+QUOTA_STATUS = _s("quota.status.{name}", m.QuotaStatus, QUOTAS,
+                  "per-quota min, max, used, request and runtime as the scheduler computes them")
+
 SIM_TICK = _s("sim.tick.{service}", m.Tick, None, "virtual-time tick (request/reply)")
 
 STREAMS: tuple[Stream, ...] = (
@@ -123,6 +139,8 @@ STREAMS: tuple[Stream, ...] = (
     Stream(DLQ, (f"{PREFIX}.dlq.>",), max_age_s=7 * 86400),
     Stream(CONFIG, (f"{PREFIX}.config.>",), max_msgs_per_subject=16),
     Stream(MIGRATIONS, (f"{PREFIX}.migration.>",), max_age_s=7 * 86400),
+    Stream(JOBS, (f"{PREFIX}.workload.>", f"{PREFIX}.podgroup.>", f"{PREFIX}.reservation.>"), max_age_s=7 * 86400),
+    Stream(QUOTAS, (f"{PREFIX}.quota.spec.>", f"{PREFIX}.quota.status.>"), max_msgs_per_subject=1),
 )
 """Every JetStream stream Colo uses; created by :meth:`colo.bus.Bus.ensure_streams`."""
 

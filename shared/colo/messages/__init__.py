@@ -26,6 +26,14 @@ from colo.messages.base import (
     PriorityClass,
     QoSClass,
 )
+from colo.messages.jobs import (
+    DEFAULT_GANG_TIMEOUT_S,
+    POD_GROUP_LABEL,
+    GangMode,
+    GangSpec,
+    OwnerReference,
+    PodGroupSpec,
+)
 from colo.messages.metrics import (
     AggregatedUsage,
     MemoryPressure,
@@ -75,6 +83,17 @@ from colo.messages.qos import (
     ResctrlStrategy,
     SystemStrategy,
 )
+from colo.messages.quotas import (
+    PREEMPTIBLE_LABEL,
+    QUOTA_NAME_LABEL,
+    ROOT_QUOTA,
+    ElasticQuota,
+    QuotaStatus,
+)
+from colo.messages.reserve import (
+    ReservationOwner,
+    ReservationSpec,
+)
 from colo.messages.resources import (
     KUBERNETES_RESOURCE_NAMES,
     RESOURCE_NAMES,
@@ -89,6 +108,12 @@ from colo.messages.service import (
 from colo.messages.sim import (
     Tick,
     TickAck,
+)
+from colo.messages.workloads import (
+    WorkloadAdmitted,
+    WorkloadKind,
+    WorkloadRejected,
+    WorkloadSpec,
 )
 
 __all__ = [
@@ -148,4 +173,21 @@ __all__ = [
     "TickAck",
     "MigrationPhase",
     "PodMigrationJob",
+    "GangMode",
+    "GangSpec",
+    "OwnerReference",
+    "PodGroupSpec",
+    "POD_GROUP_LABEL",
+    "DEFAULT_GANG_TIMEOUT_S",
+    "WorkloadKind",
+    "WorkloadSpec",
+    "WorkloadAdmitted",
+    "WorkloadRejected",
+    "ElasticQuota",
+    "QuotaStatus",
+    "QUOTA_NAME_LABEL",
+    "PREEMPTIBLE_LABEL",
+    "ROOT_QUOTA",
+    "ReservationOwner",
+    "ReservationSpec",
 ]

@@ -7,6 +7,7 @@ from typing import Literal
 
 from colo.messages.affinity import Affinity
 from colo.messages.base import Message, PodPhase, PriorityClass, QoSClass
+from colo.messages.jobs import GangSpec, OwnerReference
 from colo.messages.nodes import Toleration
 from colo.messages.resources import Resources
 
@@ -74,6 +75,15 @@ class PodSpec(Message, frozen=True):
     local_storage: bool = False
     """Has local storage (emptyDir or hostPath volumes), lost on eviction: evicted only when the descheduler's
     ``evict_local_storage_pods`` is set."""
+    owner: OwnerReference | None = None
+    """The workload the pod was expanded from (admission, :mod:`colo.messages.workloads`); None for a bare pod."""
+    gang: GangSpec | None = None
+    """The pod's gang (pod group) when it must be placed together with others (Coscheduling); None = alone."""
+    max_unavailable: int = -1
+    """Disruption budget of the pod's owner: at most this many of the owner's pods may be preempted or evicted
+    at once (−1 = none; Kubernetes PodDisruptionBudget ``maxUnavailable``)."""
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    """Kubernetes ``preemptionPolicy``: ``Never`` keeps the pod from preempting others (it may still be preempted)."""
 
 
 class PodAdmitted(Message, frozen=True):
