@@ -1,4 +1,4 @@
-"""``colo get nodes|pods|migrations``: tables from the Redis snapshot (docs/cli.md)."""
+"""``colo get nodes|pods|migrations|reservations``: tables from the Redis snapshot (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,10 @@ async def _get(what: str, conn: Connection) -> Table:
             from colo.migrations import list_jobs
 
             return migrations_table(await list_jobs(store), time.time())
+        if what == "reservations":
+            from colo.cli.reserve import get_reservations
+
+            return await get_reservations(store)
         records = await store.list_pods()
     finally:
         await store.close()
