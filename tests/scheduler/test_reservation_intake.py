@@ -214,3 +214,14 @@ async def test_bad_submissions_are_dead_lettered_and_replays_change_nothing(clus
     assert "exists" in dead[1].reason
     assert [(r.name, r.state) for r in await cluster.rs.all()] == [("r1", "Available")]
     assert await cluster.store.allocated("n1") == Resources(cpu=1000, pods=1)
+
+
+async def test_pending_reservations_in_the_store_are_placed_after_a_restart(cluster: Cluster) -> None:
+    """Recorded Pending by an earlier scheduler (or the leader before a fail-over), never placed: picked up."""
+    await cluster.add_node(node("n1", cpu=4000, memory=8 * GI))
+    left = ReservationSpec(name="left", requests=Resources(cpu=1000), owners=[TEAM_A], ttl_s=600, created_at=5.0)
+    assert await cluster.rs.put_pending(left, 5.0) == ""
+    await cluster.reserve(left)  # its redelivery: known, still pending
+    await cluster.tick()
+    rec = await cluster.rs.get("left")
+    assert rec is not None and (rec.state, rec.node, rec.expires_at) == ("Available", "n1", 605.0)

@@ -85,9 +85,12 @@ class ReservationIntake:
             await self._reject(spec, info, f"reservation {spec.name!r} exists and holds room: release it or use "
                                "another name")
             return
-        if got == PENDING_KNOWN:
-            return
-        self.totals["reservations_submitted"] += 1
+        if got == PENDING_KNOWN:  # a redelivery, or another replica (or the leader) recorded it first
+            rec = await self._rs().get(spec.name) if spec.name not in self.due else None
+            if rec is None or rec.state != "Pending" or not self.replica.owns(spec.name):
+                return
+        else:
+            self.totals["reservations_submitted"] += 1
         if self.replica.owns(spec.name):
             self.due[spec.name] = now
             self.attempts.pop(spec.name, None)
