@@ -28,7 +28,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
 from colo.keys import Keys
-from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
+from colo.messages import NodeResource, NodeSpec, PodGroupSpec, PodPhase, PodRecord, PodSpec, Resources
 
 _REQUESTED = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
 _requested = operator.attrgetter(*_REQUESTED)
@@ -613,6 +613,40 @@ class Store:
         if batch:
             n += await self.redis.unlink(*batch)
         return n
+
+    # ------------------------------------------------------------------ pod groups and workloads (admission)
+
+    async def put_pod_group(self, group: PodGroupSpec) -> None:
+        """Store (or replace) an admitted PodGroup under ``namespace/name``."""
+        await self.redis.hset(self.keys.pod_groups, f"{group.namespace}/{group.name}", codec.encode(group))
+
+    async def get_pod_group(self, key: str) -> PodGroupSpec | None:
+        """The PodGroup ``namespace/name`` or None."""
+        raw = await self.redis.hget(self.keys.pod_groups, key)
+        return None if raw is None else codec.decode(raw, PodGroupSpec)
+
+    async def list_pod_groups(self) -> dict[str, PodGroupSpec]:
+        """Every stored PodGroup by ``namespace/name``."""
+        raw = await self.redis.hgetall(self.keys.pod_groups)
+        return {_s(k): codec.decode(v, PodGroupSpec) for k, v in raw.items()}
+
+    async def put_workload_record(self, uid: str, blob: bytes) -> None:
+        """Replace admission's record of the workload ``uid`` (an opaque JSON blob) in one HSET."""
+        await self.redis.hset(self.keys.workloads, uid, blob)
+
+    async def get_workload_record(self, uid: str) -> bytes | None:
+        """Admission's record of the workload ``uid`` or None."""
+        raw = await self.redis.hget(self.keys.workloads, uid)
+        return None if raw is None else _b(raw)
+
+    async def list_workload_records(self) -> dict[str, bytes]:
+        """Every workload record by uid."""
+        raw = await self.redis.hgetall(self.keys.workloads)
+        return {_s(k): _b(v) for k, v in raw.items()}
+
+
+def _b(v: bytes | str) -> bytes:
+    return v.encode() if isinstance(v, str) else v
 
 
 RECONNECT_RETRIES = 8
