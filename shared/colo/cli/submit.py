@@ -1,14 +1,16 @@
 """``colo submit FILE``: validate a whole manifest (:mod:`colo.manifests`), then publish each object on its
 subject, in the order of :meth:`colo.manifests.Manifest.ordered`; nothing is published when any object is
-invalid. Message ids make a repeated submit a no-op within JetStream's duplicate window.
+invalid. Message ids carry the submission time (a pod's is its uid, as before): a corrected manifest
+resubmitted under the same names is not dropped as a duplicate; admission makes a repeated workload uid a
+no-op.
 
 =================  =================================  ======================
 object             subject                            message id
 =================  =================================  ======================
 ElasticQuota       ``quota.spec.{name}``              ``quota-<name>-<at>``
-PodGroup           ``podgroup.submitted``             ``podgroup-<uid>``
-Reservation        ``reservation.submitted``          ``reservation-<ns>-<name>``
-Deployment, …      ``workload.submitted``             ``workload-<uid>``
+PodGroup           ``podgroup.submitted``             ``podgroup-<uid>-<at>``
+Reservation        ``reservation.submitted``          ``reservation-<ns>-<name>-<at>``
+Deployment, …      ``workload.submitted``             ``workload-<uid>-<at>``
 Pod                ``pod.submitted``                  ``<uid>``
 =================  =================================  ======================
 """
@@ -28,7 +30,7 @@ from rich.markup import escape
 from colo import subjects as S
 from colo.manifests import Manifest, ManifestError, load_manifest
 from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
-from colo.workloads import expand, initial_pods
+from colo.workloads import expand, initial_pods, referenced_group
 
 Item = tuple[Any, Any, str | None, dict[str, str]]
 
@@ -40,11 +42,11 @@ def publications(manifest: Manifest) -> list[Item]:
         if isinstance(obj, ElasticQuota):
             out.append((S.QUOTA_SPEC, obj, f"quota-{obj.name}-{obj.created_at!r}", {"name": obj.name}))
         elif isinstance(obj, PodGroupSpec):
-            out.append((S.PODGROUP_SUBMITTED, obj, f"podgroup-{obj.uid}", {}))
+            out.append((S.PODGROUP_SUBMITTED, obj, f"podgroup-{obj.uid}-{obj.created_at!r}", {}))
         elif isinstance(obj, ReservationSpec):
-            out.append((S.RESERVATION_SUBMITTED, obj, f"reservation-{obj.namespace}-{obj.name}", {}))
+            out.append((S.RESERVATION_SUBMITTED, obj, f"reservation-{obj.namespace}-{obj.name}-{obj.created_at!r}", {}))
         elif isinstance(obj, WorkloadSpec):
-            out.append((S.WORKLOAD_SUBMITTED, obj, f"workload-{obj.uid}", {}))
+            out.append((S.WORKLOAD_SUBMITTED, obj, f"workload-{obj.uid}-{obj.created_at!r}", {}))
         elif isinstance(obj, PodSpec):
             out.append((S.POD_SUBMITTED, obj, obj.uid, {}))
     return out
@@ -70,7 +72,9 @@ def expansion(w: WorkloadSpec) -> list[str]:
     """The ``--dry-run`` lines of a workload: each pod admission would create at once, with its gang."""
     lines = []
     for pod in expand(w, range(initial_pods(w))):
-        gang = f" gang {pod.gang.name} (min {pod.gang.min_member})" if pod.gang else ""
+        group = referenced_group(pod)
+        gang = (f" gang {pod.gang.name} (min {pod.gang.min_member})" if pod.gang
+                else f" PodGroup {group}" if group else "")
         lines.append(f"  pod/{pod.name} ({pod.uid}){gang}")
     return lines
 
