@@ -126,8 +126,8 @@ def test_deployment_pods_carry_a_stable_hash() -> None:
                  id="parallelism-completions-zero"),
     pytest.param("kind: Job\nmetadata: {name: j}\nspec: {parallelism: 2}",
                  ["spec.template: required"], id="no-template"),
-    pytest.param(f"kind: Job\nmetadata: {{name: j}}\nspec: {{template: {{spec: {{containers: "
-                 f"[{{resources: {{requests: {{cpu: 5x}}}}}}]}}}}}}",
+    pytest.param("kind: Job\nmetadata: {name: j}\nspec: {template: {spec: {containers: "
+                 "[{resources: {requests: {cpu: 5x}}}]}}}",
                  ["spec.template.spec.containers[0].resources.requests.cpu: not a quantity: '5x'"], id="bad-template"),
     pytest.param("kind: Deployment\napiVersion: apps/v2\nmetadata: {name: w}\n"
                  f"spec: {{{TEMPLATE}}}", ["apiVersion: expected apps/v1 for Deployment, got 'apps/v2'"],
@@ -308,7 +308,7 @@ def test_mixed_file_ordered_for_publishing(tmp_path: Path) -> None:
         f"{{labels: {{{POD_GROUP_LABEL}: pg}}}}, spec: {{{C}}}}}}}",
         f"kind: Pod\nmetadata: {{name: solo}}\nspec: {{{C}}}",
         "kind: PodGroup\nmetadata: {name: pg}\nspec: {minMember: 2}",
-        f"kind: ElasticQuota\nmetadata: {{name: q}}\nspec: {{max: {{cpu: 4}}}}",
+        "kind: ElasticQuota\nmetadata: {name: q}\nspec: {max: {cpu: 4}}",
         RS + f"spec: {{template: {{spec: {{{C}}}}}, owners: [{{object: {{uid: p}}}}]}}",
     ])
     path = tmp_path / "all.yaml"
