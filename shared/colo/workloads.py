@@ -5,6 +5,9 @@ StatefulSet's or Job's pod ``i`` is uid ``<workload uid>-<i>``, name ``<name>-<i
 a stable hash of (workload uid, i) instead of ``i``, as Kubernetes names ReplicaSet pods. Every pod carries
 its :class:`~colo.messages.OwnerReference`, ``app`` (the template's ``app`` label, else the workload's name),
 the workload's disruption budget and, when the workload forms a gang, its :class:`~colo.messages.GangSpec`.
+
+:class:`WorkloadRecord` is admission's record of an admitted workload, kept in the store (``workloads`` hash
+of :mod:`colo.keys`) and read by ``colo get workloads``.
 """
 
 from __future__ import annotations
@@ -66,3 +69,37 @@ def expand(w: WorkloadSpec, indices: Iterable[int], gang: GangSpec | None = None
             w.template, uid=f"{w.uid}-{suffix}", name=f"{w.name}-{suffix}", namespace=w.namespace, app=app,
             owner=owner, gang=gang, max_unavailable=w.max_unavailable, created_at=w.created_at))
     return out
+
+
+class WorkloadRecord(msgspec.Struct, kw_only=True):
+    """An admitted workload: its spec, the gang its pods carry, the uids of every pod created so far (in
+    index order), and a Job's progress: the next index, the pods not finished, succeeded and failed
+    counts, and why it stopped creating pods ("" = it did not)."""
+
+    spec: WorkloadSpec
+    gang: GangSpec | None = None
+    pods: list[str] = []
+    next_index: int = 0
+    active: list[str] = []
+    succeeded: int = 0
+    failed: int = 0
+    stopped: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """A Job whose ``completions`` pods have succeeded."""
+        return self.spec.kind == "Job" and self.succeeded >= self.spec.completions
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(WorkloadRecord)
+
+
+def encode_record(record: WorkloadRecord) -> bytes:
+    """The record as stored (JSON)."""
+    return _encoder.encode(record)
+
+
+def decode_record(blob: bytes) -> WorkloadRecord:
+    """A stored record; raises msgspec.DecodeError / ValidationError for a corrupt one."""
+    return _decoder.decode(blob)

@@ -16,8 +16,9 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
+from colo.workloads import WorkloadRecord
 from colo_slo_manager.expansion import MAX_WORKLOAD_PODS, admit_workload, pod_group_problems, with_gang
-from colo_slo_manager.jobs import BACKOFF_LIMIT, WorkloadRecord, on_pod_finished, pods_created
+from colo_slo_manager.jobs import BACKOFF_LIMIT, on_pod_finished, pods_created
 from colo_slo_manager.settings import SloManagerSettings
 
 G = 10**9

@@ -5,53 +5,18 @@ pods Succeeds the next index is created, until ``completions`` pods have succeed
 ``parallelism`` running at once. A pod that Fails (other than an eviction, which the scheduler requeues
 itself) is replaced by the next index up to :data:`BACKOFF_LIMIT` failures, Kubernetes' default
 ``backoffLimit``; then the Job stops creating pods. :func:`on_pod_finished` is pure; the record is kept in the
-store (``workloads`` hash, :mod:`colo.keys`) so that the progress survives a restart.
+store (:class:`colo.workloads.WorkloadRecord`, ``workloads`` hash of :mod:`colo.keys`) so that the progress survives a restart.
 """
 
 from __future__ import annotations
 
-import msgspec
-
-from colo.messages import GangSpec, PodPhase, WorkloadSpec
+from colo.messages import PodPhase
+from colo.workloads import WorkloadRecord
 
 BACKOFF_LIMIT = 6
 """Failed pods after which a Job creates no more (Kubernetes ``spec.backoffLimit`` default)."""
 REQUEUED_REASONS = frozenset({"Evicted", "Descheduled"})
 """Failure reasons after which the scheduler queues the same pod again: not a Job failure."""
-
-
-class WorkloadRecord(msgspec.Struct, kw_only=True):
-    """An admitted workload: its spec, the gang its pods carry, the uids of every pod created so far (in
-    index order), and a Job's progress: the next index, the pods not finished, succeeded and failed
-    counts, and why it stopped creating pods ("" = it did not)."""
-
-    spec: WorkloadSpec
-    gang: GangSpec | None = None
-    pods: list[str] = []
-    next_index: int = 0
-    active: list[str] = []
-    succeeded: int = 0
-    failed: int = 0
-    stopped: str = ""
-
-    @property
-    def complete(self) -> bool:
-        """A Job whose ``completions`` pods have succeeded."""
-        return self.spec.kind == "Job" and self.succeeded >= self.spec.completions
-
-
-_encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(WorkloadRecord)
-
-
-def encode_record(record: WorkloadRecord) -> bytes:
-    """The record as stored (JSON)."""
-    return _encoder.encode(record)
-
-
-def decode_record(blob: bytes) -> WorkloadRecord:
-    """A stored record; raises msgspec.DecodeError / ValidationError for a corrupt one."""
-    return _decoder.decode(blob)
 
 
 def on_pod_finished(record: WorkloadRecord, uid: str, phase: PodPhase, reason: str) -> list[int]:

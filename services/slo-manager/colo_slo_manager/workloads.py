@@ -29,10 +29,10 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
-from colo.workloads import expand, gang_key, referenced_group
+from colo.workloads import WorkloadRecord, decode_record, encode_record, expand, gang_key, referenced_group
 from colo_slo_manager.admission import admit
 from colo_slo_manager.expansion import admit_workload, pod_group_problems, with_gang
-from colo_slo_manager.jobs import WorkloadRecord, decode_record, encode_record, on_pod_finished, pods_created
+from colo_slo_manager.jobs import on_pod_finished, pods_created
 from colo_slo_manager.settings import SloManagerSettings
 
 if TYPE_CHECKING:

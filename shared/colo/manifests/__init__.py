@@ -63,20 +63,26 @@ class Manifest:
 
 
 def _documents(text: str) -> list[tuple[Any, str]]:
+    """The objects of a file with their paths; a ``kind: List`` (alone or among documents) is flattened."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError([f"<root>: not valid YAML/JSON: {exc}"]) from exc
-    if len(docs) > 1:
-        return [(d, f"[{i}]") for i, d in enumerate(docs)]
     if len(docs) == 1 and isinstance(docs[0], list):
-        return [(d, f"[{i}]") for i, d in enumerate(docs[0])]
-    if len(docs) == 1 and isinstance(docs[0], dict) and docs[0].get("kind") == "List":
-        raw = docs[0].get("items")
-        if not isinstance(raw, list):
-            raise ManifestError(["items: required: a list of objects"])
-        return [(d, f"items[{i}]") for i, d in enumerate(raw)]
-    return [(docs[0], "")] if docs else []
+        docs = docs[0]
+        paths = [f"[{i}]" for i in range(len(docs))]
+    else:
+        paths = [f"[{i}]" for i in range(len(docs))] if len(docs) > 1 else [""]
+    out: list[tuple[Any, str]] = []
+    for doc, path in zip(docs, paths):
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            raw = doc.get("items")
+            if not isinstance(raw, list):
+                raise ManifestError([f"{join(path, 'items')}: required: a list of objects"])
+            out += [(d, join(join(path, "items"), i)) for i, d in enumerate(raw)]
+        else:
+            out.append((doc, path))
+    return out
 
 
 class _Collector:
