@@ -6,7 +6,7 @@ from collections import Counter
 
 from rich.table import Table
 
-from colo.messages import PodGroupSpec, PodRecord
+from colo.messages import GangMode, PodGroupSpec, PodRecord
 from colo.workloads import WorkloadRecord
 
 
@@ -36,7 +36,7 @@ def podgroups_table(groups: dict[str, PodGroupSpec], pods: list[PodRecord]) -> T
     min member, mode, timeout (s), gang group, and its ``members`` in the store of which ``bound``."""
     members: Counter[str] = Counter()
     bound: Counter[str] = Counter()
-    embedded: dict[str, tuple[int, str, float, list[str]]] = {}
+    embedded: dict[str, tuple[int, GangMode, float, list[str]]] = {}
     for p in pods:
         g = p.spec.gang
         if g is None:
