@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("colo_slo_manager.workloads")
 
-UNKNOWN_GROUP_DELIVERIES = 3
+UNKNOWN_GROUP_DELIVERIES = 4
 """Deliveries of a pod or workload naming an unknown PodGroup before it is rejected. A PodGroup submitted
 just before its pods travels on another stream and consumer: the first deliveries are retried (nak with the
 bus's backoff) so that it can arrive."""
