@@ -19,6 +19,13 @@ import msgspec
 
 from colo.messages import POD_GROUP_LABEL, GangSpec, OwnerReference, PodGroupSpec, PodSpec, WorkloadSpec
 
+MAX_WORKLOAD_PODS = 10_000
+"""Most pods one workload may stand for (replicas, or a Job's completions): each becomes a message and a
+store record, and the WorkloadAdmitted listing their uids (≤ 10,000 × 94 bytes with uids of at most
+:data:`MAX_UID_CHARS` + a suffix) stays under NATS's 1 MB default max payload."""
+MAX_UID_CHARS = 80
+"""Longest uid / name / namespace of a workload or PodGroup (a pod suffix of up to 11 characters is added)."""
+
 
 def initial_pods(w: WorkloadSpec) -> int:
     """How many pods admission creates at once: ``replicas`` (Deployment, StatefulSet), or

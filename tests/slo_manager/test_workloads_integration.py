@@ -62,20 +62,21 @@ def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
     return collect
 
 
-async def _service(bus_factory: BusFactory, store: Store, clock: VirtualClock) -> tuple[SloManagerService, Bus]:
-    bus = await bus_factory("slo-manager", clock=clock, retry_delay_s=0.01)
+async def _service(bus_factory: BusFactory, store: Store, clock: VirtualClock,
+                   retry_delay_s: float = 0.01) -> tuple[SloManagerService, Bus]:
+    bus = await bus_factory("slo-manager", clock=clock, retry_delay_s=retry_delay_s)
     service = SloManagerService(SloManagerSettings())
     await service.start(service_context(bus, store, clock))
     return service, bus
 
 
-async def _harness(bus_factory: BusFactory, store: Store) -> Harness:
+async def _harness(bus_factory: BusFactory, store: Store, retry_delay_s: float = 0.01) -> Harness:
     clock = VirtualClock(T0)
     client = await bus_factory("test-client")
     seen: dict[str, list[Any]] = {}
     for key, subject in KEYS:
         await client.subscribe(subject, _collector(seen.setdefault(key, [])), durable=key)
-    service, bus = await _service(bus_factory, store, clock)
+    service, bus = await _service(bus_factory, store, clock, retry_delay_s)
     return Harness(service=service, bus=bus, client=client, clock=clock, seen=seen)
 
 
@@ -151,6 +152,19 @@ async def test_pod_groups_survive_a_restart_and_give_bare_pods_their_gang(bus_fa
         "ml/pg", 2, "NonStrict")
     (b,) = h.seen["rejected"]
     assert isinstance(b, PodRejected) and b.uid == "ml-b" and "unknown PodGroup 'ml/nope'" in b.reason
+
+
+async def test_pod_delivered_before_its_pod_group_waits_for_it(bus_factory: BusFactory, store: Store) -> None:
+    # retries 0.3 s, 0.6 s, 1.2 s apart: the PodGroup published right after the pod arrives within them
+    h = await _harness(bus_factory, store, retry_delay_s=0.3)
+    member = PodSpec(uid="ml-a", name="a", namespace="ml", labels={POD_GROUP_LABEL: "late"})
+    await h.client.publish(subjects.POD_SUBMITTED, member, msg_id="a")
+    await h.client.publish(subjects.PODGROUP_SUBMITTED,
+                           PodGroupSpec(uid="ml-late", name="late", namespace="ml", min_member=1), msg_id="late")
+    await h.settle()
+    (a,) = h.seen["admitted"]
+    assert a.spec.gang is not None and a.spec.gang.name == "ml/late"
+    assert h.seen["rejected"] == []
 
 
 async def test_bad_pod_group_rejected(bus_factory: BusFactory, store: Store) -> None:

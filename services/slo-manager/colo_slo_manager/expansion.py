@@ -26,14 +26,19 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
-from colo.workloads import expand, gang_key, gang_of, initial_pods, referenced_group
+from colo.workloads import (
+    MAX_UID_CHARS,
+    MAX_WORKLOAD_PODS,
+    expand,
+    gang_key,
+    gang_of,
+    initial_pods,
+    referenced_group,
+)
 from colo_slo_manager.admission import admit
 from colo_slo_manager.settings import SloManagerSettings
 
-MAX_WORKLOAD_PODS = 100_000
-"""Most pods one workload may stand for (replicas, or a Job's completions): each becomes a message and a
-store record; a typo of a few zeros would otherwise flood the cluster."""
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,200}$")
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
 """uid / name / namespace of a workload or PodGroup: usable as a message id once a pod suffix is added."""
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
 
@@ -43,7 +48,8 @@ def _ident_problems(path: str, obj: WorkloadSpec | PodGroupSpec) -> list[str]:
     for field in ("uid", "name", "namespace"):
         value = getattr(obj, field)
         if not _IDENT.fullmatch(value):
-            out.append(f"{path}{field}: {value!r} is not a valid identifier (letters, digits, '_', '.', '-')")
+            out.append(f"{path}{field}: {value!r} is not a valid identifier (letters, digits, '_', '.', '-'; "
+                       f"at most {MAX_UID_CHARS})")
     return out
 
 
@@ -78,7 +84,8 @@ def workload_problems(w: WorkloadSpec) -> list[str]:
             out.append(f"replicas: must be ≥ 0, got {w.replicas}")
         total = w.replicas
     if total > MAX_WORKLOAD_PODS:
-        out.append(f"{'completions' if w.kind == 'Job' else 'replicas'}: at most {MAX_WORKLOAD_PODS} pods, got {total}")
+        out.append(f"{'completions' if w.kind == 'Job' else 'replicas'}: at most {MAX_WORKLOAD_PODS} pods, "
+                   f"got {total}")
     if w.max_unavailable < -1:
         out.append(f"max_unavailable: must be ≥ 0 (or -1: no budget), got {w.max_unavailable}")
     if w.pod_group is not None:

@@ -132,7 +132,7 @@ class SloManagerService:
         under unchanged settings renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
-        self.workloads = WorkloadAdmission(lambda: self.settings, self._publish_admission)
+        self.workloads = WorkloadAdmission(lambda: self.settings, self._publish_admissions)
         """Workloads, PodGroups and the Job controller (:mod:`colo_slo_manager.workloads`)."""
         self._publishing = asyncio.Lock()
         """Held while NodeResources are decided and published (a tick, a BE memory pressure change), so
@@ -241,13 +241,21 @@ class SloManagerService:
         await self._publish_admission(joined if isinstance(joined, PodRejected) else admit(joined, self.settings, now))
 
     async def _publish_admission(self, result: PodAdmitted | PodRejected) -> None:
-        if isinstance(result, PodAdmitted):
-            await self.ctx.bus.publish(subjects.POD_ADMITTED, result, msg_id=_msg_id("admitted", result.spec.uid))
-            self.admitted += 1
-        else:
-            log.info("rejected pod %s: %s", result.name, result.reason)
-            await self.ctx.bus.publish(subjects.POD_REJECTED, result, msg_id=_msg_id("rejected", result.uid))
-            self.rejected += 1
+        await self._publish_admissions([result])
+
+    async def _publish_admissions(self, results: list[PodAdmitted | PodRejected]) -> None:
+        """Each result on ``pod.admitted`` / ``pod.rejected`` in one batch of publishes, counted."""
+        items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        for result in results:
+            if isinstance(result, PodAdmitted):
+                items.append((subjects.POD_ADMITTED, result, _msg_id("admitted", result.spec.uid), {}))
+            else:
+                log.info("rejected pod %s: %s", result.name, result.reason)
+                items.append((subjects.POD_REJECTED, result, _msg_id("rejected", result.uid), {}))
+        await self.ctx.bus.publish_many(items)
+        rejected = sum(1 for r in results if isinstance(r, PodRejected))
+        self.admitted += len(results) - rejected
+        self.rejected += rejected
 
     async def _put_node(self, node: NodeSpec) -> bool:
         problems = node_problems(node)

@@ -45,7 +45,7 @@ UNKNOWN_GROUP_DELIVERIES = 4
 just before its pods travels on another stream and consumer: the first deliveries are retried (nak with the
 bus's backoff) so that it can arrive."""
 
-Publish = Callable[[PodAdmitted | PodRejected], Awaitable[None]]
+Publish = Callable[[list[PodAdmitted | PodRejected]], Awaitable[None]]
 
 
 class PodGroupPending(RuntimeError):
@@ -62,7 +62,7 @@ class WorkloadAdmission:
     """Workload and PodGroup admission for :class:`colo_slo_manager.service.SloManagerService`.
 
     ``settings`` returns the configuration in force (hot-reloaded by the service); ``publish_pod`` publishes
-    one pod's admission result exactly as a bare pod's (``pod.admitted`` / ``pod.rejected``, counted)."""
+    pods' admission results exactly as a bare pod's (``pod.admitted`` / ``pod.rejected``, counted)."""
 
     def __init__(self, settings: Callable[[], SloManagerSettings], publish_pod: Publish) -> None:
         self._settings = settings
@@ -157,8 +157,7 @@ class WorkloadAdmission:
                                        msg_id=_msg_id("wrejected", f"{w.uid}-{w.created_at!r}"))
             return
         admitted, gang = result
-        for pod in admitted:
-            await self._publish_pod(pod)
+        await self._publish_pod(list(admitted))
         record = WorkloadRecord(spec=w, gang=gang)
         uids = [a.spec.uid for a in admitted]
         if w.kind == "Job":
@@ -195,13 +194,15 @@ class WorkloadAdmission:
             self.job_pods.pop(st.uid, None)
         now = self.ctx.clock.now()
         created: list[str] = []
+        results: list[PodAdmitted | PodRejected] = []
         for pod in expand(record.spec, indices, record.gang):
-            result = admit(pod, self._settings(), now)
-            await self._publish_pod(result)
-            if isinstance(result, PodRejected):
-                record.stopped = f"pod {pod.name} rejected: {result.reason}"
+            results.append(admit(pod, self._settings(), now))
+            if isinstance(results[-1], PodRejected):
+                record.stopped = f"pod {pod.name} rejected: {results[-1].reason}"
                 break
             created.append(pod.uid)
+        if results:
+            await self._publish_pod(results)
         if indices:
             pods_created(record, created, indices[0] + len(created))
         await self._save(record)

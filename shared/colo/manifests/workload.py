@@ -20,6 +20,7 @@ from colo.manifests.base import Ctx, join
 from colo.manifests.pod import parse_template
 from colo.manifests.podgroup import GANG_PREFIX, MIN_AVAILABLE_ANNOTATION, embedded_gang
 from colo.messages import POD_GROUP_LABEL, WorkloadKind, WorkloadSpec
+from colo.workloads import MAX_UID_CHARS, MAX_WORKLOAD_PODS
 
 API_VERSIONS: dict[str, str] = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
 """The apiVersion of each workload kind (Kubernetes)."""
@@ -58,13 +59,21 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Work
     sp = join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp, required=True)
     replicas = parallelism = completions = 1
+    if len(uid) > MAX_UID_CHARS:
+        ctx.err(join(mp, "uid" if meta.get("uid") else "name"),
+                f"the workload's uid {uid!r} is longer than {MAX_UID_CHARS} characters")
     if kind == "Job":
         parallelism = ctx.integer(spec.get("parallelism"), join(sp, "parallelism"), 1, 1)
         completions = ctx.integer(spec.get("completions"), join(sp, "completions"), parallelism, 1)
         pods = min(parallelism, completions)
+        total, total_path = completions, join(sp, "completions")
     else:
         replicas = ctx.integer(spec.get("replicas"), join(sp, "replicas"), 1, 0)
-        pods = replicas
+        pods = total = replicas
+        total_path = join(sp, "replicas")
+    if total > MAX_WORKLOAD_PODS:
+        ctx.err(total_path, f"at most {MAX_WORKLOAD_PODS} pods per workload, got {total}")
+        return None
     tp = join(sp, "template")
     template = parse_template(ctx, spec.get("template"), tp, now) if spec else None
     pod_group = None
