@@ -71,6 +71,8 @@ GANG = "gang.scheduling.koordinator.sh"
                  ("train", 4, 7200.0, "NonStrict", []), id="waiting-time-mode"),
     pytest.param(_job(template_annotations=f"{GANG}/min-available: '2', {GANG}/waiting-time: '86400'"),
                  ("train", 2, 86400.0, "Strict", []), id="on-template-a-day-no-cap"),
+    pytest.param(_job(f"{GANG}/waiting-time: 1m, {GANG}/min-available: '4'", f"{GANG}/min-available: '2', {GANG}/mode: NonStrict"),
+                 ("train", 4, 60.0, "NonStrict", []), id="workload-overrides-template-key-by-key"),
     pytest.param(_job(f"{GANG}/min-available: '1', {GANG}/name: ps, {GANG}/groups: '[\"default/ps\", \"worker\"]'"),
                  ("ps", 1, 600.0, "Strict", ["default/ps", "default/worker"]), id="groups-and-name"),
 ])
@@ -155,6 +157,9 @@ def test_deployment_pods_carry_a_stable_hash() -> None:
                  [f"metadata.annotations.{GANG}/groups[0]: not a 'namespace/name'"], id="groups-bad-entry"),
     pytest.param(_job(f"{GANG}/waiting-time: 10s"),
                  [f"metadata.annotations.{GANG}/waiting-time: needs {GANG}/min-available"], id="gang-without-min"),
+    pytest.param(_job(f"{GANG}/mode: Loose", f"{GANG}/min-available: '2', {GANG}/waiting-time: never"),
+                 [f"spec.template.metadata.annotations.{GANG}/waiting-time: expected seconds",
+                  f"metadata.annotations.{GANG}/mode: expected Strict or NonStrict"], id="mixed-paths"),
     pytest.param(_job(template_annotations=f"{GANG}/min-available: x"),
                  [f"spec.template.metadata.annotations.{GANG}/min-available: expected an integer"],
                  id="template-annotation-path"),

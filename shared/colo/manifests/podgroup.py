@@ -85,24 +85,28 @@ def parse_pod_group(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Pod
                         min_member=min_member, timeout_s=timeout_s, mode=mode, groups=groups, created_at=now)
 
 
-def embedded_gang(ctx: Ctx, annotations: dict[str, str], path: str, name: str, namespace: str, uid: str,
-                  now: float) -> PodGroupSpec | None:
-    """The gang a workload embeds with :data:`MIN_AVAILABLE_ANNOTATION` in ``annotations`` (the workload's
-    and its template's, merged; ``path`` is where they are), or None when it embeds none."""
+def embedded_gang(ctx: Ctx, annotations: dict[str, str], paths: dict[str, str], name: str, namespace: str,
+                  uid: str, now: float) -> PodGroupSpec | None:
+    """The gang a workload embeds with :data:`MIN_AVAILABLE_ANNOTATION` in ``annotations`` (the template's
+    overlaid by the workload's), or None when it embeds none; ``paths`` gives the annotations' path of each
+    key (where it was written)."""
+    def at(key: str) -> str:
+        return join(paths.get(key, ""), key)
+
     if MIN_AVAILABLE_ANNOTATION not in annotations:
         for key in (WAITING_TIME_ANNOTATION, MODE_ANNOTATION, GROUPS_ANNOTATION, NAME_ANNOTATION):
             if key in annotations:
-                ctx.err(join(path, key), f"needs {MIN_AVAILABLE_ANNOTATION} (the gang's minimum members)")
+                ctx.err(at(key), f"needs {MIN_AVAILABLE_ANNOTATION} (the gang's minimum members)")
         return None
     before = len(ctx.errors)
-    min_member = ctx.integer(annotations[MIN_AVAILABLE_ANNOTATION], join(path, MIN_AVAILABLE_ANNOTATION), 1, 1)
-    timeout_s = duration_s(ctx, annotations.get(WAITING_TIME_ANNOTATION), join(path, WAITING_TIME_ANNOTATION),
+    min_member = ctx.integer(annotations[MIN_AVAILABLE_ANNOTATION], at(MIN_AVAILABLE_ANNOTATION), 1, 1)
+    timeout_s = duration_s(ctx, annotations.get(WAITING_TIME_ANNOTATION), at(WAITING_TIME_ANNOTATION),
                            DEFAULT_GANG_TIMEOUT_S)
-    mode = gang_mode(ctx, annotations.get(MODE_ANNOTATION), join(path, MODE_ANNOTATION))
-    groups = gang_groups(ctx, annotations.get(GROUPS_ANNOTATION), join(path, GROUPS_ANNOTATION), namespace)
+    mode = gang_mode(ctx, annotations.get(MODE_ANNOTATION), at(MODE_ANNOTATION))
+    groups = gang_groups(ctx, annotations.get(GROUPS_ANNOTATION), at(GROUPS_ANNOTATION), namespace)
     gang_name = annotations.get(NAME_ANNOTATION, name)
     if not NAME.match(gang_name):
-        ctx.err(join(path, NAME_ANNOTATION), f"not a valid name: {gang_name!r}")
+        ctx.err(at(NAME_ANNOTATION), f"not a valid name: {gang_name!r}")
     if len(ctx.errors) > before:
         return None
     return PodGroupSpec(uid=f"{uid}-gang", name=gang_name, namespace=namespace, min_member=min_member,

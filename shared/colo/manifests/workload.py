@@ -3,7 +3,7 @@
 Read: ``spec.replicas`` (≥ 0, default 1) of a Deployment or StatefulSet; ``spec.parallelism`` (≥ 1, default 1)
 and ``spec.completions`` (≥ 1, default ``parallelism``) of a Job; ``spec.template`` (``metadata`` and ``spec``
 as a Pod's; its namespace is the workload's). A gang is embedded by the Koordinator gang annotations
-(:mod:`colo.manifests.podgroup`) on the workload or on its template, or referenced by the
+(:mod:`colo.manifests.podgroup`) on the workload or on its template (the workload's win, key by key), or referenced by the
 :data:`colo.messages.POD_GROUP_LABEL` label on the template (not both). The disruption budget is the
 :data:`MAX_UNAVAILABLE_ANNOTATION` annotation on the workload.
 """
@@ -79,16 +79,16 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Work
     pod_group = None
     if template is not None:
         template = msgspec.structs.replace(template, namespace=namespace)
-        on_workload = MIN_AVAILABLE_ANNOTATION in annotations or not any(
-            k.startswith(GANG_PREFIX) for k in template.annotations)
-        gang_path = join(mp, "annotations") if on_workload else join(join(tp, "metadata"), "annotations")
-        gang_annotations = annotations if on_workload else template.annotations
-        pod_group = embedded_gang(ctx, gang_annotations, gang_path, name, namespace, uid, now)
+        workload_path, template_path = join(mp, "annotations"), join(join(tp, "metadata"), "annotations")
+        gang_annotations = {k: v for k, v in (*template.annotations.items(), *annotations.items())
+                            if k.startswith(GANG_PREFIX)}
+        paths = {k: workload_path if k in annotations else template_path for k in gang_annotations}
+        pod_group = embedded_gang(ctx, gang_annotations, paths, name, namespace, uid, now)
         if pod_group is not None and POD_GROUP_LABEL in template.labels:
             ctx.err(join(join(join(tp, "metadata"), "labels"), POD_GROUP_LABEL),
                     "a workload either embeds a gang or names a PodGroup, not both")
         if pod_group is not None and pod_group.min_member > pods:
-            ctx.err(join(gang_path, MIN_AVAILABLE_ANNOTATION),
+            ctx.err(join(paths[MIN_AVAILABLE_ANNOTATION], MIN_AVAILABLE_ANNOTATION),
                     f"must be at most the workload's {pods} pods, got {pod_group.min_member}")
     max_unavailable = _max_unavailable(ctx, annotations.get(MAX_UNAVAILABLE_ANNOTATION),
                                        join(join(mp, "annotations"), MAX_UNAVAILABLE_ANNOTATION),
