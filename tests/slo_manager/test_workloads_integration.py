@@ -203,3 +203,25 @@ async def test_job_controller_creates_pods_as_others_succeed_across_a_restart(bu
     assert record.complete and record.succeeded == 4 and record.active == []
     assert h.seen["wadmitted"][-1].pods == uids
     assert all(a.spec.owner is not None and a.spec.owner.name == "train" for a in h.seen["admitted"])
+
+
+async def test_job_step_that_fails_to_publish_is_redone_on_redelivery(bus_factory: BusFactory, store: Store) -> None:
+    h = await _harness(bus_factory, store)
+    await h.client.publish(subjects.WORKLOAD_SUBMITTED, _job(parallelism=1, completions=2), msg_id="j")
+    await h.settle()
+    workloads = h.service.workloads
+    real = workloads._publish_pod
+    calls = []
+
+    async def flaky(results: list[Any]) -> None:
+        calls.append(len(results))
+        if len(calls) == 1:
+            raise ConnectionError("NATS went away")
+        await real(results)
+
+    workloads._publish_pod = flaky
+    await _succeed(h, "ml-train-0")
+    assert calls == [1, 1]
+    assert [a.spec.uid for a in h.seen["admitted"]] == ["ml-train-0", "ml-train-1"]
+    record = workloads.records["ml-train"]
+    assert (record.succeeded, record.active) == (1, ["ml-train-1"])

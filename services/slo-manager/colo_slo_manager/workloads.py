@@ -16,6 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from colo import subjects
 from colo.bus import Bus, MessageInfo
 from colo.messages import (
@@ -188,10 +190,11 @@ class WorkloadAdmission:
         job_uid = self.job_pods.get(st.uid)
         if job_uid is None:
             return
-        record = self.records[job_uid]
+        # a copy: when a publish or the save fails, the redelivered status finds the record as it was
+        record = msgspec.structs.replace(self.records[job_uid])
         indices = on_pod_finished(record, st.uid, st.phase, st.reason)
-        if st.uid not in record.active:
-            self.job_pods.pop(st.uid, None)
+        if record == self.records[job_uid]:
+            return  # Running, a redelivery, a requeued eviction
         now = self.ctx.clock.now()
         created: list[str] = []
         results: list[PodAdmitted | PodRejected] = []
@@ -206,6 +209,8 @@ class WorkloadAdmission:
         if indices:
             pods_created(record, created, indices[0] + len(created))
         await self._save(record)
+        if st.uid not in record.active:
+            self.job_pods.pop(st.uid, None)
         if created:
             await self._announce(record, now)
         if record.complete:
