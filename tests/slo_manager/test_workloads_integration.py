@@ -225,3 +225,25 @@ async def test_job_step_that_fails_to_publish_is_redone_on_redelivery(bus_factor
     assert [a.spec.uid for a in h.seen["admitted"]] == ["ml-train-0", "ml-train-1"]
     record = workloads.records["ml-train"]
     assert (record.succeeded, record.active) == (1, ["ml-train-1"])
+
+
+async def test_submitted_manifest_end_to_end(bus_factory: BusFactory, store: Store, nats_url: str) -> None:
+    """``colo submit examples/podgroups.yaml``'s publishes: the PodGroups, then StatefulSets whose pods join them."""
+    from pathlib import Path
+
+    from colo.cli.submit import publications, publish
+    from colo.manifests import load_manifest
+
+    h = await _harness(bus_factory, store, retry_delay_s=0.2)
+    manifest = load_manifest(Path(__file__).parents[2] / "examples" / "podgroups.yaml", now=T0)
+    await publish(publications(manifest), nats_url, connect_attempts=1)
+    await h.settle()
+    pods = {a.spec.uid: a.spec for a in h.seen["admitted"]}
+    assert sorted(pods) == ["ml-ps-0", "ml-ps-1", "ml-worker-0", "ml-worker-1", "ml-worker-2", "ml-worker-3"]
+    for uid, spec in pods.items():
+        assert spec.owner is not None and spec.owner.kind == "StatefulSet"
+        assert spec.gang is not None and spec.gang.groups == ["ml/ps", "ml/worker"]
+        assert (spec.gang.name, spec.gang.min_member) == (("ml/ps", 2) if "-ps-" in uid else ("ml/worker", 4))
+        assert spec.gang.timeout_s == 1800.0
+    assert sorted((w.kind, w.name) for w in h.seen["wadmitted"]) == [
+        ("PodGroup", "ps"), ("PodGroup", "worker"), ("StatefulSet", "ps"), ("StatefulSet", "worker")]

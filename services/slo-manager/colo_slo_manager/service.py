@@ -437,6 +437,8 @@ class SloManagerService:
             "pods_admitted": self.admitted,
             "pods_rejected": self.rejected,
             "invalid_nodes": dict(self.invalid_nodes),
+            "workloads": len(self.workloads.records),
+            "pod_groups": len(self.workloads.groups),
             "nodes": nodes,
         }
 
