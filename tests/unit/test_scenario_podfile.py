@@ -9,7 +9,17 @@ import pytest
 
 from colo.cli import main as cli
 from colo.cli import submit
-from colo.cli.podfile import PodFileError, load_pod_file, parse_pods
+from colo.manifests import ManifestError as PodFileError
+from colo.manifests import load_manifest, parse_manifest
+from colo.messages import PodSpec
+
+
+def parse_pods(text: str, now: float = 0.0) -> list[PodSpec]:
+    return parse_manifest(text, now, kinds=("Pod",)).pods
+
+
+def load_pod_file(path: Path) -> list[PodSpec]:
+    return load_manifest(path, kinds=("Pod",)).pods
 
 POD = """
 metadata: {name: web, namespace: shop, labels: {app: web}}
