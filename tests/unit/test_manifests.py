@@ -346,9 +346,9 @@ def test_every_problem_of_every_document_and_nothing_returned() -> None:
     pytest.param(f"kind: Job\nmetadata: {{name: a}}\nspec: {{completions: 2, {TEMPLATE}}}\n---\n"
                  f"kind: Pod\nmetadata: {{name: a-1}}\nspec: {{{C}}}", ["[1].metadata: duplicate pod 'default-a-1'"],
                  id="pod-collides-with-a-job-pod"),
-    pytest.param(f"kind: Job\nmetadata: {{name: a}}\nspec: {{{TEMPLATE}}}\n---\n"
-                 f"kind: Deployment\nmetadata: {{name: a}}\nspec: {{replicas: 0, {TEMPLATE}}}",
-                 ["[1].metadata: duplicate workload 'default-a'"], id="duplicate-workload"),
+    pytest.param(f"kind: Job\nmetadata: {{name: a}}\nspec: {{completions: 3, {TEMPLATE}}}\n---\n"
+                 f"kind: StatefulSet\nmetadata: {{name: a}}\nspec: {{replicas: 3, {TEMPLATE}}}",
+                 ["[1].metadata: duplicate workload 'default-a'"], id="duplicate-workload-once-not-per-pod"),
     pytest.param("kind: PodGroup\nmetadata: {name: g}\n---\nkind: PodGroup\nmetadata: {name: g}\n",
                  ["[1].metadata: duplicate PodGroup 'default/g'"], id="duplicate-pod-group"),
 ])

@@ -94,10 +94,12 @@ class _Collector:
         self.seen: dict[tuple[str, str], str] = {}
         self.parents: dict[str, bool] = {}
 
-    def key(self, family: str, key: str, path: str, what: str) -> None:
+    def key(self, family: str, key: str, path: str, what: str) -> bool:
+        """Record ``key``; False (and a problem) when another object of the file has it."""
         prior = self.seen.setdefault((family, key), path)
         if prior != path:
             self.ctx.err(join(path, "metadata"), f"duplicate {what} {key!r} (also at {prior or '<root>'})")
+        return prior == path
 
     def add(self, kind: str, doc: dict[str, Any], path: str, now: float) -> None:
         ctx = self.ctx
@@ -107,10 +109,10 @@ class _Collector:
                 self.out.pods.append(pod)
         elif kind in ("Deployment", "StatefulSet", "Job"):
             if (w := parse_workload(ctx, doc, path, now)) is not None:
-                self.key("workload", w.uid, path, "workload")
-                count = w.completions if w.kind == "Job" else w.replicas
-                for i in range(count):
-                    self.key("pod", f"{w.uid}-{pod_suffix(w, i)}", path, f"pod of {w.kind.lower()}/{w.name}:")
+                if self.key("workload", w.uid, path, "workload"):
+                    count = w.completions if w.kind == "Job" else w.replicas
+                    for i in range(count):
+                        self.key("pod", f"{w.uid}-{pod_suffix(w, i)}", path, f"pod of {w.kind.lower()}/{w.name}:")
                 self.out.workloads.append(w)
         elif kind == "PodGroup":
             if (g := parse_pod_group(ctx, doc, path, now)) is not None:
