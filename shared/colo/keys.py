@@ -29,6 +29,8 @@ Layout (``{p}`` = prefix)::
                                     pods = count); changed only by the bind and release scripts
     {p}:migjobs               set   ids of the descheduler's migration jobs
     {p}:migjob:{id}           str   PodMigrationJob (JSON); a finished job's key expires
+    {p}:podgroups             hash  "namespace/name" → PodGroupSpec (JSON) of every admitted PodGroup
+    {p}:workloads             hash  workload uid → admission's record of it (JSON: spec, pods, Job progress)
 """
 
 from __future__ import annotations
@@ -147,3 +149,13 @@ class Keys:
     def migration_job(self, job_id: str) -> str:
         """PodMigrationJob JSON of ``job_id``."""
         return f"{self.prefix}:migjob:{job_id}"
+
+    @property
+    def pod_groups(self) -> str:
+        """Hash ``namespace/name`` → PodGroupSpec JSON of the admitted PodGroups."""
+        return f"{self.prefix}:podgroups"
+
+    @property
+    def workloads(self) -> str:
+        """Hash workload uid → admission's record of the workload (its pods, a Job's progress), JSON."""
+        return f"{self.prefix}:workloads"

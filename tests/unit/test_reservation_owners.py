@@ -129,3 +129,15 @@ def test_reservation_problems(submitted: ReservationSpec, problems: list[str]) -
     assert len(got) == len(problems)
     for g, p in zip(got, problems):
         assert g.startswith(p)
+
+
+def test_the_example_manifest_passes_the_schedulers_checks() -> None:
+    """`colo submit examples/reservation.yaml` publishes what the scheduler's intake accepts."""
+    from pathlib import Path
+
+    from colo.manifests import load_manifest
+
+    manifest = load_manifest(Path(__file__).parents[2] / "examples" / "reservation.yaml", now=100.0)
+    assert manifest.reservations
+    for r in manifest.reservations:
+        assert reservation_problems(r) == [], r
