@@ -14,7 +14,7 @@ SEED   ?= 1
 OUT    ?= out/demo
 PYTEST_ARGS ?=
 
-SERVICES := scheduler descheduler slo-manager node-agent profiler
+SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
 # setuptools' build backend prints a "BuildBackendWarning: Editable installation." block (a tip about folders
 # shadowing the package) once per editable package. Only warnings whose message starts with that text are

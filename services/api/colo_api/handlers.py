@@ -1,0 +1,204 @@
+"""The ``/v1`` route handlers (docs/api.md). Every answer is JSON (``application/json``) but the event stream;
+errors are :class:`~colo_api.views.ErrorBody`. Data comes from the store and the bus on each request."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, get_args
+
+import msgspec
+from aiohttp import web
+
+from colo.bus import Bus
+from colo.cli.explain import ExplainError, fetch_decision
+from colo.cli.submit import publications
+from colo.manifests import ManifestError, parse_manifest
+from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
+from colo.messages.base import PodPhase
+from colo.store import Store
+from colo.workloads import initial_pods
+from colo_api import events, reads
+from colo_api.settings import ApiSettings
+from colo_api.views import (
+    ErrorBody,
+    NodeList,
+    PodList,
+    QuotaList,
+    SubmitResult,
+    SubmittedObject,
+    pod_view,
+)
+
+PHASES: tuple[str, ...] = get_args(PodPhase)
+"""Values of the ``phase`` filter of ``GET /v1/pods``."""
+
+_encoder = msgspec.json.Encoder()
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    """``body`` (a struct or builtins) encoded by msgspec."""
+    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
+
+
+def error(status: int, message: str, problems: list[str] | None = None) -> web.Response:
+    """An :class:`ErrorBody` answer."""
+    return json_response(ErrorBody(error=message, problems=problems or []), status)
+
+
+def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> SubmittedObject:
+    """What one publication of ``colo submit`` carries, for the answer."""
+    subject, obj, _, keys = item
+    concrete = subject.format(**keys) if keys else subject.pattern
+    if isinstance(obj, ElasticQuota):
+        return SubmittedObject(kind="ElasticQuota", namespace="", name=obj.name, uid="", subject=concrete)
+    if isinstance(obj, PodGroupSpec):
+        return SubmittedObject(kind="PodGroup", namespace=obj.namespace, name=obj.name, uid=obj.uid,
+                               subject=concrete)
+    if isinstance(obj, ReservationSpec):
+        return SubmittedObject(kind="Reservation", namespace=obj.namespace, name=obj.name, uid="",
+                               subject=concrete)
+    if isinstance(obj, WorkloadSpec):
+        return SubmittedObject(kind=obj.kind, namespace=obj.namespace, name=obj.name, uid=obj.uid,
+                               subject=concrete, pods=initial_pods(obj))
+    assert isinstance(obj, PodSpec)
+    return SubmittedObject(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid, subject=concrete)
+
+
+class Handlers:
+    """The route handlers of one service instance (store and bus of its context)."""
+
+    def __init__(self, settings: ApiSettings, store: Store, bus: Bus) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+
+    def scheduler_url(self) -> str:
+        """The scheduler explain asks: the setting, else ``$COLO_SCHEDULER_URL``, else ""."""
+        return (self.settings.scheduler_url or os.environ.get("COLO_SCHEDULER_URL", "")).rstrip("/")
+
+    async def submit(self, request: web.Request) -> web.Response:
+        """``POST /v1/submit``: a manifest (YAML or JSON; every kind ``colo submit`` accepts) validated whole
+        by :func:`colo.manifests.parse_manifest`, then published as ``colo submit`` does
+        (:func:`colo.cli.submit.publications`, in order, each acknowledged). 422 listing every problem, nothing
+        published; ``?dryRun=All`` validates only."""
+        dry_run = request.query.get("dryRun", "")
+        if dry_run not in ("", "All"):
+            return error(400, f"dryRun must be 'All' (validate only) or absent, got {dry_run[:40]!r}")
+        raw = await request.read()
+        if len(raw) > self.settings.max_body_bytes:
+            return error(413, f"manifest of {len(raw)} bytes over the limit of {self.settings.max_body_bytes}")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return error(422, "the manifest is not UTF-8 text", [f"<root>: not UTF-8 at byte {exc.start}"])
+        try:
+            manifest = parse_manifest(text, now=time.time())
+        except ManifestError as exc:
+            return error(422, f"{len(exc.errors)} problem(s); nothing submitted", exc.errors)
+        items = publications(manifest)
+        if not dry_run:
+            try:
+                await self.bus.publish_many(items)
+            except Exception as exc:  # the bus refused or timed out: nothing was half-reported as done
+                return error(503, f"cannot publish: {exc!r}")
+        return json_response(SubmitResult(objects=[submitted_object(i) for i in items], dry_run=bool(dry_run)),
+                             200 if dry_run else 201)
+
+    async def list_pods(self, request: web.Request) -> web.Response:
+        """``GET /v1/pods?namespace=&phase=``: the pods in the store, sorted by namespace, name, uid."""
+        namespace = request.query.get("namespace")
+        phase = request.query.get("phase")
+        if phase is not None and phase not in PHASES:
+            return error(400, f"phase must be one of {', '.join(PHASES)}, got {phase[:40]!r}")
+        records = await self.store.list_pods()
+        picked = [r for r in records if (namespace is None or r.spec.namespace == namespace)
+                  and (phase is None or r.phase == phase)]
+        picked.sort(key=lambda r: (r.spec.namespace, r.spec.name, r.spec.uid))
+        return json_response(PodList(items=[pod_view(r) for r in picked]))
+
+    async def get_pod(self, request: web.Request) -> web.Response:
+        """``GET /v1/pods/{namespace}/{name}``: one pod; 404 when the store has none of that name."""
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        record = reads.find_pod(await self.store.list_pods(), ns, name)
+        if record is None:
+            return error(404, f"pod {ns}/{name} not found")
+        return json_response(pod_view(record))
+
+    async def list_nodes(self, _: web.Request) -> web.Response:
+        """``GET /v1/nodes``: every registered node with allocation, offer and usage."""
+        return json_response(NodeList(items=await reads.node_views(self.store, self.bus)))
+
+    async def get_node(self, request: web.Request) -> web.Response:
+        """``GET /v1/nodes/{name}``: one node; 404 when it is not registered."""
+        name = request.match_info["name"]
+        found = await reads.node_views(self.store, self.bus, [name])
+        if not found:
+            return error(404, f"node {name} not found")
+        return json_response(found[0])
+
+    async def explain(self, request: web.Request) -> web.Response:
+        """``GET /v1/explain/{namespace}/{name}``: the scheduler's decision for the pod (its last recorded
+        attempt, or ``?live=1`` a dry run now), as ``colo explain`` reads it
+        (:func:`colo.cli.explain.fetch_decision`). 404 for a pod the store or the scheduler does not know,
+        503 without a scheduler URL, 502 when the scheduler cannot be reached."""
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        live = request.query.get("live", "") in ("1", "true")
+        record = reads.find_pod(await self.store.list_pods(), ns, name)
+        if record is None:
+            return error(404, f"pod {ns}/{name} not found")
+        url = self.scheduler_url()
+        if not url:
+            return error(503, "no scheduler URL: set COLO_API_SCHEDULER_URL or COLO_SCHEDULER_URL")
+        try:
+            decision = await fetch_decision(url, record.spec.uid, live, timeout_s=self.settings.explain_timeout_s)
+        except ExplainError as exc:
+            text = str(exc)
+            return error(502 if text.startswith("cannot read") else 404, text)
+        return json_response(decision)
+
+    async def list_quotas(self, _: web.Request) -> web.Response:
+        """``GET /v1/quotas``: every elastic quota with spec, status, hard max and usage."""
+        return json_response(QuotaList(items=await reads.quota_views(self.store, self.bus)))
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/events?subject=&limit=``: the bus as Server-Sent Events (:mod:`colo_api.events`)."""
+        subject = request.query.get("subject", ">")
+        why = events.filter_problem(subject)
+        if why:
+            return error(400, why)
+        limit_text = request.query.get("limit", "0")
+        if not limit_text.isdigit() or len(limit_text) > 9:
+            return error(400, f"limit must be a whole number of events (0 = no limit), got {limit_text[:40]!r}")
+        return await events.stream_events(request, self.bus, subject, self.settings.sse_queue,
+                                          self.settings.sse_heartbeat_s, int(limit_text))
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        """Any other ``/v1`` request: 405 with ``Allow`` for a known path asked with another method, else 404,
+        as JSON (the routes: ``/v1/openapi.json``)."""
+        allowed = sorted({m for m, path, _ in ROUTES if _matches(path, request.path)})
+        if allowed:
+            resp = error(405, f"{request.method} not allowed on {request.path} (allowed: {', '.join(allowed)})")
+            resp.headers["Allow"] = ", ".join(allowed)
+            return resp
+        return error(404, f"no route {request.method} {request.path} (see /v1/openapi.json)")
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """Whether ``path`` fits the route ``pattern`` (``{name}`` = one non-empty segment)."""
+    want, got = pattern.strip("/").split("/"), path.strip("/").split("/")
+    return len(want) == len(got) and all(
+        w == g or (w.startswith("{") and bool(g)) for w, g in zip(want, got))
+
+
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/v1/submit", "submit"),
+    ("GET", "/v1/pods", "list_pods"),
+    ("GET", "/v1/pods/{namespace}/{name}", "get_pod"),
+    ("GET", "/v1/nodes", "list_nodes"),
+    ("GET", "/v1/nodes/{name}", "get_node"),
+    ("GET", "/v1/explain/{namespace}/{name}", "explain"),
+    ("GET", "/v1/events", "events"),
+    ("GET", "/v1/quotas", "list_quotas"),
+)
+"""``(method, path, handler method)`` of every authenticated route; :mod:`colo_api.openapi` documents each."""
