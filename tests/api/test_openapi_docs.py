@@ -24,7 +24,10 @@ def test_committed_document_is_current() -> None:
 def test_every_route_documented_and_nothing_else() -> None:
     doc = openapi.document()
     documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
-    assert documented == {(m, p) for m, p, _ in ROUTES}
+    assert documented == {(m, p) for m, p, _, _ in ROUTES}
+    for method, path, _, query in ROUTES:
+        params = doc["paths"][path][method.lower()].get("parameters", [])
+        assert sorted(q["name"] for q in params if q["in"] == "query") == sorted(query), path
     ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
     assert len(ids) == len(set(ids))
 

@@ -3,8 +3,10 @@ errors are :class:`~colo_api.views.ErrorBody`. Data comes from the store and the
 
 from __future__ import annotations
 
+import difflib
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 import msgspec
@@ -29,6 +31,8 @@ from colo_api.views import (
     SubmittedObject,
     pod_view,
 )
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 PHASES: tuple[str, ...] = get_args(PodPhase)
 """Values of the ``phase`` filter of ``GET /v1/pods``."""
@@ -97,6 +101,8 @@ class Handlers:
         except ManifestError as exc:
             return error(422, f"{len(exc.errors)} problem(s); nothing submitted", exc.errors)
         items = publications(manifest)
+        if not items:  # e.g. an empty mapping ``{}``: parse_manifest skips it without a problem
+            return error(422, "1 problem(s); nothing submitted", ["<root>: no objects in the manifest"])
         if not dry_run:
             try:
                 await self.bus.publish_many(items)
@@ -143,7 +149,10 @@ class Handlers:
         (:func:`colo.cli.explain.fetch_decision`). 404 for a pod the store or the scheduler does not know,
         503 without a scheduler URL, 502 when the scheduler cannot be reached."""
         ns, name = request.match_info["namespace"], request.match_info["name"]
-        live = request.query.get("live", "") in ("1", "true")
+        live_text = request.query.get("live", "0")
+        if live_text not in ("0", "1"):
+            return error(400, f"live must be 0 (the recorded attempt) or 1 (a dry run now), got {live_text[:40]!r}")
+        live = live_text == "1"
         record = reads.find_pod(await self.store.list_pods(), ns, name)
         if record is None:
             return error(404, f"pod {ns}/{name} not found")
@@ -176,7 +185,7 @@ class Handlers:
     async def not_found(self, request: web.Request) -> web.Response:
         """Any other ``/v1`` request: 405 with ``Allow`` for a known path asked with another method, else 404,
         as JSON (the routes: ``/v1/openapi.json``)."""
-        allowed = sorted({m for m, path, _ in ROUTES if _matches(path, request.path)})
+        allowed = sorted({m for m, path, _, _ in ROUTES if _matches(path, request.path)})
         if allowed:
             resp = error(405, f"{request.method} not allowed on {request.path} (allowed: {', '.join(allowed)})")
             resp.headers["Allow"] = ", ".join(allowed)
@@ -191,14 +200,41 @@ def _matches(pattern: str, path: str) -> bool:
         w == g or (w.startswith("{") and bool(g)) for w, g in zip(want, got))
 
 
-ROUTES: tuple[tuple[str, str, str], ...] = (
-    ("POST", "/v1/submit", "submit"),
-    ("GET", "/v1/pods", "list_pods"),
-    ("GET", "/v1/pods/{namespace}/{name}", "get_pod"),
-    ("GET", "/v1/nodes", "list_nodes"),
-    ("GET", "/v1/nodes/{name}", "get_node"),
-    ("GET", "/v1/explain/{namespace}/{name}", "explain"),
-    ("GET", "/v1/events", "events"),
-    ("GET", "/v1/quotas", "list_quotas"),
+ROUTES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("POST", "/v1/submit", "submit", ("dryRun",)),
+    ("GET", "/v1/pods", "list_pods", ("namespace", "phase")),
+    ("GET", "/v1/pods/{namespace}/{name}", "get_pod", ()),
+    ("GET", "/v1/nodes", "list_nodes", ()),
+    ("GET", "/v1/nodes/{name}", "get_node", ()),
+    ("GET", "/v1/explain/{namespace}/{name}", "explain", ("live",)),
+    ("GET", "/v1/events", "events", ("subject", "limit")),
+    ("GET", "/v1/quotas", "list_quotas", ()),
 )
-"""``(method, path, handler method)`` of every authenticated route; :mod:`colo_api.openapi` documents each."""
+"""``(method, path, handler method, query parameters)`` of every authenticated route; :mod:`colo_api.openapi`
+documents each. Any other query parameter is a 400 naming it and the nearest known one."""
+
+
+def query_problems(request: web.Request, allowed: tuple[str, ...]) -> list[str]:
+    """One problem per unknown or repeated query parameter of ``request``."""
+    out = []
+    for key in sorted(set(request.query)):
+        if key not in allowed:
+            near = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else (
+                f" (known: {', '.join(allowed)})" if allowed else " (this route takes none)")
+            out.append(f"query.{key[:40]}: unknown parameter{hint}")
+        elif len(request.query.getall(key)) > 1:
+            out.append(f"query.{key}: given {len(request.query.getall(key))} times, once at most")
+    return out
+
+
+def checked(handler: Handler, allowed: tuple[str, ...]) -> Handler:
+    """``handler`` behind :func:`query_problems` (400 listing every problem)."""
+
+    async def check(request: web.Request) -> web.StreamResponse:
+        problems = query_problems(request, allowed)
+        if problems:
+            return error(400, f"{len(problems)} invalid query parameter(s)", problems)
+        return await handler(request)
+
+    return check

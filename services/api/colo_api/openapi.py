@@ -32,14 +32,14 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "invalid query parameter", 401: "missing or invalid bearer token", 404: "not found",
+    text = {400: "invalid or unknown query parameters, each named", 401: "missing or invalid bearer token", 404: "not found",
             413: "manifest too large", 422: "invalid manifest: every problem with its field path",
             502: "the scheduler could not be reached", 503: "a dependency is not available"}
     return {str(c): _json(_ref("ErrorBody"), text[c]) for c in codes}
 
 
-def _path_param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description,
+def _path_param(name: str, description: str, example: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description, "example": example,
             "schema": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}}
 
 
@@ -65,8 +65,8 @@ DECISION_SCHEMA: dict[str, Any] = {
 
 def paths() -> dict[str, Any]:
     """The ``paths`` object: one entry per route of :data:`colo_api.handlers.ROUTES`."""
-    ns = _path_param("namespace", "the pod's namespace")
-    pod_name = _path_param("name", "the pod's name")
+    ns = _path_param("namespace", "the pod's namespace", "shop")
+    pod_name = _path_param("name", "the pod's name", "web-0")
     return {
         "/v1/submit": {"post": {
             "operationId": "submit", "summary": "Validate a manifest and publish every object",
@@ -88,19 +88,19 @@ def paths() -> dict[str, Any]:
             "responses": {"200": _json(_ref("PodList"), "the pods"), **_errors(400, 401)}}},
         "/v1/pods/{namespace}/{name}": {"get": {
             "operationId": "getPod", "summary": "One pod", "parameters": [ns, pod_name],
-            "responses": {"200": _json(_ref("PodView"), "the pod"), **_errors(401, 404)}}},
+            "responses": {"200": _json(_ref("PodView"), "the pod"), **_errors(400, 401, 404)}}},
         "/v1/nodes": {"get": {
             "operationId": "listNodes", "summary": "List nodes with allocation, batch/mid offer and LS/BE usage",
-            "responses": {"200": _json(_ref("NodeList"), "the nodes"), **_errors(401)}}},
+            "responses": {"200": _json(_ref("NodeList"), "the nodes"), **_errors(400, 401)}}},
         "/v1/nodes/{name}": {"get": {
             "operationId": "getNode", "summary": "One node",
-            "parameters": [_path_param("name", "the node's name")],
-            "responses": {"200": _json(_ref("NodeView"), "the node"), **_errors(401, 404)}}},
+            "parameters": [_path_param("name", "the node's name", "n1")],
+            "responses": {"200": _json(_ref("NodeView"), "the node"), **_errors(400, 401, 404)}}},
         "/v1/explain/{namespace}/{name}": {"get": {
             "operationId": "explainPod", "summary": "The scheduler's decision for a pod",
             "parameters": [ns, pod_name, _query("live", "`1`: a dry run now instead of the recorded attempt",
                                                 {"type": "string", "enum": ["0", "1"]})],
-            "responses": {"200": _json(DECISION_SCHEMA, "the decision"), **_errors(401, 404, 502, 503)}}},
+            "responses": {"200": _json(DECISION_SCHEMA, "the decision"), **_errors(400, 401, 404, 502, 503)}}},
         "/v1/events": {"get": {
             "operationId": "streamEvents", "summary": "Bus messages as Server-Sent Events",
             "description": "One `event: message` per message on `colo.v1.<subject>`, its `data` one JSON Event; "
@@ -113,7 +113,7 @@ def paths() -> dict[str, Any]:
                           **_errors(400, 401)}}},
         "/v1/quotas": {"get": {
             "operationId": "listQuotas", "summary": "Elastic quotas: spec, status, hard max and usage",
-            "responses": {"200": _json(_ref("QuotaList"), "the quotas"), **_errors(401)}}},
+            "responses": {"200": _json(_ref("QuotaList"), "the quotas"), **_errors(400, 401)}}},
     }
 
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from colo.runtime import ServiceContext
 from colo.settings import RuntimeSettings
 from colo_api import auth, openapi
-from colo_api.handlers import ROUTES, Handlers
+from colo_api.handlers import ROUTES, Handlers, checked
 from colo_api.settings import ApiSettings, resolve_token
 
 STATIC = Path(__file__).parent / "static"
@@ -45,8 +45,8 @@ class ApiService:
         if not self.token:
             ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE): /v1 is open to anyone "
                             "who reaches %s", ctx.settings.http_host)
-        for method, path, attr in ROUTES:
-            ctx.add_route(method, path, auth.guarded(getattr(h, attr), self.token))
+        for method, path, attr, query in ROUTES:
+            ctx.add_route(method, path, auth.guarded(checked(getattr(h, attr), query), self.token))
         ctx.add_route("GET", "/v1/openapi.json", self.openapi)
         ctx.add_route("*", "/v1/{tail:.*}", h.not_found)
         ctx.add_route("GET", "/", self.index)
@@ -83,4 +83,4 @@ class ApiService:
     def debug(self) -> dict[str, object]:
         """Settings in force (the token is never shown, only whether one is set)."""
         return {"auth": bool(self.token), "scheduler_url": self.handlers.scheduler_url() if self.handlers else "",
-                "routes": [f"{m} {p}" for m, p, _ in ROUTES]}
+                "routes": [f"{m} {p}" for m, p, _, _ in ROUTES]}
