@@ -53,12 +53,31 @@ def event_of(subject: str, data: bytes, now: float) -> Event:
 _encoder = msgspec.json.Encoder()
 
 
+class Streams:
+    """The open event streams of a service, so that stopping ends them before the bus closes (an open stream
+    would otherwise hold the HTTP server's shutdown for its whole grace period)."""
+
+    def __init__(self) -> None:
+        self.wakes: set[asyncio.Event] = set()
+        self.closing = False
+
+    def close(self) -> None:
+        """End every open stream (each finishes its current write and returns)."""
+        self.closing = True
+        for wake in self.wakes:
+            wake.set()
+
+
 async def stream_events(request: web.Request, bus: Bus, subject_filter: str, queue_size: int,
-                        heartbeat_s: float, limit: int = 0) -> web.StreamResponse:
-    """Serve the SSE stream until the client goes away (or ``limit`` events were sent, 0 = no limit)."""
+                        heartbeat_s: float, limit: int = 0, streams: Streams | None = None) -> web.StreamResponse:
+    """Serve the SSE stream until the client goes away, ``limit`` events were sent (0 = no limit) or
+    ``streams`` is closed."""
+    streams = streams or Streams()
     pending: deque[tuple[str, bytes]] = deque()
     dropped = 0
     wake = asyncio.Event()
+    if streams.closing:
+        raise web.HTTPServiceUnavailable(text='{"error": "the service is stopping"}', content_type="application/json")
 
     async def on_msg(msg: Any) -> None:
         nonlocal dropped
@@ -72,17 +91,20 @@ async def stream_events(request: web.Request, bus: Bus, subject_filter: str, que
                                        "X-Accel-Buffering": "no"})
     await resp.prepare(request)
     sub = await bus.nc.subscribe(f"{S.PREFIX}.{subject_filter}", cb=on_msg)
+    streams.wakes.add(wake)
     sent = 0
     try:
         await bus.nc.flush()
         await resp.write(b": subscribed\n\n")  # the client knows the subscription is in place
-        while True:
+        while not streams.closing:
             try:
                 await asyncio.wait_for(wake.wait(), timeout=heartbeat_s)
             except TimeoutError:
                 await resp.write(b": keep-alive\n\n")
                 continue
             wake.clear()
+            if streams.closing:
+                break
             if dropped:
                 await resp.write(b"event: dropped\ndata: " + _encoder.encode({"dropped": dropped}) + b"\n\n")
                 dropped = 0
@@ -100,5 +122,7 @@ async def stream_events(request: web.Request, bus: Bus, subject_filter: str, que
     except ConnectionResetError:  # the client went away
         pass
     finally:
-        await sub.unsubscribe()
+        streams.wakes.discard(wake)
+        if not bus.nc.is_closed:
+            await sub.unsubscribe()
     return resp

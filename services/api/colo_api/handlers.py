@@ -76,6 +76,7 @@ class Handlers:
         self.settings = settings
         self.store = store
         self.bus = bus
+        self.streams = events.Streams()
 
     def scheduler_url(self) -> str:
         """The scheduler explain asks: the setting, else ``$COLO_SCHEDULER_URL``, else ""."""
@@ -180,7 +181,7 @@ class Handlers:
         if not limit_text.isdigit() or len(limit_text) > 9:
             return error(400, f"limit must be a whole number of events (0 = no limit), got {limit_text[:40]!r}")
         return await events.stream_events(request, self.bus, subject, self.settings.sse_queue,
-                                          self.settings.sse_heartbeat_s, int(limit_text))
+                                          self.settings.sse_heartbeat_s, int(limit_text), self.streams)
 
     async def not_found(self, request: web.Request) -> web.Response:
         """Any other ``/v1`` request: 405 with ``Allow`` for a known path asked with another method, else 404,

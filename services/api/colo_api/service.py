@@ -74,7 +74,9 @@ class ApiService:
         return {}
 
     async def stop(self) -> None:
-        """Nothing to release (open event streams end with the HTTP server)."""
+        """End the open event streams (before the runtime closes the bus and the HTTP server)."""
+        if self.handlers is not None:
+            self.handlers.streams.close()
 
     def ready(self) -> bool:
         """Ready once the routes are in place."""
