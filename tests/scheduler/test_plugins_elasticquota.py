@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from sched_helpers import node, pod, scheduler
 
 from colo.messages import PREEMPTIBLE_LABEL, QUOTA_NAME_LABEL, ElasticQuota, PodSpec
 from colo_scheduler.framework.interface import CycleState
 from colo_scheduler.plugins.elasticquota import ElasticQuota as ElasticQuotaPlugin
 from colo_scheduler.podinfo import PodInfo, make_pod_info
 from colo_scheduler.table import NodeTable
-
-from .sched_helpers import node, pod, scheduler
 
 N7 = 7
 TOTAL = (20_000, 100 << 30, 0, 0, 0, 0, 110)  # cpu, memory, batch, mid, pods (the cluster's allocatable Σ)

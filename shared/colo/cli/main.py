@@ -227,7 +227,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_get(args: argparse.Namespace) -> int:
     """Print nodes, pods or migration jobs from the Redis snapshot as a table (pods: with the scheduler's last message for
     the waiting ones, when a scheduler URL is known)."""
-    conn = connection("redis")
+    conn = connection("nats" if args.what == "quotas" else "redis")
     try:
         console.print(asyncio.run(_get(args.what, conn)))
     except Exception as exc:
@@ -565,8 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="validate only")
     p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("get", help="list nodes, pods or migration jobs from the store")
-    p.add_argument("what", choices=("nodes", "pods", "migrations"))
+    p = sub.add_parser("get", help="list nodes, pods or migration jobs from the store, or quotas from the quota stream")
+    p.add_argument("what", choices=("nodes", "pods", "migrations", "quotas"))
     p.set_defaults(func=cmd_get)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
     p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")

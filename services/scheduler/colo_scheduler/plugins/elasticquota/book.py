@@ -204,7 +204,7 @@ class QuotaBook:
 
     def _requests(self, i: int) -> dict[str, int]:
         """used + pending of column ``i`` per quota, capped at max (parents: Σ of the capped children)."""
-        nodes, out = self.tree.nodes, {}
+        nodes, out = self.tree.nodes, dict[str, int]()
         for name in reversed(self.tree.order):
             q = nodes[name]
             own = (sum(out[c] for c in q.children) if q.children

@@ -52,9 +52,9 @@ def reclaim(book: QuotaBook) -> list[Reclaim]:
     for uid in book.evicting:
         m = book.members.get(uid)
         if m is not None:
-            for q in book.tree.chain(m.leaf):
+            for a in book.tree.chain(m.leaf):
                 for i, v in enumerate(m.request):
-                    eff[q][i] -= v
+                    eff[a][i] -= v
     out: list[Reclaim] = []
     for name in reversed(book.tree.order):
         q = book.tree.nodes[name]

@@ -117,16 +117,16 @@ class QuotaTree:
         """The tree of ``specs`` (deleted ones left out); raises :class:`QuotaTreeError` listing every problem."""
         problems: list[str] = []
         nodes: dict[str, QuotaNode] = {}
-        for q in specs:
-            if q.deleted:
+        for spec in specs:
+            if spec.deleted:
                 continue
-            if not q.name or q.name == ROOT_QUOTA:
-                problems.append(f"quota {q.name!r}: name: must be non-empty and not {ROOT_QUOTA!r}")
+            if not spec.name or spec.name == ROOT_QUOTA:
+                problems.append(f"quota {spec.name!r}: name: must be non-empty and not {ROOT_QUOTA!r}")
                 continue
-            if q.name in nodes:
-                problems.append(f"quota {q.name}: name: given twice")
+            if spec.name in nodes:
+                problems.append(f"quota {spec.name}: name: given twice")
                 continue
-            nodes[q.name] = _node(q, problems)
+            nodes[spec.name] = _node(spec, problems)
         for q in nodes.values():
             if q.parent != ROOT_QUOTA and q.parent not in nodes:
                 problems.append(f"quota {q.name}: parent: quota {q.parent!r} not found")
