@@ -211,3 +211,20 @@ def test_core_borrows_idle_min_and_reclaims_it() -> None:
     assert status["team-a"].used == {"cpu": 10_000} and status["team-b"].used == {"cpu": 10_000}
     assert status["team-b"].pending == 10 and status["team-b"].runtime == {"cpu": 10_000}
     assert s.quota is not None and s.quota.statuses(61.0) == []  # unchanged: nothing to publish
+
+
+def test_a_quota_arriving_after_its_pods_counts_them() -> None:
+    s = scheduler()
+    s.on_node(node("n0", cpu=10_000, memory=64 << 30, pods=110), 0.0)
+    for k in range(3):
+        s.add_pod(_labelled(pod(f"b{k}", cpu=1000), "team-b"), 0.0)
+    assert len(s.schedule_cycle(1.0).placements) == 3  # no quota yet: nothing counted
+    s.add_pod(_labelled(pod("b-queued", cpu=1000), "team-b"), 2.0)
+    assert s.on_quota(ElasticQuota(name="team-b", max={"cpu": 3000})) == []
+    assert s.quota is not None
+    book = s.quota.book
+    assert book.used["team-b"][0] == 3000 and book.pods["team-b"] == 3
+    assert book.pending["team-b"][0] == 1000 and book.pending_pods["team-b"] == 1
+    out = s.schedule_cycle(3.0)
+    assert not out.placements
+    assert out.failures[0].result.reasons == {"quota team-b: exceeds max quota cpu (used 3000 + 1000 > max 3000)": 1}

@@ -89,9 +89,17 @@ class Cluster:
         svc = SchedulerService(SchedulerSettings(seed=3, backoff_initial_s=1.0, backoff_max_s=2.0))
         await svc.start(service_context(bus, self.store, self.clock))
         await bus.start_consumers()
-        self.scheduler = svc
+        self.scheduler, self.scheduler_bus = svc, bus
         await self.settle()
         return svc
+
+    async def restart_scheduler(self) -> SchedulerService:
+        """Stop the scheduler and close its bus (its process ends), then start a new one."""
+        assert self.scheduler is not None
+        await self.scheduler.stop()
+        await self.scheduler_bus.close()
+        self.buses.remove(self.scheduler_bus)
+        return await self.start_scheduler()
 
     async def settle(self) -> None:
         for _ in range(2):
@@ -126,7 +134,7 @@ async def test_borrow_reclaim_and_restart(nats_url: str, store: Store, bus_facto
     assert set(svc.core.quota.book.tree.nodes) == {"org", "team-a", "team-b"}
     assert await store.quota_max("team-b") == {"cpu": 20_000}
     # team-b: 16 pods, the last one (lowest priority, would be picked first) non-preemptible
-    b_pods = [team_pod(f"b{k:02d}", "team-b", 5000 if k < 15 else 1000, preemptible=k < 15) for k in range(16)]
+    b_pods = [team_pod(f"b{k:02d}", "team-b", 9500 if k < 15 else 9100, preemptible=k < 15) for k in range(16)]
     await c.admit(b_pods)
     t = T0
     for _ in range(3):
@@ -134,7 +142,7 @@ async def test_borrow_reclaim_and_restart(nats_url: str, store: Store, bus_facto
         await c.step(t)
     assert len(await c.bound("b")) == 16  # team-a idle: team-b borrows its min
     assert not c.evictions
-    a_pods = [team_pod(f"a{k:02d}", "team-a", 5000) for k in range(10)]
+    a_pods = [team_pod(f"a{k:02d}", "team-a", 9500) for k in range(10)]
     await c.admit(a_pods)
     for _ in range(6):
         t += 10
@@ -159,8 +167,7 @@ async def test_borrow_reclaim_and_restart(nats_url: str, store: Store, bus_facto
     assert statuses["org"].used == {"cpu": 20_000}
     assert len(quotas_table(list(statuses.values())).rows) == 3
     # a restarted scheduler rebuilds the tree from the stream and its used from the store
-    await svc.stop()
-    svc2 = await c.start_scheduler()
+    svc2 = await c.restart_scheduler()
     assert svc2.core.quota is not None
     book = svc2.core.quota.book
     assert set(book.tree.nodes) == {"org", "team-a", "team-b"}
@@ -204,8 +211,9 @@ RACE_PODS = 24
 RACE_MAX = 6_000
 
 
-async def _race(nats_url: str, redis_url: str, store: Store, tester: Bus, chain: bool) -> int:
-    """Two replicas place RACE_PODS pods of one quota (max RACE_MAX m) at once; returns how many got bound."""
+async def _race(nats_url: str, redis_url: str, store: Store, tester: Bus, chain: bool) -> tuple[int, int]:
+    """Two replicas place RACE_PODS pods of one quota (max RACE_MAX m) at once; returns how many got bound and
+    how many binds the store refused."""
     for spec in NODES:
         await store.put_node(spec)
         await tester.publish(subjects.NODE_REGISTERED, spec, node=spec.name)
@@ -231,7 +239,7 @@ async def _race(nats_url: str, redis_url: str, store: Store, tester: Bus, chain:
             for s in svcs:
                 assert s.core.quota is not None
                 s.core.quota.chain_of = lambda pod: ()  # type: ignore[method-assign]
-        specs = [msgspec.structs.replace(team_pod(f"p{j:02d}", "team", 5000), sim=None) for j in range(RACE_PODS)]
+        specs = [msgspec.structs.replace(team_pod(f"p{j:02d}", "team", 9500), sim=None) for j in range(RACE_PODS)]
         await tester.publish_many([(subjects.POD_ADMITTED, PodAdmitted(spec=s, at=0.0), s.uid, {}) for s in specs])
         deadline = loop.time() + 20
         while True:
@@ -243,7 +251,8 @@ async def _race(nats_url: str, redis_url: str, store: Store, tester: Bus, chain:
             assert loop.time() < deadline, [s.debug()["queue"] for s in svcs]
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)  # a few more cycles: nothing else may get bound
-        return len(await store.bound_nodes([s.uid for s in specs]))
+        return (len(await store.bound_nodes([s.uid for s in specs])),
+                sum(s.totals["bind_conflicts"] for s in svcs))
     finally:
         for r in runners:
             await r.stop()
@@ -252,15 +261,16 @@ async def _race(nats_url: str, redis_url: str, store: Store, tester: Bus, chain:
 async def test_two_replicas_never_push_a_quota_over_max(nats_url: str, redis_url: str, store: Store,
                                                         bus_factory: BusFactory) -> None:
     tester = await bus_factory("tester")
-    bound = await _race(nats_url, redis_url, store, tester, chain=True)
+    bound, refused = await _race(nats_url, redis_url, store, tester, chain=True)
     used = await store.quota_used("team")
     assert used["cpu"] <= RACE_MAX
     assert bound == RACE_MAX // 1000 and used["cpu"] == RACE_MAX
+    assert refused > 0  # the replicas did race: the store's check refused the binds over max
 
 
 async def test_without_the_quota_chain_the_race_goes_over_max(nats_url: str, redis_url: str, store: Store,
                                                               bus_factory: BusFactory) -> None:
     tester = await bus_factory("tester")
-    bound = await _race(nats_url, redis_url, store, tester, chain=False)
+    bound, _ = await _race(nats_url, redis_url, store, tester, chain=False)
     assert bound > RACE_MAX // 1000  # each replica alone kept to the max; together they passed it
 

@@ -228,6 +228,7 @@ class Scheduler:
             return []
         problems = self.quota.apply(spec)
         if not problems:
+            self.quota.book.rebuild(self.framework.placed.values(), self.queue.pods())
             self._events.add(QUOTA_CHANGE)
         return problems
 

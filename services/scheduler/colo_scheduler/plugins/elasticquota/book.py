@@ -10,6 +10,7 @@ O(depth × resources) per event. With no quota defined every method returns at i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from colo.messages import RESOURCE_NAMES, ElasticQuota, QuotaStatus
@@ -102,14 +103,20 @@ class QuotaBook:
 
     def _set(self, specs: dict[str, ElasticQuota], tree: QuotaTree) -> None:
         self.specs, self.tree = specs, tree
-        members, waiting = list(self.members.values()), list(self.waiting.values())
+        self.rebuild([(m.pod, m.row) for m in self.members.values()], [p for p, _ in self.waiting.values()])
+        self.runtime = {k: v for k, v in self.runtime.items() if k in tree.nodes}
+
+    def rebuild(self, placed: Iterable[tuple[PodInfo, int]], queued: Iterable[PodInfo]) -> None:
+        """Recount every pod for the current tree: ``placed`` (pod, node row) and ``queued`` pods (the
+        scheduler's, after a quota change; pods placed before any quota existed were not recorded). A pod
+        keeps the placement time it was recorded with, else its last attempt (its bind time when loaded)."""
+        at = {uid: m.at for uid, m in self.members.items()}
         self.used, self.pending, self.pods, self.pending_pods = {}, {}, {}, {}
         self.members, self.waiting = {}, {}
-        for m in members:
-            self.reserve(m.pod, m.row, m.at)
-        for pod, _ in waiting:
+        for pod, row in placed:
+            self.reserve(pod, row, at.get(pod.uid, max(pod.last_attempt_at, pod.queued_at)))
+        for pod in queued:
             self.add_pending(pod)
-        self.runtime = {k: v for k, v in self.runtime.items() if k in tree.nodes}
         self._dirty = True
 
     def quota_of(self, pod: PodInfo) -> str:
