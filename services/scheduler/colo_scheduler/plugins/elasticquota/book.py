@@ -33,12 +33,14 @@ class Member:
     at: float
 
 
-def _add(acc: dict[str, list[int]], chain: tuple[str, ...], req: Vector, sign: int) -> None:
+def _add(acc: dict[str, list[int]], chain: tuple[str, ...], pod: PodInfo, sign: int) -> None:
+    """Add ``sign`` × the pod's request to every quota of ``chain`` (its non-zero columns only)."""
+    req, cols = pod.request_ints, pod.request_col_ints
     for q in chain:
         v = acc.get(q)
         if v is None:
             v = acc[q] = [0] * N
-        for i in range(N):
+        for i in cols:
             v[i] += sign * req[i]
 
 
@@ -135,7 +137,7 @@ class QuotaBook:
             return
         self.waiting[pod.uid] = (pod, leaf)
         chain = self.tree.chain(leaf)
-        _add(self.pending, chain, pod.request_ints, 1)
+        _add(self.pending, chain, pod, 1)
         for q in chain:
             self.pending_pods[q] = self.pending_pods.get(q, 0) + 1
         self._dirty = True
@@ -147,25 +149,33 @@ class QuotaBook:
             return
         pod, leaf = entry
         chain = self.tree.chain(leaf)
-        _add(self.pending, chain, pod.request_ints, -1)
+        _add(self.pending, chain, pod, -1)
         for q in chain:
             self.pending_pods[q] -= 1
         self._dirty = True
 
     def reserve(self, pod: PodInfo, row: int, at: float) -> None:
         """Count a placed pod in its quota's used (and out of its pending)."""
-        if not self.tree.nodes:
+        if not self.tree.nodes or pod.uid in self.members:
             return
-        self.drop_pending(pod.uid)
-        leaf = self.quota_of(pod)
-        node = self.tree.nodes.get(leaf)
-        if node is None or not node.leaf or pod.uid in self.members:
-            return
+        entry = self.waiting.pop(pod.uid, None)
+        if entry is not None:  # the usual case: from the queue, its leaf known
+            leaf = entry[1]
+            chain = self.tree.chain(leaf)
+            _add(self.pending, chain, pod, -1)
+            for q in chain:
+                self.pending_pods[q] -= 1
+        else:
+            leaf = self.quota_of(pod)
+            node = self.tree.nodes.get(leaf)
+            if node is None or not node.leaf:
+                return
+            chain = self.tree.chain(leaf)
         self.members[pod.uid] = Member(pod, row, leaf, pod.request_ints, at)
-        chain = self.tree.chain(leaf)
-        _add(self.used, chain, pod.request_ints, 1)
+        _add(self.used, chain, pod, 1)
+        pods = self.pods
         for q in chain:
-            self.pods[q] = self.pods.get(q, 0) + 1
+            pods[q] = pods.get(q, 0) + 1
         self._dirty = True
 
     def unreserve(self, pod: PodInfo) -> None:
@@ -176,7 +186,7 @@ class QuotaBook:
             return
         self.evicting.discard(pod.uid)
         chain = self.tree.chain(m.leaf)
-        _add(self.used, chain, m.request, -1)
+        _add(self.used, chain, m.pod, -1)
         for q in chain:
             self.pods[q] -= 1
         self._dirty = True
@@ -224,23 +234,28 @@ class QuotaBook:
         constrained resource it requests), else the reason naming the quota and the amounts."""
         if not self.tree.nodes:
             return ""
-        leaf = self.quota_of(pod)
-        if not leaf:
-            return ""
-        node = self.tree.nodes.get(leaf)
-        if node is None:
-            return f"quota {leaf}: not found"
-        if not node.leaf:
-            return f"quota {leaf}: has child quotas; pods belong to leaf quotas"
-        req = pod.request_ints
+        entry = self.waiting.get(pod.uid)
+        if entry is not None:  # queued: its (valid leaf) quota is known
+            leaf = entry[1]
+        else:
+            leaf = self.quota_of(pod)
+            if not leaf:
+                return ""
+            node = self.tree.nodes.get(leaf)
+            if node is None:
+                return f"quota {leaf}: not found"
+            if not node.leaf:
+                return f"quota {leaf}: has child quotas; pods belong to leaf quotas"
+        req, cols, nodes = pod.request_ints, pod.request_col_ints, self.tree.nodes
         for q in self.tree.chain(leaf):
-            qn = self.tree.nodes[q]
+            constrained = nodes[q].constrained
             used = self.used.get(q, ZERO)
             runtime = self.runtime.get(q, ZERO)
-            for c in pod.request_col_ints:
-                if not qn.constrained[c]:
+            for c in cols:
+                if not constrained[c]:
                     continue
                 need = used[c] + req[c]
+                qn = nodes[q]
                 if need > qn.max[c]:
                     return (f"quota {q}: exceeds max quota {RESOURCE_NAMES[c]} "
                             f"(used {used[c]} + {req[c]} > max {qn.max[c]})")
