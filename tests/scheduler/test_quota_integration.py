@@ -8,6 +8,7 @@ the store — and without the quota chain in the binds the same race goes over, 
 from __future__ import annotations
 
 import asyncio
+
 import msgspec
 import pytest
 
