@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sched_helpers import node, pod, scheduler
 
 from colo.messages import PREEMPTIBLE_LABEL, QUOTA_NAME_LABEL, ElasticQuota, PodSpec
@@ -228,3 +230,52 @@ def test_a_quota_arriving_after_its_pods_counts_them() -> None:
     out = s.schedule_cycle(3.0)
     assert not out.placements
     assert out.failures[0].result.reasons == {"quota team-b: exceeds max quota cpu (used 3000 + 1000 > max 3000)": 1}
+
+
+# ------------------------------------------------------------------ the book's accounting, property
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["queue", "place", "back", "drop", "release", "requota"]),
+                          st.integers(0, 11), st.sampled_from(["team-a", "team-b", "solo", "", "org"]),
+                          st.integers(1, 4000)), max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_OPS)
+def test_book_used_and_pending_equal_a_recount(ops: list[tuple[str, int, str, int]]) -> None:
+    """After any sequence of queueing, placing, unreserving, dropping, releasing and quota changes, each
+    quota's used and pending equal the sums recounted from scratch over its subtree."""
+    p = plugin(*TEAMS, ElasticQuota(name="solo", min={"cpu": 1000}))
+    table = NodeTable()
+    queued: dict[str, PodInfo] = {}
+    placed: dict[str, PodInfo] = {}
+    for op, k, quota, cpu in ops:
+        uid = f"p{k}"
+        if op == "queue" and uid not in queued and uid not in placed:
+            queued[uid] = member(uid, quota, cpu)
+            p.add_pending(queued[uid])
+        elif op == "place" and uid in queued:
+            placed[uid] = queued.pop(uid)
+            p.reserve(table, placed[uid], 0, 0.0)
+        elif op == "back" and uid in placed:  # bind failed or Permit refused: unreserved, queued again
+            queued[uid] = placed.pop(uid)
+            p.unreserve(table, queued[uid], 0)
+        elif op == "drop" and uid in queued:
+            del queued[uid]
+            p.drop_pending(uid)
+        elif op == "release" and uid in placed:
+            p.unreserve(table, placed.pop(uid), 0)
+            p.drop_pending(uid)
+        elif op == "requota":  # team-b's max changes: the book is rebuilt from what the core holds
+            assert p.apply(ElasticQuota(name="team-b", parent="org", min={"cpu": 10_000},
+                                        max={"cpu": 15_000 + cpu})) == []
+            p.book.rebuild([(x, 0) for x in placed.values()], list(queued.values()))
+    subtree = {"org": {"team-a", "team-b"}, "team-a": {"team-a"}, "team-b": {"team-b"}, "solo": {"solo"}}
+    for q, leaves in subtree.items():
+        want_used = sum(x.spec.requests.cpu for x in placed.values() if x.spec.labels.get(QUOTA_NAME_LABEL) in leaves)
+        want_pending = sum(x.spec.requests.cpu for x in queued.values()
+                           if x.spec.labels.get(QUOTA_NAME_LABEL) in leaves)
+        assert p.book.used.get(q, [0])[0] == want_used, q
+        assert p.book.pending.get(q, [0])[0] == want_pending, q
+        assert p.book.pods.get(q, 0) == sum(1 for x in placed.values()
+                                            if x.spec.labels.get(QUOTA_NAME_LABEL) in leaves)

@@ -20,7 +20,7 @@ from colo_scheduler.podinfo import PodInfo
 
 def preemptible(pod: PodInfo) -> bool:
     """False for a pod labelled ``quota.scheduling.koordinator.sh/preemptible: "false"``."""
-    return pod.spec.labels.get(PREEMPTIBLE_LABEL, "").strip().lower() != "false"
+    return pod.spec.labels.get(PREEMPTIBLE_LABEL) != "false"
 
 
 @dataclass(frozen=True, slots=True)
