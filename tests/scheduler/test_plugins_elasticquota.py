@@ -279,3 +279,21 @@ def test_book_used_and_pending_equal_a_recount(ops: list[tuple[str, int, str, in
         assert p.book.pending.get(q, [0])[0] == want_pending, q
         assert p.book.pods.get(q, 0) == sum(1 for x in placed.values()
                                             if x.spec.labels.get(QUOTA_NAME_LABEL) in leaves)
+
+
+def test_a_reclaimed_pod_held_at_permit_is_sent_back_not_evicted() -> None:
+    s = scheduler()
+    s.on_node(node("n0", cpu=20_000, memory=64 << 30, pods=110), 0.0)
+    for spec in (ElasticQuota(name="team-a", min={"cpu": 10_000}), ElasticQuota(name="team-b", min={"cpu": 10_000})):
+        assert s.on_quota(spec) == []
+    for k in range(12):  # b11 the lowest priority: the first victim
+        s.add_pod(_labelled(pod(f"b{k}", cpu=1000, priority=4 if k == 11 else 5), "team-b"), 0.0)
+    out = s.schedule_cycle(1.0)
+    assert len(out.placements) == 12
+    held = next(p.pod for p in out.placements if p.pod.uid == "b11")  # as if a Permit plugin held it
+    s.waiting[held.uid] = (held, 0, 1e9)
+    s.add_pod(_labelled(pod("a0", cpu=10_000, priority=5), "team-a"), 2.0)
+    out = s.schedule_cycle(3.0)
+    evicted = {e.pod.uid for e in out.evictions}
+    assert held.uid not in evicted and held.uid not in s.waiting and held.uid not in s.framework.placed
+    assert len(evicted) == 1  # with the held pod given back, one more eviction brings team-b to 10000

@@ -330,7 +330,7 @@ class Scheduler:
         out = CycleOutcome()
         self._resolve_waiting(now, out)
         if self.quota is not None:
-            self._quota_cycle(out)
+            self._quota_cycle(now, out)
         self.wake_helped(state, now)
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
@@ -391,7 +391,7 @@ class Scheduler:
                 out.failures.append(Failure(pod, result, ms))
         return out
 
-    def _quota_cycle(self, out: CycleOutcome) -> None:
+    def _quota_cycle(self, now: float, out: CycleOutcome) -> None:
         """Recompute the runtime quotas (when demand, use or the cluster changed) and order evictions
         where lent quota is needed back (docs/quota.md)."""
         assert self.quota is not None
@@ -401,7 +401,11 @@ class Scheduler:
         if self.quota.refresh(self._quota_totals[2]):
             self._events.add(QUOTA_CHANGE)
         names = t.names
-        out.evictions.extend(Eviction(r.member.pod, names[r.member.row], r.reason) for r in self.quota.reclaim())
+        for r in self.quota.reclaim():
+            if r.member.pod.uid in self.waiting:  # held at Permit, not on its node yet: give the room back
+                self.reject_waiting(r.member.pod.uid, now, r.reason)
+            else:
+                out.evictions.append(Eviction(r.member.pod, names[r.member.row], r.reason))
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
         """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""
