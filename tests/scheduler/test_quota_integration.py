@@ -176,6 +176,13 @@ async def test_borrow_reclaim_and_restart(nats_url: str, store: Store, bus_facto
     t += 10
     await c.step(t)
     assert len(c.evictions) == 6  # nothing more to reclaim
+    # deleting a quota: its pods belong to no quota, its max and its status are gone
+    await c.client.publish(subjects.QUOTA_SPEC, ElasticQuota(name="team-b", parent="org", deleted=True), name="team-b")
+    t += 10
+    await c.step(t)
+    assert set(book.tree.nodes) == {"org", "team-a"}
+    assert await store.quota_max("team-b") == {}
+    assert {s.name for s in await latest_quota_statuses(nats_url)} == {"org", "team-a"}
     await svc2.stop()
 
 

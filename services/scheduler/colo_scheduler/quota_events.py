@@ -76,12 +76,16 @@ class QuotaEvents:
 
     async def _on_quota(self, spec: ElasticQuota, info: MessageInfo) -> None:
         """Apply one quota; dead-letter it with every problem when the tree refuses it, else set (or drop)
-        its max in the store."""
+        its max in the store; a deleted quota's status is purged from the stream."""
         problems = self.core.on_quota(spec)
         if problems:
             await self._dead_letter(spec, info, "; ".join(problems))
             return
         await self._sync_quota_max()
+        if spec.deleted:  # its last status would stay in the stream (and in colo get quotas) for ever
+            assert self.ctx is not None and subjects.QUOTA_STATUS.stream is not None
+            await self.ctx.bus.js.purge_stream(subjects.QUOTA_STATUS.stream,
+                                               subject=subjects.QUOTA_STATUS.format(name=spec.name))
         self._wake.set()
 
     async def _sync_quota_max(self) -> None:
