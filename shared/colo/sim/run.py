@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,19 +29,24 @@ from colo.bus import Bus, BusError
 from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
+    ElasticQuota,
+    EvictionCommand,
     NodeResource,
     NodeSpec,
+    PodAdmitted,
     PodBound,
     PodMigrationJob,
     PodRejected,
-    PodSpec,
     PodStatus,
     PodUnschedulable,
     QoSEvent,
+    QuotaStatus,
     Resources,
     Tick,
+    WorkloadRejected,
 )
 from colo.sim.invariants import AllocationWatch
+from colo.sim.jobs import native_quotas
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
 from colo.sim.services import TICK_ORDER, Supervisor
@@ -104,6 +110,18 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
         watch.offered(msg)
         metrics.loops.on_resource(msg)
 
+    async def admitted(msg: PodAdmitted) -> None:
+        metrics.on_admitted(msg)
+
+    async def evict(msg: EvictionCommand) -> None:
+        metrics.on_evict(msg)
+
+    async def quota(msg: QuotaStatus) -> None:
+        metrics.on_quota(msg)
+
+    async def workload_rejected(msg: WorkloadRejected) -> None:
+        metrics.on_workload_rejected(msg)
+
     await bus.subscribe(S.POD_BOUND, bound, durable=f"bound-{run}")
     await bus.subscribe(S.POD_UNSCHEDULABLE, unsched, durable=f"unsched-{run}")
     await bus.subscribe(S.POD_STATUS, status, durable=f"status-{run}")
@@ -111,6 +129,19 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
     await bus.subscribe(S.POD_REJECTED, rejected, durable=f"rejected-{run}")
     await bus.subscribe(S.NODE_RESOURCE, resource, durable=f"resource-{run}")
     await bus.subscribe(S.MIGRATION, migration, durable=f"migration-{run}")
+    await bus.subscribe(S.POD_ADMITTED, admitted, durable=f"admitted-{run}")
+    await bus.subscribe(S.POD_EVICT, evict, durable=f"evict-{run}")
+    await bus.subscribe(S.QUOTA_STATUS, quota, durable=f"quota-{run}")
+    await bus.subscribe(S.WORKLOAD_REJECTED, workload_rejected, durable=f"workload-rejected-{run}")
+
+
+def run_quotas(scenario: Scenario, env: dict[str, str]) -> list[ElasticQuota]:
+    """The scenario's team quotas as a run with ``env`` gets them: on batch-cpu/batch-memory when slo-manager
+    translates batch pods to batch resources, on cpu/memory when colocation is off (``baseline``: its batch
+    pods keep native requests; docs/scenario.md "Jobs, gangs and teams")."""
+    if env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED", "1") == "0":
+        return native_quotas(scenario.quotas)
+    return list(scenario.quotas)
 
 
 def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
@@ -151,14 +182,25 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         task = progress.add_task(run, total=steps + 1, status="") if progress else None
         pending = list(scenario.arrivals)
         cursor = 0
+        workloads = list(scenario.workloads)
+        w_cursor = 0
+        quotas = run_quotas(scenario, env)
+        if quotas:
+            # the teams' quotas are in place before any of their jobs arrives
+            await bus.publish_many([(S.QUOTA_SPEC, q, f"quota-{q.name}", {"name": q.name}) for q in quotas])
         for step in range(steps + 1):
             now = step * STEP_S
-            batch: list[tuple[S.Subject[PodSpec], PodSpec, str, dict[str, str]]] = []
+            batch: list[tuple[S.Subject[Any], Any, str, dict[str, str]]] = []
             while cursor < len(pending) and pending[cursor].at <= now:
                 a = pending[cursor]
                 batch.append((S.POD_SUBMITTED, a.pod, a.pod.uid, {}))
                 metrics.submitted(a.pod, a.at)
                 cursor += 1
+            while w_cursor < len(workloads) and workloads[w_cursor].at <= now:
+                w = workloads[w_cursor]
+                batch.append((S.WORKLOAD_SUBMITTED, w.workload, w.workload.uid, {}))
+                metrics.submitted_workload(w.workload, w.at)
+                w_cursor += 1
             if batch:
                 await bus.publish_many(batch)
             if hook is not None:
