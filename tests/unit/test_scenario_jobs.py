@@ -10,11 +10,19 @@ from collections import Counter
 import pytest
 
 from colo.classes import priority_class_of, qos_class_of, validate_classes
-from colo.messages import DEFAULT_GANG_TIMEOUT_S, QUOTA_NAME_LABEL, ElasticQuota, PodSpec, Resources, WorkloadSpec
+from colo.messages import (
+    DEFAULT_GANG_TIMEOUT_S,
+    QUOTA_NAME_LABEL,
+    ElasticQuota,
+    PodSpec,
+    Resources,
+    WorkloadSpec,
+)
 from colo.sim import jobs as jb
 from colo.sim import traces as tr
-from colo.sim.run import RUN_ENV, run_quotas
+from colo.sim.run import RUN_ENV
 from colo.sim.scenario import Scenario, ScenarioParams, build_scenario
+from colo.sim.submit import run_quotas
 
 TRACES = pytest.mark.skipif(not (tr.traces_dir() / tr.NODE_LIST).exists(),
                             reason=f"traces not found in {tr.traces_dir()}: set COLO_TRACES_DIR or run `make traces`")

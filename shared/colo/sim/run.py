@@ -2,8 +2,9 @@
 
 For each run (``baseline``, ``colo``) it starts NATS and Redis (embedded unless
 ``COLO_NATS_URL``/``COLO_REDIS_URL`` are set), writes the node agent's nodes file, starts
-the services with ``COLO_SIM=1`` and the run's settings (:data:`RUN_ENV`), then steps
-virtual time: publish the pods that arrived (``pod.submitted``, msg_id = uid), tick the
+the services with ``COLO_SIM=1`` and the run's settings (:data:`RUN_ENV`), publishes the
+teams' quotas (``quota.spec``), then steps virtual time: publish the pods and workloads that
+arrived (``pod.submitted``/``workload.submitted``, msg_id = uid; :mod:`colo.sim.submit`), tick the
 services in order node-agent → profiler → slo-manager → scheduler → descheduler, wait
 for the coordinator's own consumers to settle and record metrics
 (:class:`colo.sim.metrics.RunMetrics`). At the end it checks invariants in Redis and
@@ -19,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,7 +29,6 @@ from colo.bus import Bus, BusError
 from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
-    ElasticQuota,
     EvictionCommand,
     NodeResource,
     NodeSpec,
@@ -46,10 +45,10 @@ from colo.messages import (
     WorkloadRejected,
 )
 from colo.sim.invariants import AllocationWatch
-from colo.sim.jobs import native_quotas
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
 from colo.sim.services import TICK_ORDER, Supervisor
+from colo.sim.submit import Submissions
 from colo.store import Store
 
 STEP_S = 60.0
@@ -135,15 +134,6 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
     await bus.subscribe(S.WORKLOAD_REJECTED, workload_rejected, durable=f"workload-rejected-{run}")
 
 
-def run_quotas(scenario: Scenario, env: dict[str, str]) -> list[ElasticQuota]:
-    """The scenario's team quotas as a run with ``env`` gets them: on batch-cpu/batch-memory when slo-manager
-    translates batch pods to batch resources, on cpu/memory when colocation is off (``baseline``: its batch
-    pods keep native requests; docs/scenario.md "Jobs, gangs and teams")."""
-    if env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED", "1") == "0":
-        return native_quotas(scenario.quotas)
-    return list(scenario.quotas)
-
-
 def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(encode(nodes))
@@ -180,29 +170,11 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         await sup.start_all()
         steps = int(scenario.duration_s // STEP_S)
         task = progress.add_task(run, total=steps + 1, status="") if progress else None
-        pending = list(scenario.arrivals)
-        cursor = 0
-        workloads = list(scenario.workloads)
-        w_cursor = 0
-        quotas = run_quotas(scenario, env)
-        if quotas:
-            # the teams' quotas are in place before any of their jobs arrives
-            await bus.publish_many([(S.QUOTA_SPEC, q, f"quota-{q.name}", {"name": q.name}) for q in quotas])
+        submissions = Submissions(scenario, env, metrics)
+        await submissions.start(bus)  # the teams' quotas are in place before any of their jobs arrives
         for step in range(steps + 1):
             now = step * STEP_S
-            batch: list[tuple[S.Subject[Any], Any, str, dict[str, str]]] = []
-            while cursor < len(pending) and pending[cursor].at <= now:
-                a = pending[cursor]
-                batch.append((S.POD_SUBMITTED, a.pod, a.pod.uid, {}))
-                metrics.submitted(a.pod, a.at)
-                cursor += 1
-            while w_cursor < len(workloads) and workloads[w_cursor].at <= now:
-                w = workloads[w_cursor]
-                batch.append((S.WORKLOAD_SUBMITTED, w.workload, w.workload.uid, {}))
-                metrics.submitted_workload(w.workload, w.at)
-                w_cursor += 1
-            if batch:
-                await bus.publish_many(batch)
+            await submissions.publish_due(bus, now)
             if hook is not None:
                 await hook(step, now, sup)
             tick = Tick(seq=step, now=now, step_s=STEP_S)
