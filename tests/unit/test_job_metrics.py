@@ -157,6 +157,7 @@ def test_workload_pods_count_from_admission_at_the_workload_time() -> None:
     for p in pods:
         _admit(m, p, 305.0)
     assert m.submitted_at == {"g-0": 300.0, "g-1": 300.0}
+    assert m.owner_of == {"g-0": "w-g", "g-1": "w-g"}
     assert set(m.batch_duration_s) == {"g-0", "g-1"}
     for p in pods:
         _bind(m, p, 360.0)
@@ -164,6 +165,12 @@ def test_workload_pods_count_from_admission_at_the_workload_time() -> None:
     s = m.summary()
     assert s["batch_tasks_completed"] == 2 and s["batch_slowdown_avg"] == pytest.approx((960 - 300) / 600)
     assert s["gang_wait_max_s"] == 55.0 and s["pods_pending"] == 0
+    assert s["workloads_unadmitted"] == 0
+    m.submitted_workload(WorkloadSpec(kind="Job", uid="w-never", name="never", template=PodSpec(uid="x", name="x")), 0.0)
+    m.submitted_workload(WorkloadSpec(kind="Job", uid="w-bad", name="bad", template=PodSpec(uid="x", name="x")), 0.0)
+    m.on_workload_rejected(WorkloadRejected(kind="Job", uid="w-bad", name="bad", namespace="default",
+                                            errors=["template.requests.cpu: must be ≥ 0"], at=0.0))
+    assert m.unadmitted_workloads() == ["w-never"] and m.summary()["workloads_unadmitted"] == 1
     # a bare pod submitted before its admission keeps its submission time
     bare = PodSpec(uid="b", name="b", sim=SimWorkload(kind="batch", duration_s=60.0))
     m.submitted(bare, 10.0)

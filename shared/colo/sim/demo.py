@@ -78,6 +78,11 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
         # each team's quota at the end of every step (docs/scenario.md "Jobs in the report")
         (args.out / f"{r.metrics.name}-quotas.jsonl").write_text(
             "".join(json.dumps(row, sort_keys=True) + "\n" for row in r.metrics.jobs.quota_rows()))
+    for r in results:
+        if r.metrics.workload_at and not r.metrics.owner_of:
+            console.print(f"[red]{r.metrics.name}: none of {len(r.metrics.workload_at)} workloads was expanded into "
+                          "pods (no admission of workload.submitted?); --no-jobs submits bare pods[/]",
+                          highlight=False, soft_wrap=True)
     bad = 0
     for r in results:
         for v in r.violations[:20]:

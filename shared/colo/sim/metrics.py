@@ -38,7 +38,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
-    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "wall_s",
+    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
@@ -51,7 +51,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "gangs_placed": True, "gangs_waiting": False,
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
-    "quota_reclaims": False, "workloads_rejected": False, "wall_s": False,
+    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
 }
 
 MILLI_PER_CORE = 1000.0
@@ -125,6 +125,8 @@ class RunMetrics:
     """Gang waits, scheduler evictions and quota use (:mod:`colo.sim.job_metrics`)."""
     workload_at: dict[str, float] = field(default_factory=dict)
     """Workload uid → virtual time it was published; its pods count as submitted then."""
+    owner_of: dict[str, str] = field(default_factory=dict)
+    """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -150,6 +152,8 @@ class RunMetrics:
         """A pod admitted. A workload's pod (unknown until admission names it) counts as submitted when its
         workload was; gang members start their gang's wait."""
         pod = msg.spec
+        if pod.owner is not None:
+            self.owner_of[pod.uid] = pod.owner.uid
         if pod.uid not in self.submitted_at:
             owner = pod.owner
             at = self.workload_at.get(owner.uid) if owner is not None else None
@@ -289,6 +293,12 @@ class RunMetrics:
         return [uid for uid in self.submitted_at
                 if uid not in self.bound_node and self.phase.get(uid) not in ("Succeeded",)]
 
+    def unadmitted_workloads(self) -> list[str]:
+        """Workloads published with no pod admitted and not rejected by the end (admission never answered)."""
+        owners = set(self.owner_of.values())
+        return sorted(uid for uid in self.workload_at
+                      if uid not in owners and uid not in self.jobs.workloads_rejected)
+
     def offered(self) -> dict[str, float]:
         """Means over the run's ticks of the batch/mid resources offered: ``batch_cpu_cores``,
         ``mid_cpu_cores``, ``batch_memory_gib``, ``mid_memory_gib`` (0 without ticks)."""
@@ -326,5 +336,6 @@ class RunMetrics:
             "pods_pending": float(len(self.pending())),
             "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
             **self.jobs.summary(),
+            "workloads_unadmitted": float(len(self.unadmitted_workloads())),
             "wall_s": self.wall_s,
         }
