@@ -69,7 +69,8 @@ def test_jobs_admitted_whole_and_invariants_hold(runs: dict[str, RunResult], sce
     per_owner: dict[str, int] = {}
     for owner in m.owner_of.values():
         per_owner[owner] = per_owner.get(owner, 0) + 1
-    assert per_owner == {uid: w.parallelism for uid, w in jobs.items()}, "every Job expanded into all its pods"
+    # every Job expanded into all its pods (the Job controller may add one for a pod that failed for good)
+    assert set(per_owner) == set(jobs) and all(per_owner[uid] >= w.parallelism for uid, w in jobs.items())
     assert set(m.submitted_at) == {p.uid for p in scenario.ls_pods()} | set(m.owner_of)
     assert all(code == 0 for code in r.exit_codes.values()), r.exit_codes
 
