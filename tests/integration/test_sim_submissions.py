@@ -28,14 +28,16 @@ def _scenario() -> Scenario:
     ls = PodSpec(uid="ls-0", name="ls-0", namespace="online", labels={"colo.sim/kind": "ls"})
     node = NodeSpec(name="n1", capacity=Resources(cpu=8000, memory=8 << 30), allocatable=Resources(cpu=8000,
                                                                                                     memory=8 << 30))
-    quotas = jb.team_quotas(Resources(cpu=8000, memory=8 << 30), 2, 1.5)
-    return Scenario(params=params, nodes=[node], arrivals=[Arrival(0.0, ls)], workloads=jobs, quotas=quotas)
+    quotas = jb.team_quotas(Resources(cpu=8000, memory=8 << 30), 2, 1.5, jb.BATCH_KEYS)
+    baseline = jb.team_quotas(Resources(cpu=6000, memory=6 << 30), 2, 1.5, jb.NATIVE_KEYS)
+    return Scenario(params=params, nodes=[node], arrivals=[Arrival(0.0, ls)], workloads=jobs, quotas=quotas,
+                    baseline_quotas=baseline)
 
 
-@pytest.mark.parametrize(("run", "cpu_key"), [pytest.param("colo", "batch_cpu", id="colo"),
-                                              pytest.param("baseline", "cpu", id="baseline")])
+@pytest.mark.parametrize(("run", "cpu_key", "min_cpu"), [pytest.param("colo", "batch_cpu", 4000, id="colo"),
+                                                         pytest.param("baseline", "cpu", 3000, id="baseline")])
 async def test_quotas_first_then_workloads_and_pods_when_due(bus_factory: BusFactory, run: str,
-                                                             cpu_key: str) -> None:
+                                                             cpu_key: str, min_cpu: int) -> None:
     bus = await bus_factory("sim-test")
     seen: list[tuple[str, str]] = []
     quotas: list[ElasticQuota] = []
@@ -59,7 +61,8 @@ async def test_quotas_first_then_workloads_and_pods_when_due(bus_factory: BusFac
     await subs.start(bus)
     await bus.settle()
     assert seen == [("colo.v1.quota.spec.team-a", "team-a"), ("colo.v1.quota.spec.team-b", "team-b")]
-    assert all(set(q.min) == {cpu_key, cpu_key.replace("cpu", "memory")} for q in quotas)
+    assert all(set(q.min) == {cpu_key, cpu_key.replace("cpu", "memory")} and q.min[cpu_key] == min_cpu
+               for q in quotas)
     seen.clear()
     counts = [await subs.publish_due(bus, now) for now in (0.0, 60.0, 120.0, 180.0, 240.0)]
     await bus.settle()

@@ -14,6 +14,7 @@ from colo.messages import (
     DEFAULT_GANG_TIMEOUT_S,
     QUOTA_NAME_LABEL,
     ElasticQuota,
+    NodeSpec,
     PodSpec,
     Resources,
     WorkloadSpec,
@@ -111,20 +112,50 @@ def test_teams_split_by_job_and_stable(jobs: Scenario) -> None:
     assert jb.team_names(3) == ["team-a", "team-b", "team-c"]
 
 
+@pytest.mark.parametrize(("attr", "keys"), [pytest.param("quotas", jb.BATCH_KEYS, id="colo-batch-offer"),
+                                            pytest.param("baseline_quotas", jb.NATIVE_KEYS, id="baseline-pool")])
 @TRACES
-def test_quotas_valid_and_let_teams_borrow(jobs: Scenario) -> None:
-    pool = jb.batch_pool(jobs.nodes, jobs.ls_pods())
-    assert pool.cpu == sum(n.allocatable.cpu for n in jobs.nodes) - sum(p.requests.cpu for p in jobs.ls_pods()) > 0
-    assert [q.name for q in jobs.quotas] == ["team-a", "team-b"]
-    for q in jobs.quotas:
+def test_quotas_valid_and_let_teams_borrow(jobs: Scenario, attr: str, keys: tuple[str, str]) -> None:
+    ls = jobs.ls_pods()
+    pool = jb.batch_offer_estimate(jobs.nodes, ls) if attr == "quotas" else jb.batch_pool(jobs.nodes, ls)
+    totals = dict(zip(keys, (pool.cpu, pool.memory)))
+    quotas: list[ElasticQuota] = getattr(jobs, attr)
+    assert [q.name for q in quotas] == ["team-a", "team-b"]
+    for q in quotas:
         assert q.parent == "" and not q.deleted
-        assert set(q.min) == set(q.max) == {"batch_cpu", "batch_memory"}
-        assert q.min["batch_cpu"] == pool.cpu // 2 and q.min["batch_memory"] == pool.memory // 2
+        assert set(q.min) == set(q.max) == set(keys)
         for k, v in q.min.items():
-            assert v < q.max[k] <= {"batch_cpu": pool.cpu, "batch_memory": pool.memory}[k]
-    # the mins fit the pool together, the maxes do not: a busy team borrows an idle one's min
-    assert sum(q.min["batch_cpu"] for q in jobs.quotas) <= pool.cpu < sum(q.max["batch_cpu"] for q in jobs.quotas)
-    assert jobs.description["quotas"] == {q.name: {"min": q.min, "max": q.max} for q in jobs.quotas}
+            assert v == totals[k] // 2
+            assert v < q.max[k] <= totals[k]
+    for k in keys:
+        # the mins fit the pool together, the maxes do not: a busy team borrows an idle one's min
+        assert sum(q.min[k] for q in quotas) <= totals[k] < sum(q.max[k] for q in quotas)
+    assert jobs.description[attr] == {q.name: {"min": q.min, "max": q.max} for q in quotas}
+
+
+@TRACES
+def test_pool_and_offer_estimate(jobs: Scenario) -> None:
+    ls = jobs.ls_pods()
+    cap_cpu = sum(n.capacity.cpu for n in jobs.nodes)
+    cap_mem = sum(n.capacity.memory for n in jobs.nodes)
+    pool = jb.batch_pool(jobs.nodes, ls)
+    assert pool.cpu == sum(n.allocatable.cpu for n in jobs.nodes) - sum(p.requests.cpu for p in ls) > 0
+    offer = jb.batch_offer_estimate(jobs.nodes, ls)
+    ls_cpu_used = sum(sum(p.sim.cpu_util) / len(p.sim.cpu_util) * p.sim.cpu_scale_milli for p in ls if p.sim)
+    assert offer.cpu == int(cap_cpu * (0.60 - 0.02) - ls_cpu_used)
+    # LS pods use less than they request: co-location offers more than the requests leave
+    assert offer.cpu > pool.cpu and offer.memory > pool.memory
+    assert offer.cpu < 0.6 * cap_cpu and offer.memory < 0.65 * cap_mem
+
+
+def test_offer_estimate_counts_a_pod_without_series_at_its_request() -> None:
+    node = NodeSpec(name="n", capacity=Resources(cpu=10_000, memory=100 << 30),
+                    allocatable=Resources(cpu=10_000, memory=100 << 30))
+    ls = PodSpec(uid="ls", name="ls", requests=Resources(cpu=1000, memory=10 << 30))
+    offer = jb.batch_offer_estimate([node], [ls])
+    assert offer.cpu == int(10_000 * 0.58 - 1000) and offer.memory == int((100 << 30) * 0.61 - (10 << 30))
+    big = PodSpec(uid="big", name="big", requests=Resources(cpu=9000, memory=90 << 30))
+    assert jb.batch_offer_estimate([node], [big]) == Resources(cpu=0, memory=0)
 
 
 def test_quotas_for_each_run() -> None:
@@ -133,12 +164,12 @@ def test_quotas_for_each_run() -> None:
     assert [x.max for x in q] == [{"batch_cpu": 7500, "batch_memory": 3 << 30}] * 2
     assert jb.team_quotas(Resources(cpu=10_000, memory=4 << 30), 2, 3.0)[0].max == {"batch_cpu": 10_000,
                                                                                     "batch_memory": 4 << 30}
-    native = jb.native_quotas(q)
-    assert [x.min for x in native] == [{"cpu": 5000, "memory": 2 << 30}] * 2
-    assert [x.name for x in native] == ["team-a", "team-b"]
+    native = jb.team_quotas(Resources(cpu=8000, memory=2 << 30), 2, 1.5, jb.NATIVE_KEYS)
+    assert [x.min for x in native] == [{"cpu": 4000, "memory": 1 << 30}] * 2
 
     class _S:
         quotas = q
+        baseline_quotas = native
 
     assert run_quotas(_S(), RUN_ENV["colo"]) == q  # type: ignore[arg-type]
     assert run_quotas(_S(), RUN_ENV["baseline"]) == native  # type: ignore[arg-type]

@@ -30,10 +30,16 @@ PRIORITY_LABEL = "colo.sim/priority"
 """Pod label ``high`` on the pods of high-priority jobs."""
 HIGH_PRIORITY = 9500
 """Priority of the high-priority jobs: koord-prod (REFERENCE.md §1, 9000–9999), as the online pods."""
-QUOTA_RESOURCES_COLO = ("batch_cpu", "batch_memory")
+BATCH_KEYS = ("batch_cpu", "batch_memory")
 """Quota resources where slo-manager translates batch pods to batch resources (the ``colo`` run)."""
-NATIVE_OF = {"batch_cpu": "cpu", "batch_memory": "memory"}
-"""The native resource a batch resource stands for where batch pods keep native requests (``baseline``)."""
+NATIVE_KEYS = ("cpu", "memory")
+"""Quota resources where batch pods keep native requests (``baseline``: colocation off)."""
+BATCH_RECLAIM_FRACTION = (0.60, 0.65)
+"""slo-manager's default ``reclaimThresholdPercent`` for CPU and memory (REFERENCE.md §3): batch is offered
+below capacity × this."""
+SIM_SYSTEM_FRACTION = (0.02, 0.04)
+"""System usage of a simulated node, CPU and memory, as fractions of capacity (the node agent's sim backend
+defaults, ``system_cpu_fraction`` / ``system_memory_fraction``)."""
 
 
 @dataclass(frozen=True)
@@ -117,32 +123,41 @@ def make_job(pods: list[PodSpec], job_id: str, task_id: str, team: str, high: bo
 
 def batch_pool(nodes: list[NodeSpec], ls_pods: list[PodSpec]) -> Resources:
     """What the online pods' requests leave of the cluster's allocatable (cpu milli-cores, memory bytes): the
-    room batch runs in without co-location, and below what slo-manager offers as batch resources with it
-    (REFERENCE.md §3: capacity × reclaim threshold − what LS pods use, and they use less than they request)."""
+    room batch runs in without co-location (``baseline``)."""
     cpu = sum(n.allocatable.cpu for n in nodes) - sum(p.requests.cpu for p in ls_pods)
     memory = sum(n.allocatable.memory for n in nodes) - sum(p.requests.memory for p in ls_pods)
     return Resources(cpu=max(0, cpu), memory=max(0, memory))
 
 
-def team_quotas(pool: Resources, teams: int, max_factor: float, at: float = 0.0) -> list[ElasticQuota]:
-    """One ``ElasticQuota`` per team, children of the root, on batch-cpu/batch-memory: ``min`` an equal share
-    of ``pool``, ``max`` = ``max_factor`` × min (capped at the pool), so that a busy team borrows what an idle
-    one does not use (REFERENCE.md §8). Selected by the :data:`QUOTA_NAME_LABEL` label on the jobs' pods."""
+def batch_offer_estimate(nodes: list[NodeSpec], ls_pods: list[PodSpec]) -> Resources:
+    """The batch resources slo-manager can be expected to offer over the run (``colo``), from the scenario alone:
+    REFERENCE.md §3's ``usage`` policy summed over the cluster — Σ capacity × :data:`BATCH_RECLAIM_FRACTION` −
+    Σ capacity × :data:`SIM_SYSTEM_FRACTION` − Σ the online pods' mean usage over the run (their series × limit;
+    a pod without a series counts at its request). Milli-cores and bytes, floored at 0. An estimate for setting
+    quotas ahead of time, as an operator would: the offer itself moves with the online load."""
+    totals = []
+    for k, (attr, scale_attr, util_attr) in enumerate((("cpu", "cpu_scale_milli", "cpu_util"),
+                                                        ("memory", "memory_scale_bytes", "memory_util"))):
+        cap = sum(getattr(n.capacity, attr) for n in nodes)
+        used = 0.0
+        for p in ls_pods:
+            series = getattr(p.sim, util_attr) if p.sim is not None else []
+            used += (sum(series) / len(series) * getattr(p.sim, scale_attr) if series and p.sim is not None
+                     else getattr(p.requests, attr))
+        totals.append(max(0, int(cap * (BATCH_RECLAIM_FRACTION[k] - SIM_SYSTEM_FRACTION[k]) - used)))
+    return Resources(cpu=totals[0], memory=totals[1])
+
+
+def team_quotas(pool: Resources, teams: int, max_factor: float, keys: tuple[str, str] = BATCH_KEYS,
+                at: float = 0.0) -> list[ElasticQuota]:
+    """One ``ElasticQuota`` per team, children of the root, on ``keys`` (CPU, memory resource names): ``min`` an
+    equal share of ``pool``, ``max`` = ``max_factor`` × min (capped at the pool), so that a busy team borrows
+    what an idle one does not use and an idle one reclaims it when its jobs come (REFERENCE.md §8). Selected by
+    the :data:`QUOTA_NAME_LABEL` label on the jobs' pods."""
     out = []
+    totals = (pool.cpu, pool.memory)
     for team in team_names(teams):
-        mins = {"batch_cpu": pool.cpu // teams, "batch_memory": pool.memory // teams}
-        maxs = {k: min(getattr(pool, NATIVE_OF[k]), math.floor(v * max_factor)) for k, v in mins.items()}
+        mins = {key: total // teams for key, total in zip(keys, totals)}
+        maxs = {key: min(total, math.floor(mins[key] * max_factor)) for key, total in zip(keys, totals)}
         out.append(ElasticQuota(name=team, parent="", min=mins, max=maxs, created_at=at))
     return out
-
-
-def native_quotas(quotas: list[ElasticQuota]) -> list[ElasticQuota]:
-    """``quotas`` with batch-cpu/batch-memory renamed to cpu/memory: the same quotas for a run where batch
-    pods keep native requests (``baseline``, colocation off), so that both runs constrain the teams alike."""
-    def rename(d: dict[str, int]) -> dict[str, int]:
-        return {NATIVE_OF.get(k, k): v for k, v in d.items()}
-
-    return [ElasticQuota(name=q.name, parent=q.parent, namespaces=q.namespaces, match_labels=q.match_labels,
-                         min=rename(q.min), max=rename(q.max), shared_weight=rename(q.shared_weight),
-                         allow_lent=q.allow_lent, deleted=q.deleted, created_at=q.created_at)
-            for q in quotas]

@@ -134,7 +134,8 @@ class WorkloadArrival:
 class Scenario:
     """Nodes and pod arrivals (sorted by time, then uid) plus a description for the report; with
     ``params.jobs`` the batch tasks are ``workloads`` (sorted by time, then uid) and the teams' ``quotas``
-    (on batch-cpu/batch-memory; :func:`colo.sim.jobs.native_quotas` for a run without co-location)."""
+    (on batch-cpu/batch-memory, shares of the estimated batch offer) and ``baseline_quotas`` (on cpu/memory,
+    shares of what the LS requests leave) for a run without co-location."""
 
     params: ScenarioParams
     nodes: list[NodeSpec]
@@ -142,6 +143,7 @@ class Scenario:
     description: dict[str, object] = field(default_factory=dict)
     workloads: list[WorkloadArrival] = field(default_factory=list)
     quotas: list[ElasticQuota] = field(default_factory=list)
+    baseline_quotas: list[ElasticQuota] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -331,8 +333,8 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
     return out, desc
 
 
-def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpec],
-             ls: list[Arrival]) -> tuple[list[WorkloadArrival], list[ElasticQuota], dict[str, object]]:
+def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpec], ls: list[Arrival],
+             ) -> tuple[list[WorkloadArrival], list[ElasticQuota], list[ElasticQuota], dict[str, object]]:
     """Each task's pods as one Job of its team, the teams' quotas and their description (docs/scenario.md)."""
     jp = params.job_params()
     after_s = params.high_priority_after_fraction * params.hours * 3600
@@ -344,8 +346,10 @@ def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpe
         w = jb.make_job(t.pods, t.job_id, t.task_id, team, f"{t.job_id}-{t.task_id}" in high, t.at, jp)
         workloads.append(WorkloadArrival(t.at, w))
     workloads.sort(key=lambda w: (w.at, w.workload.uid))
+    offer = jb.batch_offer_estimate(nodes, [a.pod for a in ls])
     pool = jb.batch_pool(nodes, [a.pod for a in ls])
-    quotas = jb.team_quotas(pool, jp.teams, jp.quota_max_factor)
+    quotas = jb.team_quotas(offer, jp.teams, jp.quota_max_factor, jb.BATCH_KEYS)
+    baseline_quotas = jb.team_quotas(pool, jp.teams, jp.quota_max_factor, jb.NATIVE_KEYS)
     gangs = [w.workload for w in workloads if w.workload.pod_group is not None]
     desc: dict[str, object] = {
         "jobs": len(workloads),
@@ -356,11 +360,14 @@ def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpe
         "high_priority_jobs": sorted(w.workload.name for w in workloads if w.workload.template.priority == jb.HIGH_PRIORITY),
         "jobs_per_team": {team: sum(1 for w in workloads if w.workload.labels[jb.TEAM_LABEL] == team)
                           for team in jb.team_names(jp.teams)},
+        "batch_offer_estimate_cpu_milli": offer.cpu,
+        "batch_offer_estimate_memory_bytes": offer.memory,
         "batch_pool_cpu_milli": pool.cpu,
         "batch_pool_memory_bytes": pool.memory,
         "quotas": {q.name: {"min": q.min, "max": q.max} for q in quotas},
+        "baseline_quotas": {q.name: {"min": q.min, "max": q.max} for q in baseline_quotas},
     }
-    return workloads, quotas, desc
+    return workloads, quotas, baseline_quotas, desc
 
 
 def build_scenario(params: ScenarioParams | None = None, root: Path | None = None) -> Scenario:
@@ -379,9 +386,10 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
     tasks, batch_desc = _batch_pods(params, nodes, root)
     workloads: list[WorkloadArrival] = []
     quotas: list[ElasticQuota] = []
+    baseline_quotas: list[ElasticQuota] = []
     job_desc: dict[str, object] = {}
     if params.jobs:
-        workloads, quotas, job_desc = _as_jobs(params, tasks, nodes, ls)
+        workloads, quotas, baseline_quotas, job_desc = _as_jobs(params, tasks, nodes, ls)
         batch = []
     else:
         batch = [Arrival(t.at, pod) for t in tasks for pod in t.pods]
@@ -397,4 +405,4 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
         **job_desc,
     }
     return Scenario(params=params, nodes=nodes, arrivals=arrivals, description=desc, workloads=workloads,
-                    quotas=quotas)
+                    quotas=quotas, baseline_quotas=baseline_quotas)

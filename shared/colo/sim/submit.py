@@ -9,7 +9,6 @@ from typing import Any
 from colo import subjects as S
 from colo.bus import Bus
 from colo.messages import ElasticQuota
-from colo.sim.jobs import native_quotas
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
 
@@ -18,11 +17,11 @@ Item = tuple[S.Subject[Any], Any, str, Mapping[str, str]]
 
 
 def run_quotas(scenario: Scenario, env: Mapping[str, str]) -> list[ElasticQuota]:
-    """The scenario's team quotas as a run with ``env`` gets them: on batch-cpu/batch-memory when slo-manager
-    translates batch pods to batch resources, on cpu/memory when colocation is off (``baseline``: its batch
-    pods keep native requests)."""
+    """The scenario's team quotas for a run with ``env``: ``quotas`` (batch-cpu/batch-memory) when slo-manager
+    translates batch pods to batch resources, ``baseline_quotas`` (cpu/memory) when colocation is off
+    (``baseline``: its batch pods keep native requests)."""
     if env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED", "1") == "0":
-        return native_quotas(scenario.quotas)
+        return list(scenario.baseline_quotas)
     return list(scenario.quotas)
 
 
