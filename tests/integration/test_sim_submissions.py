@@ -28,8 +28,8 @@ def _scenario() -> Scenario:
     ls = PodSpec(uid="ls-0", name="ls-0", namespace="online", labels={"colo.sim/kind": "ls"})
     node = NodeSpec(name="n1", capacity=Resources(cpu=8000, memory=8 << 30), allocatable=Resources(cpu=8000,
                                                                                                     memory=8 << 30))
-    quotas = jb.team_quotas(Resources(cpu=8000, memory=8 << 30), 2, 1.5, jb.BATCH_KEYS)
-    baseline = jb.team_quotas(Resources(cpu=6000, memory=6 << 30), 2, 1.5, jb.NATIVE_KEYS)
+    quotas = jb.team_quotas(Resources(cpu=8000, memory=8 << 30), 2, 1.0, 1.5, jb.BATCH_KEYS)
+    baseline = jb.team_quotas(Resources(cpu=6000, memory=6 << 30), 2, 1.0, 1.5, jb.NATIVE_KEYS)
     return Scenario(params=params, nodes=[node], arrivals=[Arrival(0.0, ls)], workloads=jobs, quotas=quotas,
                     baseline_quotas=baseline)
 

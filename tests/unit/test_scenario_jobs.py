@@ -125,7 +125,7 @@ def test_quotas_valid_and_let_teams_borrow(jobs: Scenario, attr: str, keys: tupl
         assert q.parent == "" and not q.deleted
         assert set(q.min) == set(q.max) == set(keys)
         for k, v in q.min.items():
-            assert v == totals[k] // 2
+            assert v == int(totals[k] * JOBS.quota_min_fraction) // 2
             assert v < q.max[k] <= totals[k]
     for k in keys:
         # the mins fit the pool together, the maxes do not: a busy team borrows an idle one's min
@@ -159,12 +159,15 @@ def test_offer_estimate_counts_a_pod_without_series_at_its_request() -> None:
 
 
 def test_quotas_for_each_run() -> None:
-    q = jb.team_quotas(Resources(cpu=10_000, memory=4 << 30), teams=2, max_factor=1.5)
+    q = jb.team_quotas(Resources(cpu=10_000, memory=4 << 30), teams=2, min_fraction=1.0, max_factor=1.5)
     assert [x.min for x in q] == [{"batch_cpu": 5000, "batch_memory": 2 << 30}] * 2
     assert [x.max for x in q] == [{"batch_cpu": 7500, "batch_memory": 3 << 30}] * 2
-    assert jb.team_quotas(Resources(cpu=10_000, memory=4 << 30), 2, 3.0)[0].max == {"batch_cpu": 10_000,
-                                                                                    "batch_memory": 4 << 30}
-    native = jb.team_quotas(Resources(cpu=8000, memory=2 << 30), 2, 1.5, jb.NATIVE_KEYS)
+    assert jb.team_quotas(Resources(cpu=10_000, memory=4 << 30), 2, 1.0, 3.0)[0].max == {"batch_cpu": 10_000,
+                                                                                         "batch_memory": 4 << 30}
+    three = jb.team_quotas(Resources(cpu=10_000, memory=1000), teams=3, min_fraction=0.8, max_factor=1.5)
+    assert [x.min for x in three] == [{"batch_cpu": 2666, "batch_memory": 266}] * 3
+    assert [x.max for x in three] == [{"batch_cpu": 3999, "batch_memory": 399}] * 3
+    native = jb.team_quotas(Resources(cpu=8000, memory=2 << 30), 2, 1.0, 1.5, jb.NATIVE_KEYS)
     assert [x.min for x in native] == [{"cpu": 4000, "memory": 1 << 30}] * 2
 
     class _S:
@@ -215,10 +218,11 @@ def test_make_job_refuses_no_pods() -> None:
 
 def test_invalid_job_params_list_every_problem() -> None:
     bad = ScenarioParams(jobs=True, teams=0, gang_large_members=0, gang_large_min_fraction=0.0,
-                         high_priority_fraction=1.5, high_priority_after_fraction=1.0, quota_max_factor=0.5)
+                         high_priority_fraction=1.5, high_priority_after_fraction=1.0, quota_min_fraction=0.0,
+                         quota_max_factor=0.5)
     problems = bad.problems()
     for field in ("teams", "gang_large_members", "gang_large_min_fraction", "high_priority_fraction",
-                  "high_priority_after_fraction", "quota_max_factor"):
+                  "high_priority_after_fraction", "quota_min_fraction", "quota_max_factor"):
         assert sum(p.startswith(f"{field} ") for p in problems) == 1, (field, problems)
     with pytest.raises(ValueError) as exc:
         build_scenario(bad)
@@ -230,4 +234,4 @@ def test_invalid_job_params_list_every_problem() -> None:
 def test_workload_types_are_the_messages() -> None:
     w = jb.make_job([PodSpec(uid="p", name="p", namespace="batch")], "1", "2", "team-b", False, 5.0, JOBS.job_params())
     assert isinstance(w, WorkloadSpec) and w.pod_group is None and w.parallelism == 1
-    assert isinstance(jb.team_quotas(Resources(cpu=2, memory=2), 1, 1.0)[0], ElasticQuota)
+    assert isinstance(jb.team_quotas(Resources(cpu=2, memory=2), 1, 1.0, 1.0)[0], ElasticQuota)

@@ -51,6 +51,7 @@ class JobParams:
     gang_large_min_fraction: float
     high_priority_fraction: float
     high_priority_after_fraction: float
+    quota_min_fraction: float
     quota_max_factor: float
     seed: int
 
@@ -148,16 +149,17 @@ def batch_offer_estimate(nodes: list[NodeSpec], ls_pods: list[PodSpec]) -> Resou
     return Resources(cpu=totals[0], memory=totals[1])
 
 
-def team_quotas(pool: Resources, teams: int, max_factor: float, keys: tuple[str, str] = BATCH_KEYS,
-                at: float = 0.0) -> list[ElasticQuota]:
+def team_quotas(pool: Resources, teams: int, min_fraction: float, max_factor: float,
+                keys: tuple[str, str] = BATCH_KEYS, at: float = 0.0) -> list[ElasticQuota]:
     """One ``ElasticQuota`` per team, children of the root, on ``keys`` (CPU, memory resource names): ``min`` an
-    equal share of ``pool``, ``max`` = ``max_factor`` × min (capped at the pool), so that a busy team borrows
-    what an idle one does not use and an idle one reclaims it when its jobs come (REFERENCE.md §8). Selected by
-    the :data:`QUOTA_NAME_LABEL` label on the jobs' pods."""
+    equal share of ``min_fraction`` × ``pool``, ``max`` = ``max_factor`` × min (capped at the pool). The mins
+    leave part of the pool unguaranteed, the maxes reach into it: a busy team borrows what is not guaranteed or
+    what an idle team does not use, and an idle one reclaims its min when its jobs come (REFERENCE.md §8).
+    Selected by the :data:`QUOTA_NAME_LABEL` label on the jobs' pods."""
     out = []
     totals = (pool.cpu, pool.memory)
     for team in team_names(teams):
-        mins = {key: total // teams for key, total in zip(keys, totals)}
+        mins = {key: math.floor(total * min_fraction) // teams for key, total in zip(keys, totals)}
         maxs = {key: min(total, math.floor(mins[key] * max_factor)) for key, total in zip(keys, totals)}
         out.append(ElasticQuota(name=team, parent="", min=mins, max=maxs, created_at=at))
     return out

@@ -51,8 +51,8 @@ class ScenarioParams:
     Jobs (docs/scenario.md "Jobs, gangs and teams"): with ``jobs`` every batch task enters as one ``Job``
     (:mod:`colo.sim.jobs`) instead of bare pods; its pods form one gang of ``min_member`` = all of them up
     to ``gang_large_members``, else ``gang_large_min_fraction`` of them; tasks are split among ``teams``
-    teams, each with an elastic quota of min = an equal share of the batch pool and max =
-    ``quota_max_factor`` × min; ``high_priority_fraction`` of the tasks arriving after
+    teams, each with an elastic quota of min = an equal share of ``quota_min_fraction`` of the batch capacity
+    the run offers and max = ``quota_max_factor`` × min; ``high_priority_fraction`` of the tasks arriving after
     ``high_priority_after_fraction`` of the run are koord-prod jobs (at least one when > 0).
     """
 
@@ -72,6 +72,7 @@ class ScenarioParams:
     gang_large_min_fraction: float = 0.5
     high_priority_fraction: float = 0.01
     high_priority_after_fraction: float = 0.25
+    quota_min_fraction: float = 0.8
     quota_max_factor: float = 1.5
 
     def problems(self) -> list[str]:
@@ -101,6 +102,8 @@ class ScenarioParams:
             out.append(f"high_priority_fraction must be within 0..1, got {self.high_priority_fraction}")
         if not 0 <= self.high_priority_after_fraction < 1:
             out.append(f"high_priority_after_fraction must be within [0, 1), got {self.high_priority_after_fraction}")
+        if not 0 < self.quota_min_fraction <= 1:
+            out.append(f"quota_min_fraction must be within (0, 1], got {self.quota_min_fraction}")
         if self.quota_max_factor < 1:
             out.append(f"quota_max_factor must be ≥ 1 (max below min), got {self.quota_max_factor}")
         return out
@@ -111,7 +114,8 @@ class ScenarioParams:
                             gang_large_min_fraction=self.gang_large_min_fraction,
                             high_priority_fraction=self.high_priority_fraction,
                             high_priority_after_fraction=self.high_priority_after_fraction,
-                            quota_max_factor=self.quota_max_factor, seed=self.seed)
+                            quota_min_fraction=self.quota_min_fraction, quota_max_factor=self.quota_max_factor,
+                            seed=self.seed)
 
 
 @dataclass(frozen=True)
@@ -348,8 +352,8 @@ def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpe
     workloads.sort(key=lambda w: (w.at, w.workload.uid))
     offer = jb.batch_offer_estimate(nodes, [a.pod for a in ls])
     pool = jb.batch_pool(nodes, [a.pod for a in ls])
-    quotas = jb.team_quotas(offer, jp.teams, jp.quota_max_factor, jb.BATCH_KEYS)
-    baseline_quotas = jb.team_quotas(pool, jp.teams, jp.quota_max_factor, jb.NATIVE_KEYS)
+    quotas = jb.team_quotas(offer, jp.teams, jp.quota_min_fraction, jp.quota_max_factor, jb.BATCH_KEYS)
+    baseline_quotas = jb.team_quotas(pool, jp.teams, jp.quota_min_fraction, jp.quota_max_factor, jb.NATIVE_KEYS)
     gangs = [w.workload for w in workloads if w.workload.pod_group is not None]
     desc: dict[str, object] = {
         "jobs": len(workloads),
