@@ -394,7 +394,7 @@ class Store(QuotaOps, WorkloadOps):
                 return False
             res = await self._release(
                 keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
-                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used("")],
+                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
             )
             if int(res) == 1:
                 return True

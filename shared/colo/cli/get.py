@@ -1,4 +1,4 @@
-"""``colo get nodes|pods|migrations|workloads|podgroups``: tables from the Redis snapshot (docs/cli.md)."""
+"""``colo get nodes|pods|migrations|workloads|podgroups|reservations``: tables from the Redis snapshot (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -140,6 +140,10 @@ async def _get(what: str, conn: Connection) -> Table:
             return migrations_table(await list_jobs(store), time.time())
         if what in ("workloads", "podgroups"):
             return await _workloads(what, store)
+        if what == "reservations":
+            from colo.cli.reserve import get_reservations
+
+            return await get_reservations(store)
         records = await store.list_pods()
     finally:
         await store.close()

@@ -1,4 +1,4 @@
-"""The ``colo`` command: up, submit, get, events, traces fetch, sim (docs/cli.md).
+"""The ``colo`` command: up, submit, reserve, get, events, traces fetch, sim (docs/cli.md).
 
 Connection settings come from the common runtime settings (``COLO_NATS_URL``,
 ``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`. While ``colo up`` runs it
@@ -36,6 +36,7 @@ from colo.cli.get import (  # noqa: F401 (colo get's tables live in get.py; re-e
     waiting_pods,
 )
 from colo.cli.output import _mem, console, err_console
+from colo.cli.reserve import add_reserve_parser
 from colo.codec import DecodeError, decode, to_builtins
 from colo.messages import (
     ConfigApplied,
@@ -537,9 +538,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="validate and show the pods each workload expands into")
     p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("get", help="list nodes, pods, migration jobs, workloads or pod groups from the store")
-    p.add_argument("what", choices=("nodes", "pods", "migrations", "workloads", "podgroups"))
+    p = sub.add_parser("get", help="list nodes, pods, migration jobs, workloads, pod groups or reservations "
+                       "from the store")
+    p.add_argument("what", choices=("nodes", "pods", "migrations", "workloads", "podgroups", "reservations"))
     p.set_defaults(func=cmd_get)
+    add_reserve_parser(sub)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
     p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")
     p.add_argument("--scheduler", default="", help="scheduler base URL (default: $COLO_SCHEDULER_URL or colo up's)")
