@@ -1,4 +1,5 @@
-"""``colo get nodes|pods|migrations|workloads|podgroups|reservations``: tables from the Redis snapshot (docs/cli.md)."""
+"""``colo get nodes|pods|migrations|workloads|podgroups|reservations``: tables from the Redis snapshot;
+``colo get quotas`` from the quota stream (:mod:`colo.cli.quotas`; docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -129,6 +130,10 @@ async def _get(what: str, conn: Connection) -> Table:
     from colo.store import Store
 
     settings = conn.settings
+    if what == "quotas":
+        from colo.cli.quotas import latest_quota_statuses, quotas_table
+
+        return quotas_table(await latest_quota_statuses(settings.nats_url))
     store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
     try:
         if what == "nodes":

@@ -200,7 +200,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_get(args: argparse.Namespace) -> int:
     """Print nodes, pods or migration jobs from the Redis snapshot as a table (pods: with the scheduler's last message for
     the waiting ones, when a scheduler URL is known)."""
-    conn = connection("redis")
+    conn = connection("nats" if args.what == "quotas" else "redis")
     try:
         console.print(asyncio.run(_get(args.what, conn)))
     except Exception as exc:
@@ -539,8 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="validate and show the pods each workload expands into")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("get", help="list nodes, pods, migration jobs, workloads, pod groups or reservations "
-                       "from the store")
-    p.add_argument("what", choices=("nodes", "pods", "migrations", "workloads", "podgroups", "reservations"))
+                       "from the store, or quotas from the quota stream")
+    p.add_argument("what", choices=("nodes", "pods", "migrations", "workloads", "podgroups", "reservations",
+                                    "quotas"))
     p.set_defaults(func=cmd_get)
     add_reserve_parser(sub)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
