@@ -99,6 +99,10 @@ async def test_submit_bind_explain_and_events(capi: Api, cluster: Cluster) -> No
     status, decision = await _get(capi, "/v1/explain/shop/huge")
     assert status == 200 and decision["status"] == "Unschedulable" and decision["node"] is None
     assert "0/2 nodes are available" in decision["message"]
+    status, listed = await _get(capi, "/v1/pods?namespace=shop")
+    reasons = {p["name"]: (p["state"], p["reason"]) for p in listed["items"]}
+    assert reasons["huge"] == ("Waiting", "Unschedulable: " + decision["message"])  # as colo get pods shows it
+    assert reasons["web-0"][1] == ""
     status, out = await _get(capi, "/v1/explain/shop/nobody")
     assert status == 404
 

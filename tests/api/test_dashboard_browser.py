@@ -84,6 +84,11 @@ async def running(nats_url: str, redis_url: str, store: Store,
 
 PODS = """
 - kind: Pod
+  metadata: {name: huge, namespace: shop}
+  spec:
+    priority: 9500
+    containers: [{name: c, resources: {requests: {cpu: "64", memory: 1Gi}, limits: {cpu: "64", memory: 1Gi}}}]
+- kind: Pod
   metadata: {name: web-0, namespace: shop, labels: {app: web}}
   spec:
     priority: 9500
@@ -134,6 +139,9 @@ async def test_dashboard_live(browser: Any, running: tuple[Cluster, Api]) -> Non
         "['Bound', 'Running'].includes(document.querySelector(\"tr[data-pod='shop/web-0'] td.state\")?.textContent)",
         timeout=10_000)
     node_of_web = await page.locator("tr[data-pod='shop/web-0'] td").nth(2).text_content()
+    await page.wait_for_function(  # a pod no node fits shows the scheduler's reason, as colo get pods does
+        "document.querySelector(\"tr[data-pod='shop/huge'] td.reason\")?.textContent.startsWith("
+        "'Unschedulable: 0/3 nodes are available')", timeout=10_000)
     assert node_of_web in ("n1", "n2", "n3")
 
     # the decision with its per-plugin scores

@@ -14,9 +14,10 @@ from aiohttp import web
 
 from colo.bus import Bus
 from colo.cli.explain import ExplainError, fetch_decision
+from colo.cli.get import MAX_DECISION_LOOKUPS, unschedulable_messages, waiting_pods
 from colo.cli.submit import publications
 from colo.manifests import ManifestError, parse_manifest
-from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
+from colo.messages import ElasticQuota, PodGroupSpec, PodRecord, PodSpec, ReservationSpec, WorkloadSpec
 from colo.messages.base import PodPhase
 from colo.store import Store
 from colo.workloads import initial_pods
@@ -122,7 +123,22 @@ class Handlers:
         picked = [r for r in records if (namespace is None or r.spec.namespace == namespace)
                   and (phase is None or r.phase == phase)]
         picked.sort(key=lambda r: (r.spec.namespace, r.spec.name, r.spec.uid))
-        return json_response(PodList(items=[pod_view(r) for r in picked]))
+        messages = await self.waiting_messages(picked)
+        return json_response(PodList(items=[pod_view(r, messages) for r in picked]))
+
+    async def waiting_messages(self, records: list[PodRecord]) -> dict[str, str]:
+        """uid → the scheduler's message of its last attempt for the waiting pods among ``records`` that it
+        found no node for, as ``colo get pods`` shows them (:func:`colo.cli.get.unschedulable_messages`, the
+        first :data:`colo.cli.get.MAX_DECISION_LOOKUPS`); {} without a scheduler URL or when it does not
+        answer (the store's reasons stand)."""
+        waiting = waiting_pods(records)[:MAX_DECISION_LOOKUPS]
+        url = self.scheduler_url()
+        if not waiting or not url:
+            return {}
+        try:
+            return await unschedulable_messages(url, waiting, timeout_s=self.settings.explain_timeout_s)
+        except ExplainError:
+            return {}
 
     async def get_pod(self, request: web.Request) -> web.Response:
         """``GET /v1/pods/{namespace}/{name}``: one pod; 404 when the store has none of that name."""
@@ -130,7 +146,7 @@ class Handlers:
         record = reads.find_pod(await self.store.list_pods(), ns, name)
         if record is None:
             return error(404, f"pod {ns}/{name} not found")
-        return json_response(pod_view(record))
+        return json_response(pod_view(record, await self.waiting_messages([record])))
 
     async def list_nodes(self, _: web.Request) -> web.Response:
         """``GET /v1/nodes``: every registered node with allocation, offer and usage."""

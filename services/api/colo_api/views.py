@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from colo.classes import qos_class_of
+from colo.cli.get import pod_reason
 from colo.messages import (
     ElasticQuota,
     NodeMetric,
@@ -58,7 +59,8 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     """A pod as the store holds it (:class:`~colo.messages.PodRecord`) with the fields a client would
     otherwise derive: ``qos`` the effective QoS class (field, label, else derived from requests and limits,
     REFERENCE.md §1), ``state`` the phase, or ``Bound`` for a pending pod with a node and ``Waiting`` for one
-    without."""
+    without; ``reason`` the scheduler's message for a waiting pod it found no node for (``Unschedulable: 0/3 nodes
+    are available: …``, as ``colo get pods``), else the store's (``Evicted``, ``OOMKilled``, ``Completed`` …)."""
 
     namespace: str
     name: str
@@ -75,14 +77,19 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     spec: PodSpec
 
 
-def pod_view(record: PodRecord) -> PodView:
-    """The view of one store record."""
+def _reason(record: PodRecord, messages: dict[str, str]) -> str:
+    reason = pod_reason(record, messages)
+    return "" if reason == "-" and not record.reason else reason
+
+
+def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodView:
+    """The view of one store record; ``messages`` uid → the scheduler's last message (:func:`pod_reason`)."""
     s = record.spec
     state: Any = record.phase
     if record.phase == "Pending":
         state = "Bound" if record.node else "Waiting"
     return PodView(namespace=s.namespace, name=s.name, uid=s.uid, phase=record.phase, state=state,
-                   node=record.node, reason=record.reason, qos=qos_class_of(s), requests=s.requests,
+                   node=record.node, reason=_reason(record, messages or {}), qos=qos_class_of(s), requests=s.requests,
                    limits=s.limits, updated_at=record.updated_at, bound_at=record.bound_at, spec=s)
 
 
