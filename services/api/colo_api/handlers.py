@@ -11,6 +11,8 @@ from typing import Any, get_args
 
 import msgspec
 from aiohttp import web
+from nats.errors import Error as NatsError
+from redis.exceptions import RedisError
 
 from colo.bus import Bus
 from colo.cli.explain import ExplainError, fetch_decision
@@ -252,6 +254,11 @@ def checked(handler: Handler, allowed: tuple[str, ...]) -> Handler:
         problems = query_problems(request, allowed)
         if problems:
             return error(400, f"{len(problems)} invalid query parameter(s)", problems)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except (ConnectionError, OSError, TimeoutError, RedisError, NatsError) as exc:  # a dependency is down
+            return error(503, f"store or bus unavailable: {type(exc).__name__}: {exc}")
 
     return check
