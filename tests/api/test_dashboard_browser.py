@@ -41,9 +41,13 @@ def chromium() -> Iterator[str]:
     skipped saying why."""
     path = _find_chromium()
     if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-q", "chromium"]
         try:
-            subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=True, timeout=900,
-                           capture_output=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            if subprocess.run(install, timeout=900, capture_output=True, env=env).returncode != 0:
+                # a fresh machine's package lists may be missing or old: update them once, then retry
+                subprocess.run(["apt-get", "update", "-q"], timeout=600, capture_output=True, env=env)
+                subprocess.run(install, check=True, timeout=900, capture_output=True, env=env)
         except (subprocess.SubprocessError, OSError) as exc:
             pytest.skip(f"chromium is not installed and `apt-get install -y chromium` failed: {exc}")
         path = _find_chromium()
