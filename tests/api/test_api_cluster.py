@@ -113,6 +113,21 @@ async def test_submit_bind_explain_and_events(capi: Api, cluster: Cluster) -> No
     assert all(n["offered"] is not None for n in nodes["items"])
 
 
+async def test_qos_events_history(capi: Api, cluster: Cluster, bus_factory: Any) -> None:
+    from colo import subjects as S
+    from colo.messages import QoSEvent
+
+    bus = await bus_factory("tester")
+    for i in range(5):
+        await bus.publish(S.NODE_QOS, QoSEvent(node="n1", kind="suppress", at=float(i), reason=f"r{i}"), node="n1")
+    status, out = await _get(capi, "/v1/qos-events?limit=3")
+    assert status == 200
+    assert [e["message"]["reason"] for e in out["items"]] == ["r2", "r3", "r4"]  # the last three, oldest first
+    assert {e["subject"] for e in out["items"]} == {"node.qos.n1"}
+    status, out = await _get(capi, "/v1/qos-events?limit=0")
+    assert status == 400
+
+
 async def test_explain_without_scheduler_is_503(api: Api, store: Store) -> None:
     from colo.messages import PodRecord, PodSpec
 

@@ -158,5 +158,10 @@ async def test_dashboard_live(browser: Any, running: tuple[Cluster, Api]) -> Non
 
     await cluster.step(5)  # the BE pod runs: the node agent's QoS actions reach the timeline
     await page.wait_for_selector("#timeline li.event", timeout=10_000)
+    live = await page.locator("#timeline li.event").count()
     await page.screenshot(path=str(ARTIFACTS / "dashboard-timeline.png"), full_page=True)
+    # a page opened now shows the same actions from the stream's history (GET /v1/qos-events)
+    await page.reload()
+    await page.wait_for_function(f"document.querySelectorAll('#timeline li.event').length >= {live}",
+                                 timeout=10_000)
     assert errors == []

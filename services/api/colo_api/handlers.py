@@ -27,6 +27,7 @@ from colo_api import events, reads
 from colo_api.settings import ApiSettings
 from colo_api.views import (
     ErrorBody,
+    EventList,
     NodeList,
     PodList,
     QuotaList,
@@ -36,6 +37,9 @@ from colo_api.views import (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+QOS_EVENTS_MAX = 1000
+"""Most QoS events ``GET /v1/qos-events`` returns (one stream read each)."""
 
 PHASES: tuple[str, ...] = get_args(PodPhase)
 """Values of the ``phase`` filter of ``GET /v1/pods``."""
@@ -189,6 +193,14 @@ class Handlers:
         """``GET /v1/quotas``: every elastic quota with spec, status, hard max and usage."""
         return json_response(QuotaList(items=await reads.quota_views(self.store, self.bus)))
 
+    async def qos_events(self, request: web.Request) -> web.Response:
+        """``GET /v1/qos-events?limit=``: the last ``limit`` (default 200, at most 1,000) node QoS actions of
+        the ``COLO_EVENTS`` stream, oldest first: the dashboard's timeline before the page was opened."""
+        text = request.query.get("limit", "200")
+        if not text.isdigit() or not 1 <= int(text) <= QOS_EVENTS_MAX:
+            return error(400, f"limit must be a whole number from 1 to {QOS_EVENTS_MAX}, got {text[:40]!r}")
+        return json_response(EventList(items=await reads.recent_qos_events(self.bus, int(text), time.time())))
+
     async def events(self, request: web.Request) -> web.StreamResponse:
         """``GET /v1/events?subject=&limit=``: the bus as Server-Sent Events (:mod:`colo_api.events`)."""
         subject = request.query.get("subject", ">")
@@ -228,6 +240,7 @@ ROUTES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("GET", "/v1/explain/{namespace}/{name}", "explain", ("live",)),
     ("GET", "/v1/events", "events", ("subject", "limit")),
     ("GET", "/v1/quotas", "list_quotas", ()),
+    ("GET", "/v1/qos-events", "qos_events", ("limit",)),
 )
 """``(method, path, handler method, query parameters)`` of every authenticated route; :mod:`colo_api.openapi`
 documents each. Any other query parameter is a 400 naming it and the nearest known one."""

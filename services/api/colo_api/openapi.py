@@ -16,11 +16,21 @@ from typing import Any
 import msgspec
 
 from colo.cli.explain import DECISION_KEYS
-from colo_api.handlers import PHASES
-from colo_api.views import ErrorBody, Event, NodeList, NodeView, PodList, PodView, QuotaList, SubmitResult
+from colo_api.handlers import PHASES, QOS_EVENTS_MAX
+from colo_api.views import (
+    ErrorBody,
+    Event,
+    EventList,
+    NodeList,
+    NodeView,
+    PodList,
+    PodView,
+    QuotaList,
+    SubmitResult,
+)
 
 REF = "#/components/schemas/{name}"
-_TYPES = (ErrorBody, SubmitResult, PodList, PodView, NodeList, NodeView, QuotaList, Event)
+_TYPES = (ErrorBody, SubmitResult, PodList, PodView, NodeList, NodeView, QuotaList, Event, EventList)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -107,10 +117,14 @@ def paths() -> dict[str, Any]:
                            "`event: dropped` with `{\"dropped\": N}` when the client fell behind.",
             "parameters": [_query("subject", "NATS filter below colo.v1 (default `>`)", {"type": "string"}),
                            _query("limit", "close after this many events (0 = never)",
-                                  {"type": "string", "pattern": "^[0-9]{1,9}$"})],
+                                  {"type": "integer", "minimum": 0, "maximum": 999_999_999})],
             "responses": {"200": {"description": "the event stream; each `data:` line is an Event",
                                   "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                           **_errors(400, 401)}}},
+        "/v1/qos-events": {"get": {
+            "operationId": "listQosEvents", "summary": "The last node QoS actions the bus keeps, oldest first",
+            "parameters": [_query("limit", "how many (default 200)", {"type": "integer", "minimum": 1, "maximum": QOS_EVENTS_MAX})],
+            "responses": {"200": _json(_ref("EventList"), "the events"), **_errors(400, 401)}}},
         "/v1/quotas": {"get": {
             "operationId": "listQuotas", "summary": "Elastic quotas: spec, status, hard max and usage",
             "responses": {"200": _json(_ref("QuotaList"), "the quotas"), **_errors(400, 401)}}},

@@ -15,7 +15,8 @@ from colo.bus import Bus
 from colo.codec import DecodeError
 from colo.messages import ElasticQuota, NodeMetric, PodRecord, QuotaStatus, Resources
 from colo.store import Store
-from colo_api.views import NodeView, QuotaView, node_usage
+from colo_api.events import event_of
+from colo_api.views import Event, NodeView, QuotaView, node_usage
 
 T = TypeVar("T")
 
@@ -104,6 +105,27 @@ async def quota_views(store: Store, bus: Bus) -> list[QuotaView]:
         out.append(QuotaView(name=name, spec=spec, status=status, max=await store.quota_max(name),
                              used=await store.quota_used(name)))
     return out
+
+
+async def recent_qos_events(bus: Bus, limit: int, now: float) -> list[Event]:
+    """The last ``limit`` node QoS actions (``node.qos.*``, the ``COLO_EVENTS`` stream, kept a day), oldest first,
+    as :func:`colo_api.events.event_of` makes them."""
+    stream = S.NODE_QOS.stream
+    assert stream is not None
+    state = (await bus.js.stream_info(stream)).state
+    if not state.messages or limit <= 0:
+        return []
+    start = max(state.first_seq, state.last_seq - limit + 1)
+
+    async def one(seq: int) -> Event | None:
+        try:
+            raw = await bus.js.get_msg(stream, seq)
+        except NotFoundError:  # removed since (age limit)
+            return None
+        return event_of(raw.subject or "", raw.data or b"", now)
+
+    found: list[Event | None] = await _gather_limited([one(q) for q in range(start, state.last_seq + 1)])
+    return [e for e in found if e is not None]
 
 
 async def _none() -> None:

@@ -174,3 +174,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     message: Any = None
     error: str = ""
     received_at: float = 0.0
+
+
+class EventList(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/qos-events``: the last node QoS actions the bus keeps, oldest first."""
+
+    items: list[Event]

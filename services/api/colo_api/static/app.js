@@ -267,11 +267,7 @@ function onEvent(ev) {
   if (s.startsWith("pod.status.") && (m.reason === "Evicted" || m.reason === "OOMKilled")) {
     addTimeline({ at: m.at, kind: m.reason === "OOMKilled" ? "oom" : "evict", node: m.node, text: `${m.uid} ${m.phase} ${m.reason}` });
   }
-  if (s.startsWith("node.qos.")) {
-    const pods = (m.pods || []).slice(0, 3).join(", ") + ((m.pods || []).length > 3 ? "…" : "");
-    const detail = Object.entries(m.detail || {}).slice(0, 3).map(([k, v]) => `${k}=${v}`).join(" ");
-    addTimeline({ at: m.at, kind: m.kind, node: m.node, text: [m.reason, pods, detail].filter(Boolean).join(" · ") });
-  }
+  if (s.startsWith("node.qos.")) addTimeline(qosItem(ev));
   if (s.startsWith("node.metric.")) {
     if (applyMetric(m) && !nodesDraw) nodesDraw = setTimeout(() => { nodesDraw = null; renderNodes(); }, 500);
   } else if (s.startsWith("node.")) later("nodes", refreshNodes, 300);
@@ -325,8 +321,23 @@ async function follow() {
   }
 }
 
+function qosItem(ev) {  // a node.qos.* Event as a timeline entry
+  const m = ev.message || {};
+  const pods = (m.pods || []).slice(0, 3).join(", ") + ((m.pods || []).length > 3 ? "…" : "");
+  const detail = Object.entries(m.detail || {}).slice(0, 3).map(([k, v]) => `${k}=${v}`).join(" ");
+  return { at: m.at, kind: m.kind, node: m.node, text: [m.reason, pods, detail].filter(Boolean).join(" · ") };
+}
+
+async function loadTimeline() {  // the QoS actions the bus kept before the page opened (or reconnected)
+  const body = await api("/v1/qos-events?limit=200");
+  const seen = new Set(state.timeline.map((t) => `${t.at}|${t.node}|${t.kind}|${t.text}`));
+  const older = body.items.filter((e) => e.message).map(qosItem).filter((t) => !seen.has(`${t.at}|${t.node}|${t.kind}|${t.text}`));
+  state.timeline = older.concat(state.timeline).sort((a, b) => a.at - b.at).slice(-TIMELINE_MAX);
+  renderTimeline();
+}
+
 async function refreshAll() {
-  await Promise.all([refreshNodes(), refreshPods(), refreshQuotas()]).catch((e) => {
+  await Promise.all([refreshNodes(), refreshPods(), refreshQuotas(), loadTimeline()]).catch((e) => {
     if (!(e instanceof AuthNeeded)) console.warn(e);
   });
 }
