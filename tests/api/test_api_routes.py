@@ -108,6 +108,16 @@ async def test_dry_run_validates_and_publishes_nothing(api: Api, bus_factory: Bu
     assert seen == []
 
 
+async def test_manifest_size_limit(api: Api) -> None:
+    filler = "# " + "x" * 1000 + "\n"
+    # 2 MB: over aiohttp's own 1 MiB default, under the service's 4 MiB
+    big = "kind: Pod\nmetadata: {name: big}\nspec: {containers: [{name: c}]}\n" + filler * 2000
+    status, out = await _json(api, "POST", "/v1/submit?dryRun=All", data=big)
+    assert status == 200 and out["objects"][0]["name"] == "big"
+    status, out = await _json(api, "POST", "/v1/submit?dryRun=All", data=filler * 5000)
+    assert status == 413 and "over the limit of 4194304 bytes" in out["error"]
+
+
 async def test_pods_list_filters_and_get(api: Api, store: Store) -> None:
     web = PodSpec(uid="shop-web-0", name="web-0", namespace="shop", requests=Resources(cpu=2000, memory=GI),
                   limits=Resources(cpu=2000, memory=GI))

@@ -97,9 +97,14 @@ class Handlers:
         dry_run = request.query.get("dryRun", "")
         if dry_run not in ("", "All"):
             return error(400, f"dryRun must be 'All' (validate only) or absent, got {dry_run[:40]!r}")
-        raw = await request.read()
-        if len(raw) > self.settings.max_body_bytes:
-            return error(413, f"manifest of {len(raw)} bytes over the limit of {self.settings.max_body_bytes}")
+        limit = self.settings.max_body_bytes
+        body = bytearray()
+        # read here, not with request.read(): that one stops at aiohttp's own 1 MiB limit with a text answer
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            body += chunk
+            if len(body) > limit:
+                return error(413, f"manifest over the limit of {limit} bytes (COLO_API_MAX_BODY_BYTES)")
+        raw = bytes(body)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
