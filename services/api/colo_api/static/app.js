@@ -227,7 +227,8 @@ function renderTimeline() {
 
 // ---------------------------------------------------------------- refresh and events
 
-let podsTimer = null, nodesTimer = null, quotasTimer = null, nodesDraw = null;
+const pacers = {};  // name → {timer, last, running}: at most one refresh per gap, the last request always served
+let nodesDraw = null;
 
 async function refreshPods() {
   const before = new Map(state.pods.map((p) => [p.namespace + "/" + p.name, p.state + p.node + p.reason]));
@@ -247,18 +248,27 @@ async function refreshQuotas() {
     `<td>${esc(fmt((q.status || {}).runtime))}</td></tr>`).join("") || `<tr><td colspan="6" class="muted">no quotas</td></tr>`;
 }
 
-function later(name, fn, ms) {
-  if (name === "pods") { clearTimeout(podsTimer); podsTimer = setTimeout(() => fn().catch(() => {}), ms); }
-  if (name === "nodes") { clearTimeout(nodesTimer); nodesTimer = setTimeout(() => fn().catch(() => {}), ms); }
-  if (name === "quotas") { clearTimeout(quotasTimer); quotasTimer = setTimeout(() => fn().catch(() => {}), ms); }
+function later(name, fn, gapMs) {
+  // A burst of events (a hundred pods bound in one cycle) costs one refresh per gap, not one per event: the list
+  // of waiting pods asks the scheduler once per waiting pod.
+  const p = pacers[name] || (pacers[name] = { timer: null, last: 0, running: false });
+  if (p.timer) return;
+  const wait = Math.max(0, p.last + gapMs - Date.now(), 100);
+  p.timer = setTimeout(async () => {
+    p.timer = null;
+    if (p.running) { later(name, fn, gapMs); return; }
+    p.running = true;
+    p.last = Date.now();
+    try { await fn(); } catch (e) { /* shown by the next refresh */ } finally { p.running = false; }
+  }, wait);
 }
 
 function onEvent(ev) {
   state.events += 1;
   const s = ev.subject, m = ev.message || {};
   if (s.startsWith("pod.") || s.startsWith("workload.")) {
-    later("pods", refreshPods, 200);
-    later("nodes", refreshNodes, 400);
+    later("pods", refreshPods, 1000);
+    later("nodes", refreshNodes, 1000);
     const uid = m.uid || (m.spec && m.spec.uid);
     const sel = state.pods.find((p) => p.namespace + "/" + p.name === state.selected);
     if (sel && uid === sel.uid && (s.startsWith("pod.bound") || s === "pod.unschedulable")) setTimeout(explain, 250);
@@ -270,8 +280,8 @@ function onEvent(ev) {
   if (s.startsWith("node.qos.")) addTimeline(qosItem(ev));
   if (s.startsWith("node.metric.")) {
     if (applyMetric(m) && !nodesDraw) nodesDraw = setTimeout(() => { nodesDraw = null; renderNodes(); }, 500);
-  } else if (s.startsWith("node.")) later("nodes", refreshNodes, 300);
-  if (s.startsWith("quota.")) later("quotas", refreshQuotas, 500);
+  } else if (s.startsWith("node.")) later("nodes", refreshNodes, 1000);
+  if (s.startsWith("quota.")) later("quotas", refreshQuotas, 2000);
   if (state.events % 20 === 0) renderSummary();
 }
 
