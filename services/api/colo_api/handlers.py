@@ -154,7 +154,7 @@ class Handlers:
     async def get_pod(self, request: web.Request) -> web.Response:
         """``GET /v1/pods/{namespace}/{name}``: one pod; 404 when the store has none of that name."""
         ns, name = request.match_info["namespace"], request.match_info["name"]
-        record = reads.find_pod(await self.store.list_pods(), ns, name)
+        record = await reads.find_pod(self.store, ns, name)
         if record is None:
             return error(404, f"pod {ns}/{name} not found")
         return json_response(pod_view(record, await self.waiting_messages([record])))
@@ -181,7 +181,7 @@ class Handlers:
         if live_text not in ("0", "1"):
             return error(400, f"live must be 0 (the recorded attempt) or 1 (a dry run now), got {live_text[:40]!r}")
         live = live_text == "1"
-        record = reads.find_pod(await self.store.list_pods(), ns, name)
+        record = await reads.find_pod(self.store, ns, name)
         if record is None:
             return error(404, f"pod {ns}/{name} not found")
         url = self.scheduler_url()

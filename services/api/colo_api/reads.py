@@ -132,8 +132,12 @@ async def _none() -> None:
     return None
 
 
-def find_pod(records: list[PodRecord], namespace: str, name: str) -> PodRecord | None:
-    """The record of pod ``namespace/name``: the newest by ``updated_at`` when several uids share the name
-    (a pod resubmitted under another uid)."""
-    matches = [r for r in records if r.spec.namespace == namespace and r.spec.name == name]
+async def find_pod(store: Store, namespace: str, name: str) -> PodRecord | None:
+    """The record of pod ``namespace/name``: first by the uid ``colo submit`` gives such a pod
+    (``NAMESPACE-NAME``, one read), else by a scan of every record (a manifest that set its own uid), the newest
+    by ``updated_at`` when several uids share the name."""
+    rec = await store.get_pod(f"{namespace}-{name}")
+    if rec is not None and rec.spec.namespace == namespace and rec.spec.name == name:
+        return rec
+    matches = [r for r in await store.list_pods() if r.spec.namespace == namespace and r.spec.name == name]
     return max(matches, key=lambda r: r.updated_at) if matches else None

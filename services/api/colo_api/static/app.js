@@ -251,15 +251,20 @@ async function refreshQuotas() {
 function later(name, fn, gapMs) {
   // A burst of events (a hundred pods bound in one cycle) costs one refresh per gap, not one per event: the list
   // of waiting pods asks the scheduler once per waiting pod.
-  const p = pacers[name] || (pacers[name] = { timer: null, last: 0, running: false });
+  // The gap counts from the end of the last refresh and is at least twice what it took (a large cluster's list).
+  const p = pacers[name] || (pacers[name] = { timer: null, last: 0, cost: 0, running: false });
   if (p.timer) return;
-  const wait = Math.max(0, p.last + gapMs - Date.now(), 100);
+  const wait = Math.max(100, p.last + Math.max(gapMs, 2 * p.cost) - Date.now());
   p.timer = setTimeout(async () => {
     p.timer = null;
     if (p.running) { later(name, fn, gapMs); return; }
     p.running = true;
-    p.last = Date.now();
-    try { await fn(); } catch (e) { /* shown by the next refresh */ } finally { p.running = false; }
+    const started = Date.now();
+    try { await fn(); } catch (e) { /* shown by the next refresh */ } finally {
+      p.running = false;
+      p.last = Date.now();
+      p.cost = p.last - started;
+    }
   }, wait);
 }
 
