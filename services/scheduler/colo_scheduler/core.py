@@ -36,6 +36,8 @@ from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from colo_scheduler.plugins.preemption import DefaultPreemption, Nominator
+from colo_scheduler.plugins.preemption.victims import passes
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.reservation import Nomination, Reservation
 from colo_scheduler.plugins.tainttoleration import TaintToleration
@@ -54,6 +56,11 @@ NOMINATION = "reservation"
 
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
+
+
+def preempted_by(preemptor: PodInfo) -> str:
+    """The eviction reason of a preemption's victims: ``Preempted by <namespace>/<name>``."""
+    return f"Preempted by {preemptor.spec.namespace}/{preemptor.spec.name}"
 
 
 def equivalence_key(pod: PodInfo) -> bytes:
@@ -83,11 +90,22 @@ class Failure:
 
 
 @dataclass(slots=True)
+class Eviction:
+    """A pod to evict from ``node`` (name) for ``reason`` (e.g. ``Preempted by <ns>/<name>``)."""
+
+    pod: PodInfo
+    node: str
+    reason: str
+
+
+@dataclass(slots=True)
 class CycleOutcome:
-    """What one cycle did: placements (reserved, to bind) and failures (now unschedulable)."""
+    """What one cycle did: placements (reserved, to bind), failures (now unschedulable) and evictions
+    (victims of preemption, for the service to order)."""
 
     placements: list[Placement] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
 
 
 class Scheduler:
@@ -120,6 +138,10 @@ class Scheduler:
         self._events: set[str] = set()
         self.reservations = Reservation(profile_obj.filter)
         """Reservations from the store; a matching pod is nominated to its reserved node first."""
+        self.nominator: Nominator | None = next(
+            (p.attach(self.table, profile_obj.filter, list(profile_obj.plugins.values()), self.waiting)
+             for p in profile_obj.post_filter if isinstance(p, DefaultPreemption)), None)
+        """Preemptors' nominations (:mod:`colo_scheduler.plugins.preemption`), None without DefaultPreemption."""
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -225,6 +247,9 @@ class Scheduler:
             return
         before = self.table.free[i].copy()
         self.table.set_allocated(node, allocated, pods)
+        held = self.nominator.held_on(i) if self.nominator else None
+        if held is not None:  # the store does not know the room held for preemptors
+            self.table.add_allocated(i, held)
         if bool((self.table.free[i] > before).any()):
             self.node_changed(i, POD_DELETE)
 
@@ -290,6 +315,8 @@ class Scheduler:
     def _schedule_cycle(self, now: float) -> CycleOutcome:
         state = self.framework.begin_cycle(now)
         out = CycleOutcome()
+        if self.nominator:
+            self.nominator.expire(now)
         self._resolve_waiting(now, out)
         self.wake_helped(state, now)
         self.queue.flush(now)
@@ -306,8 +333,12 @@ class Scheduler:
             key = equivalence_key(pod) if self._equivalence else None
             known = failed.get(key) if key is not None else None
             nominated = self._nominate(state, pod) if self.reservations.active else None
+            preempted = self._nominated_row(state, pod) if self.nominator else -1
             if nominated is not None:
                 result = ScheduleResult(nominated.row, feasible=1)
+                key = None
+            elif preempted >= 0:  # the room its victims freed (Kubernetes: the nominated node first)
+                result = ScheduleResult(preempted, feasible=1)
                 key = None
             elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
@@ -324,6 +355,8 @@ class Scheduler:
                 result.record.decision_ms = ms
                 self.decisions.add(result.record)
             if result.node >= 0:
+                if self.nominator:
+                    self.nominator.drop(pod.uid)
                 self.framework.reserve(pod, result.node, now)
                 if nominated is not None:  # the held room (in the allocation already) covers this part
                     self.table.add_allocated(result.node, nominated.use, -1)
@@ -345,10 +378,26 @@ class Scheduler:
             elif result.nominated >= 0:
                 self.queue.add_backoff(pod)  # a PostFilter made room: retry soon
                 out.failures.append(Failure(pod, result, ms))
+                if self.nominator:
+                    out.evictions.extend(Eviction(e.victim, names[e.row], preempted_by(e.preemptor))
+                                         for e in self.nominator.take_evictions())
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
         return out
+
+    def _nominated_row(self, state: CycleState, pod: PodInfo) -> int:
+        """The row a preemption nominated the pod to when it passes every PreFilter and Filter there now
+        (its held room released first), else −1; ``_diagnose`` then keeps or ends the nomination."""
+        assert self.nominator is not None
+        row = self.nominator.release(pod.uid)
+        if row < 0:
+            return -1
+        for pre in self.framework.profile.pre_filter:
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return -1
+        return row if passes(self.framework.profile.filter, state, pod, row) else -1
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
         """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""

@@ -1,0 +1,118 @@
+"""The victims on one node (Kubernetes DefaultPreemption ``selectVictimsOnNode``).
+
+Every potential victim (:mod:`.rules`) is removed from a simulated copy of the row; if the preemptor
+then passes the row's pod-dependent filters, the potential victims are *reprieved* one by one, most
+important first (higher priority, then earlier start — Kubernetes ``MoreImportantPod``), those whose
+eviction would break a disruption budget before the others: a reprieved pod is added back and stays
+when the preemptor still fits, else it is a victim. The victims are thus the lowest-priority pods,
+as few as the reprieve order allows, and among equals the most recently started (the least work is
+lost; the same preference as criterion 5 of :mod:`.pick`).
+
+The simulation writes the row's ``allocated``/``free`` and the app counts of MaxInstancePerNode in
+place and restores them exactly before returning (nothing else reads the table meanwhile), so the
+filters' own ``filter_node`` checks run unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from colo_scheduler.framework.interface import CycleState
+from colo_scheduler.plugins.preemption.rules import violating
+from colo_scheduler.podinfo import PodInfo
+from colo_scheduler.table import AssignedPod, NodeTable
+
+APP_ROW = "app_row"
+"""``PodInfo.extra`` key under which MaxInstancePerNode / SelectorSpread booked the pod's app count."""
+
+
+def importance(ap: AssignedPod) -> tuple[int, float, str]:
+    """Sort key, most important first: higher priority, then earlier start, then uid."""
+    return (-ap.pod.priority, ap.assigned_at, ap.pod.uid)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVictims:
+    """The victims on ``row`` (most important first) and how many of them break a budget."""
+
+    row: int
+    victims: tuple[AssignedPod, ...]
+    violations: int
+
+
+class RowSimulation:
+    """Removes pods from row ``row`` of ``table`` in place; :meth:`restore` puts back what is still out."""
+
+    def __init__(self, table: NodeTable, row: int) -> None:
+        self.table = table
+        self.row = row
+        self.out: dict[str, AssignedPod] = {}
+
+    def _apply(self, ap: AssignedPod, sign: int) -> None:
+        t, i, pod = self.table, self.row, ap.pod
+        t.allocated[i] -= sign * pod.request
+        t.free[i] += sign * pod.request
+        if pod.spec.app and pod.extra.get(APP_ROW) == i:
+            t.app_count(pod.spec.app)[i] -= sign
+
+    def remove(self, ap: AssignedPod) -> None:
+        """Take ``ap`` off the row."""
+        self._apply(ap, 1)
+        self.out[ap.pod.uid] = ap
+
+    def add(self, ap: AssignedPod) -> None:
+        """Put a removed ``ap`` back."""
+        del self.out[ap.pod.uid]
+        self._apply(ap, -1)
+
+    def restore(self) -> None:
+        """Put back every pod still removed."""
+        for ap in list(self.out.values()):
+            self.add(ap)
+
+
+def passes(filters: Sequence[Any], state: CycleState, pod: PodInfo, row: int) -> bool:
+    """True when every filter of ``filters`` passes ``pod`` on ``row`` (``filter_node`` when the plugin
+    has it, else its full mask)."""
+    for f in filters:
+        one = getattr(f, "filter_node", None)
+        if one is not None:
+            if not one(state, pod, row):
+                return False
+        else:
+            mask = f.filter(state, pod)
+            if mask is not None and not bool(mask[row]):
+                return False
+    return True
+
+
+def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
+                   filters: Sequence[Any], leaving: Mapping[str, int]) -> NodeVictims | None:
+    """The minimal victims on ``row`` for ``pod`` among ``potential`` (any order), checked against the
+    pod-dependent ``filters``; None when even removing all of them does not let the pod pass.
+    ``leaving``: owner key → pods already being evicted for earlier preemptions (budgets, :mod:`.rules`)."""
+    ordered = sorted(potential, key=importance)
+    sim = RowSimulation(state.table, row)
+    try:
+        for ap in ordered:
+            sim.remove(ap)
+        if not passes(filters, state, pod, row):
+            return None
+        flags = violating([ap.pod for ap in ordered], leaving)
+        victims: list[AssignedPod] = []
+        violations = 0
+        for breaks in (True, False):
+            for ap, flag in zip(ordered, flags):
+                if flag is not breaks:
+                    continue
+                sim.add(ap)
+                if not passes(filters, state, pod, row):
+                    sim.remove(ap)
+                    victims.append(ap)
+                    violations += breaks
+        victims.sort(key=importance)
+        return NodeVictims(row, tuple(victims), violations)
+    finally:
+        sim.restore()
