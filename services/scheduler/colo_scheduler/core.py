@@ -339,6 +339,8 @@ class Scheduler:
                 key = None
             elif preempted >= 0:  # the room its victims freed (Kubernetes: the nominated node first)
                 result = ScheduleResult(preempted, feasible=1)
+                if record is not None and self.nominator is not None:
+                    result.record = self.nominator.placed_record(pod, preempted, now, record)
                 key = None
             elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass
 
-from colo_scheduler.framework.decision import PreemptionRecord
+from colo_scheduler.framework.decision import DecisionRecord, PreemptionRecord
+from colo_scheduler.framework.interface import SUCCESS
 from colo_scheduler.plugins.preemption.rules import owner_key
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import NodeTable
@@ -125,6 +126,14 @@ class Nominator:
             if nom.held and nom.row == row:
                 total = nom.pod.request.copy() if total is None else total + nom.pod.request
         return total
+
+    def placed_record(self, pod: PodInfo, row: int, at: float, detail: str) -> DecisionRecord:
+        """The decision record of ``pod`` placed at clock time ``at`` on ``row``, the node its preemption
+        nominated (the preemption's record attached)."""
+        nom = self.nominations.get(pod.uid)
+        return DecisionRecord(pod.uid, pod.attempts, at, row, -1, self.table.n, 1, SUCCESS,
+                              f"placed on {self.table.names[row]}, the node its preemption nominated", detail,
+                              nominated=row, preemption=nom.record if nom is not None else None)
 
     def take_evictions(self) -> list[PendingEviction]:
         """The victims chosen since the last call (the core emits them)."""
