@@ -56,6 +56,8 @@ class Nominator:
         """Victims chosen since the core last took them (:meth:`take_evictions`)."""
         self.unbound: Container[str] = ()
         """Uids of pods placed and not bound (the core's Permit waiters): never victims."""
+        self._victims: dict[str, int] = {}
+        """Victim uid → live nominations naming it."""
 
     def __len__(self) -> int:
         return len(self.nominations)
@@ -66,7 +68,7 @@ class Nominator:
 
     def leaving(self, uid: str) -> bool:
         """Whether pod ``uid`` is a victim of a live nomination still on its node."""
-        return uid in self.table.assigned and any(uid in n.victims for n in self.nominations.values())
+        return uid in self._victims and uid in self.table.assigned
 
     def still_leaving(self, nom: NominatedPod) -> bool:
         """Whether some victim of ``nom`` is still counted on a node."""
@@ -90,6 +92,8 @@ class Nominator:
         self.drop(pod.uid)
         nom = NominatedPod(pod, row, tuple(v.uid for v in victims), now, record)
         self.nominations[pod.uid] = nom
+        for uid in nom.victims:
+            self._victims[uid] = self._victims.get(uid, 0) + 1
         self.hold(nom)
         self.evictions.extend(PendingEviction(v, row, pod) for v in victims)
 
@@ -112,7 +116,12 @@ class Nominator:
     def drop(self, uid: str) -> None:
         """End pod ``uid``'s nomination (placed, or lapsed), releasing its hold."""
         self.release(uid)
-        self.nominations.pop(uid, None)
+        nom = self.nominations.pop(uid, None)
+        if nom is not None:
+            for v in nom.victims:
+                left = self._victims.pop(v) - 1
+                if left:
+                    self._victims[v] = left
 
     def expire(self, now: float) -> None:
         """Drop the nominations made ``timeout_s`` or longer before ``now``."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from colo_scheduler.framework.interface import CycleState
 from colo_scheduler.plugins.preemption.rules import violating
-from colo_scheduler.podinfo import PodInfo
+from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import AssignedPod, NodeTable
 
 APP_ROW = "app_row"
@@ -49,13 +49,24 @@ class RowSimulation:
         self.table = table
         self.row = row
         self.out: dict[str, AssignedPod] = {}
+        self._allocated = table.allocated[row]  # (7,) views of the row: written in place
+        self._free = table.free[row]
+        self._apps: dict[str, IntArray] = {}
 
     def _apply(self, ap: AssignedPod, sign: int) -> None:
-        t, i, pod = self.table, self.row, ap.pod
-        t.allocated[i] -= sign * pod.request
-        t.free[i] += sign * pod.request
-        if pod.spec.app and pod.extra.get(APP_ROW) == i:
-            t.app_count(pod.spec.app)[i] -= sign
+        pod = ap.pod
+        if sign > 0:
+            self._allocated -= pod.request
+            self._free += pod.request
+        else:
+            self._allocated += pod.request
+            self._free -= pod.request
+        app = pod.spec.app
+        if app and pod.extra.get(APP_ROW) == self.row:
+            counts = self._apps.get(app)
+            if counts is None:
+                counts = self._apps[app] = self.table.app_count(app)
+            counts[self.row] -= sign
 
     def remove(self, ap: AssignedPod) -> None:
         """Take ``ap`` off the row."""
