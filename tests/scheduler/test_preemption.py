@@ -263,3 +263,17 @@ def test_pods_that_fit_never_reach_preemption() -> None:
     out = preempt(s, prod())
     assert [p.pod.uid for p in out.placements] == ["p"] and not out.evictions
     assert s.nominator is not None and len(s.nominator) == 0
+
+
+def test_equal_pod_failing_first_does_not_unhold_the_room() -> None:
+    # an equal pod (same class) that fails earlier in the cycle must not decide for the nominated
+    # preemptor: the preemptor's PostFilter runs and holds its room again
+    s = cluster({"n1": 2000}, [Bound("a", "n1", 2000, 5100)])
+    row = preempt(s, prod()).failures[0].result.nominated  # "p" (created_at 0) nominated, "a" still there
+    s.add_pod(msgspec.structs.replace(prod("q"), created_at=-1.0), NOW + 1.0)  # sorts before "p"
+    out = s.schedule_cycle(NOW + 2.0)
+    assert [f.pod.uid for f in out.failures] == ["q", "p"] and not out.evictions
+    assert out.failures[1].result.nominated == row
+    s.release("a", NOW + 2.1)
+    s.add_pod(pod("late", 2000, GI, priority=5000), NOW + 2.2)
+    assert "late" not in {p.pod.uid for p in s.schedule_cycle(NOW + 2.2).placements}

@@ -331,9 +331,12 @@ class Scheduler:
             pod.attempts += 1
             pod.last_attempt_at = now
             key = equivalence_key(pod) if self._equivalence else None
-            known = failed.get(key) if key is not None else None
             nominated = self._nominate(state, pod) if self.reservations.active else None
-            preempted = self._nominated_row(state, pod) if self.nominator else -1
+            preempted = -1
+            if self.nominator and pod.uid in self.nominator.nominations:  # (a Nominator is falsy when empty)
+                preempted = self._nominated_row(state, pod) if nominated is None else -1
+                key = None  # its PostFilter must run: it keeps the nomination and holds the room again
+            known = failed.get(key) if key is not None else None
             if nominated is not None:
                 result = ScheduleResult(nominated.row, feasible=1)
                 key = None
