@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sched_helpers import GI, node, pod, scheduler
 
 from colo.messages import OwnerReference, PodSpec
 from colo.messages.quotas import PREEMPTIBLE_LABEL
+from colo_scheduler.plugins.preemption.victims import select_victims, select_victims_fit
+from colo_scheduler.podinfo import PodInfo
 
 NOW = 100.0
 
@@ -109,11 +112,13 @@ def order_key(row: int, victims: list[P], violations: int) -> tuple[float, ...]:
     return (violations, top, sum(v.priority for v in victims), len(victims), -earliest, row)
 
 
+@pytest.mark.parametrize("arithmetic", [True, False], ids=["arithmetic", "row-simulation"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters())
-def test_preemption_matches_the_oracle(case: tuple[list[int], list[P], tuple[int, int]]) -> None:
+@given(case=clusters())
+def test_preemption_matches_the_oracle(arithmetic: bool, case: tuple[list[int], list[P], tuple[int, int]]) -> None:
     caps, pods, (req, prio) = case
     s = scheduler(seed=1)
+    s.framework.profile.post_filter[0].fit_arithmetic = arithmetic  # type: ignore[attr-defined]
     for i, cap in enumerate(caps):
         s.on_node(node(f"n{i}", cpu=cap, memory=64 * GI), 0.0)
     for p in pods:
@@ -155,3 +160,46 @@ def test_preemption_matches_the_oracle(case: tuple[list[int], list[P], tuple[int
     _, want_row, want_victims = min(options)
     assert row == want_row
     assert {v.uid for v in victims} == {v.uid for v in want_victims}
+
+
+@st.composite
+def app_rows(draw: st.DrawFn) -> tuple[list[tuple[int, int, str, int, float]], int, str, int, int, int]:
+    """One node's pods (cpu, priority, app, cap, start) and a preemptor (cpu, app, cap), a pod limit."""
+    pods = draw(st.lists(st.tuples(st.sampled_from([0, 250, 500]), st.sampled_from([3500, 5100, 5500, 9500]),
+                                   st.sampled_from(["web", "web", "etl", ""]), st.sampled_from([-1, 2]),
+                                   st.sampled_from([0.0, 1.0, 2.0])), max_size=6))
+    return (pods, draw(st.sampled_from([0, 500, 1000])), draw(st.sampled_from(["web", ""])),
+            draw(st.integers(-1, 4)), draw(st.sampled_from([0, 3, 5, 6])), draw(st.sampled_from([1000, 2000])))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(app_rows())
+def test_arithmetic_reprieve_equals_the_row_simulation(
+        case: tuple[list[tuple[int, int, str, int, float]], int, str, int, int, int]) -> None:
+    """select_victims_fit (Python ints) against select_victims (the row written, the filters re-run):
+    pods of apps with a per-node cap, a pod-count limit, cpu and memory requests."""
+    pods, cpu, app, cap, pod_limit, node_cpu = case
+    s = scheduler(seed=1)
+    s.on_node(node("n0", cpu=node_cpu, memory=4 * GI, pods=pod_limit), 0.0)
+    for k, (c, prio, a, c_app, at) in enumerate(pods):
+        s.adopt(pod(f"v{k}", c, GI // 2, priority=prio, app=a, max_per_node=c_app), "n0", at)
+    pre = pod("pre", cpu, GI, priority=9999, app=app, max_per_node=cap)
+    info = s.pod_info(pre, NOW)
+    state = s.framework.begin_cycle(NOW)
+    dependent = [f for f in s.framework.profile.filter if f.name in ("NodeResourcesFit", "MaxInstancePerNode")]
+    potential = [ap for ap in s.table.node_pods[0].values() if allowed_spec(ap.pod, 9999)]
+    before = s.table.free[0].copy(), {a: c.copy() for a, c in s.table.app_counts.items()}
+    fast = select_victims_fit(state, info, 0, potential, {})
+    slow = select_victims(state, info, 0, potential, dependent, {})
+    assert (s.table.free[0] == before[0]).all()  # the simulation restored the row
+    assert all((s.table.app_counts[a] == c).all() for a, c in before[1].items())
+    if fast is None or slow is None:
+        assert fast is None and slow is None
+        return
+    assert [ap.pod.uid for ap in fast.victims] == [ap.pod.uid for ap in slow.victims]
+    assert (fast.row, fast.violations) == (slow.row, slow.violations)
+
+
+def allowed_spec(victim: PodInfo, prio: int) -> bool:
+    return victim.priority < prio and not victim.spec.daemonset and \
+        victim.spec.labels.get(PREEMPTIBLE_LABEL) != "false"

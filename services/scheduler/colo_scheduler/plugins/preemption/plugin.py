@@ -30,10 +30,12 @@ import numpy as np
 
 from colo_scheduler.framework.decision import PREEMPTION_RECORD, PreemptionRecord, VictimRecord
 from colo_scheduler.framework.interface import DRY_RUN, CycleState, PreemptionVictimFilter
+from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
+from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.preemption.nominator import Nominator
 from colo_scheduler.plugins.preemption.pick import CRITERIA, criteria, pick
 from colo_scheduler.plugins.preemption.rules import allowed_by_plugins, protection
-from colo_scheduler.plugins.preemption.victims import NodeVictims, select_victims
+from colo_scheduler.plugins.preemption.victims import NodeVictims, select_victims, select_victims_fit
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import AssignedPod, NodeTable
 
@@ -78,6 +80,11 @@ class DefaultPreemption:
         self._dependent: list[Any] = []
         self._victim_filters: list[PreemptionVictimFilter] = []
         self._offset = 0
+        self.fit_arithmetic = True
+        """Reprieve with Python ints when the pod-dependent filters are the in-tree NodeResourcesFit and
+        MaxInstancePerNode (:func:`select_victims_fit`); False always writes the row and re-runs the
+        filters (:func:`select_victims`, the reference the arithmetic is tested against)."""
+        self._arithmetic = False
 
     def attach(self, table: NodeTable, filters: Sequence[Any], plugins: Sequence[Any],
                unbound: Container[str]) -> Nominator:
@@ -87,6 +94,7 @@ class DefaultPreemption:
         dependent = set(self.args.pod_dependent_filters)
         self._static = [f for f in filters if f.name not in dependent]
         self._dependent = [f for f in filters if f.name in dependent]
+        self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent)
         self._victim_filters = [p for p in plugins if isinstance(p, PreemptionVictimFilter)]
         self.nominator = Nominator(table, self.args.nomination_timeout_s)
         self.nominator.unbound = unbound
@@ -127,35 +135,30 @@ class DefaultPreemption:
         """Rows passing every filter removal cannot help whose free room plus the requests of pods
         of lower priority covers the request (ascending)."""
         table = state.table
-        n = table.n
-        lower_rows, lower_req = self._lower_pods(state, pod.priority)
-        if not len(lower_rows):
+        removable = self._removable(state, pod.priority)
+        if removable is None:
             return np.zeros(0, np.intp)
-        ok = np.ones(n, np.bool_)
+        ok = removable[:, -1] > 0  # rows with a pod of lower priority
         for f in self._static:
             mask = f.filter(state, pod)
             if mask is not None:
                 ok &= mask
                 if not ok.any():
                     return np.zeros(0, np.intp)
-        removable = np.zeros((n, lower_req.shape[1]), np.int64)
-        np.add.at(removable, lower_rows, lower_req)
         cols = list(pod.request_col_ints)
         if cols:
             ok &= (table.free[:, cols] + removable[:, cols] >= pod.request[cols]).all(axis=1)
-        has = np.zeros(n, np.bool_)
-        has[lower_rows] = True
-        return np.flatnonzero(ok & has)
+        return np.flatnonzero(ok)
 
-    def _lower_pods(self, state: CycleState, priority: int) -> tuple[np.ndarray[Any, np.dtype[np.intp]], IntArray]:
-        """Rows and (k, 7) requests of the assigned pods of priority below ``priority``, from an index of
-        the assigned pods built once per cycle (pods placed later in the cycle are never victims, pods
-        released since are only a looser bound)."""
+    def _removable(self, state: CycleState, priority: int) -> IntArray | None:
+        """(n, 7) Σ requests of the assigned pods of priority below ``priority`` per row (the pods column
+        counts them), None when there are none; from an index of the assigned pods built once per cycle
+        and kept per priority for the cycle (pods placed later in the cycle are never victims, pods
+        released since only loosen the bound)."""
         index = state.data.get(self.name)
         if not isinstance(index, _Index):
             index = state.data[self.name] = _Index(state.table)
-        lower = index.priority < priority
-        return index.rows[lower], index.request[lower]
+        return index.removable(priority, state.table.n)
 
     def _evaluate(self, state: CycleState, pod: PodInfo, rows: np.ndarray[Any, np.dtype[np.intp]],
                   nominator: Nominator) -> tuple[list[NodeVictims], int]:
@@ -174,7 +177,8 @@ class DefaultPreemption:
             potential = [ap for ap in table.node_pods[row].values() if self._eligible(state, pod, ap, nominator)]
             if not potential:
                 continue
-            nv = select_victims(state, pod, row, potential, self._dependent, leaving)
+            nv = (select_victims_fit(state, pod, row, potential, leaving) if self._arithmetic and self.fit_arithmetic
+                  else select_victims(state, pod, row, potential, self._dependent, leaving))
             if nv is None or not nv.victims:
                 continue
             found.append(nv)
@@ -201,7 +205,8 @@ class DefaultPreemption:
 
 
 class _Index:
-    """The assigned pods of a table as arrays: ``rows`` (k,) intp, ``priority`` (k,) int64, ``request`` (k, 7)."""
+    """The assigned pods of a table as arrays: ``rows`` (k,) intp, ``priority`` (k,) int64, ``request`` (k, 7),
+    and the per-row sums below a priority, computed once per priority asked."""
 
     def __init__(self, table: NodeTable) -> None:
         pods = list(table.assigned.values())
@@ -209,3 +214,16 @@ class _Index:
         self.priority = np.fromiter((ap.pod.priority for ap in pods), np.int64, len(pods))
         self.request = (np.stack([ap.pod.request for ap in pods]) if pods
                         else np.zeros((0, 7), np.int64))
+        self._sums: dict[int, IntArray | None] = {}
+
+    def removable(self, priority: int, n: int) -> IntArray | None:
+        """(n, 7) Σ requests per row of the pods below ``priority`` (pods column = their number), or None."""
+        if priority in self._sums:
+            return self._sums[priority]
+        lower = self.priority < priority
+        out: IntArray | None = None
+        if lower.any():
+            out = np.zeros((n, self.request.shape[1]), np.int64)
+            np.add.at(out, self.rows[lower], self.request[lower])  # a request's pods column is 1
+        self._sums[priority] = out
+        return out

@@ -15,7 +15,7 @@ filters' own ``filter_node`` checks run unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,69 @@ def passes(filters: Sequence[Any], state: CycleState, pod: PodInfo, row: int) ->
     return True
 
 
+def _reprieve(ordered: Sequence[AssignedPod], flags: Sequence[bool],
+              fits_without: Callable[[AssignedPod], bool], keep: Callable[[AssignedPod], None]) -> NodeVictims | None:
+    """The reprieve loop shared by both paths: breaking pods first, each kept when ``fits_without`` it."""
+    victims: list[AssignedPod] = []
+    violations = 0
+    for breaks in (True, False):
+        for ap, flag in zip(ordered, flags):
+            if flag is not breaks:
+                continue
+            if fits_without(ap):
+                keep(ap)
+            else:
+                victims.append(ap)
+                violations += breaks
+    victims.sort(key=importance)
+    return NodeVictims(-1, tuple(victims), violations)
+
+
+def select_victims_fit(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
+                       leaving: Mapping[str, int]) -> NodeVictims | None:
+    """:func:`select_victims` when the pod-dependent filters are NodeResourcesFit and MaxInstancePerNode,
+    with Python ints: the same arithmetic as their ``filter_node`` (free ≥ request on every requested
+    column; fewer pods of the app than its cap), ten times cheaper than writing the row per pod. Equal to
+    :func:`select_victims` with those filters (tests/scheduler/test_preemption_oracle.py)."""
+    cols = pod.request_col_ints
+    request = pod.request_ints
+    free = state.table.free[row].tolist()
+    ordered = sorted(potential, key=importance)
+    room = [free[c] for c in cols]
+    app, cap = pod.spec.app, pod.spec.max_instance_per_node
+    capped = bool(app) and cap >= 0
+    same_app = 0
+    for ap in ordered:
+        r = ap.pod.request_ints
+        for j, c in enumerate(cols):
+            room[j] += r[c]
+        if capped and ap.pod.spec.app == app and ap.pod.extra.get(APP_ROW) == row:
+            same_app += 1
+    count = [int(state.table.app_count(app).item(row)) - same_app] if capped else [0]
+    need = [request[c] for c in cols]
+    if any(room[j] < need[j] for j in range(len(cols))) or (capped and count[0] >= cap):
+        return None
+
+    def counted(ap: AssignedPod) -> int:
+        return 1 if capped and ap.pod.spec.app == app and ap.pod.extra.get(APP_ROW) == row else 0
+
+    def fits_without(ap: AssignedPod) -> bool:  # the pod still fits with ap put back
+        r = ap.pod.request_ints
+        for j, c in enumerate(cols):
+            if room[j] - r[c] < need[j]:
+                return False
+        return not capped or count[0] + counted(ap) < cap
+
+    def keep(ap: AssignedPod) -> None:
+        r = ap.pod.request_ints
+        for j, c in enumerate(cols):
+            room[j] -= r[c]
+        count[0] += counted(ap)
+
+    got = _reprieve(ordered, violating([ap.pod for ap in ordered], leaving), fits_without, keep)
+    return None if got is None else NodeVictims(row, got.victims, got.violations)
+
+
 def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
                    filters: Sequence[Any], leaving: Mapping[str, int]) -> NodeVictims | None:
     """The minimal victims on ``row`` for ``pod`` among ``potential`` (any order), checked against the
@@ -111,19 +174,14 @@ def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequenc
             sim.remove(ap)
         if not passes(filters, state, pod, row):
             return None
-        flags = violating([ap.pod for ap in ordered], leaving)
-        victims: list[AssignedPod] = []
-        violations = 0
-        for breaks in (True, False):
-            for ap, flag in zip(ordered, flags):
-                if flag is not breaks:
-                    continue
-                sim.add(ap)
-                if not passes(filters, state, pod, row):
-                    sim.remove(ap)
-                    victims.append(ap)
-                    violations += breaks
-        victims.sort(key=importance)
-        return NodeVictims(row, tuple(victims), violations)
+
+        def fits_without(ap: AssignedPod) -> bool:
+            sim.add(ap)
+            ok = passes(filters, state, pod, row)
+            sim.remove(ap)
+            return ok
+
+        got = _reprieve(ordered, violating([ap.pod for ap in ordered], leaving), fits_without, sim.add)
+        return None if got is None else NodeVictims(row, got.victims, got.violations)
     finally:
         sim.restore()
