@@ -235,11 +235,26 @@ def test_no_second_eviction_while_the_victims_leave() -> None:
     assert f.result.record.preemption.kept
 
 
+def test_nomination_holds_the_room_in_the_same_cycle() -> None:
+    # n1: 1000 m free beside a 2000 m victim; the prod pod needs all 3000 m. A smaller, lower-priority pod
+    # later in the same cycle must not take the free 1000 m, or the preemptor would not fit once the
+    # victim has left.
+    s = cluster({"n1": 3000}, [Bound("a", "n1", 2000, 5500)])
+    s.add_pod(prod(cpu=3000), NOW)
+    s.add_pod(pod("small", 1000, GI, priority=5000), NOW)
+    out = s.schedule_cycle(NOW)
+    assert [e.pod.uid for e in out.evictions] == ["a"]
+    assert not out.placements and {f.pod.uid for f in out.failures} == {"p", "small"}
+    s.release("a", NOW + 0.5)
+    out = s.schedule_cycle(NOW + 2.0)
+    assert [(p.pod.uid, p.node) for p in out.placements] == [("p", "n1")]
+
+
 def test_lapsed_nomination_releases_the_room() -> None:
     s, row = nominated_cluster()
     assert s.nominator is not None
     held = int(s.table.free[row][0])
-    s.forget("p")  # the preemptor is not retried (deleted, or bound by another replica)
+    s.queue.remove("p")  # the preemptor is not retried (deleted)
     s.schedule_cycle(NOW + 119.0)
     assert s.nominator.get("p") is not None and int(s.table.free[row][0]) == held
     s.schedule_cycle(NOW + 120.0)  # nomination_timeout_s after it was made
@@ -277,3 +292,11 @@ def test_equal_pod_failing_first_does_not_unhold_the_room() -> None:
     s.release("a", NOW + 2.1)
     s.add_pod(pod("late", 2000, GI, priority=5000), NOW + 2.2)
     assert "late" not in {p.pod.uid for p in s.schedule_cycle(NOW + 2.2).placements}
+
+
+def test_a_preemptor_bound_elsewhere_frees_its_held_room() -> None:
+    s, row = nominated_cluster()
+    assert s.nominator is not None
+    held = int(s.table.free[row][0])
+    s.forget("p")  # bound by another replica
+    assert s.nominator.get("p") is None and int(s.table.free[row][0]) == held + 2000

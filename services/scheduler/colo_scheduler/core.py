@@ -178,6 +178,8 @@ class Scheduler:
         if i is None or spec.uid in self.framework.placed:
             return False
         self.queue.remove(spec.uid)
+        if self.nominator:
+            self.nominator.drop(spec.uid)  # bound elsewhere: its held room is free again
         self.framework.reserve(self.pod_info(spec, bound_at), i, bound_at)
         return True
 
@@ -213,8 +215,10 @@ class Scheduler:
         self._events.add(event)
 
     def forget(self, uid: str) -> None:
-        """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
+        """Drop a pod from the queue (e.g. bound by another scheduler replica), and its nomination."""
         self.queue.remove(uid)
+        if self.nominator:
+            self.nominator.drop(uid)
 
     # ------------------------------------------------------------------ nodes
 
