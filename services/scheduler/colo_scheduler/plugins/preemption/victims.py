@@ -99,9 +99,11 @@ def passes(filters: Sequence[Any], state: CycleState, pod: PodInfo, row: int) ->
     return True
 
 
-def _reprieve(ordered: Sequence[AssignedPod], flags: Sequence[bool],
-              fits_without: Callable[[AssignedPod], bool], keep: Callable[[AssignedPod], None]) -> NodeVictims | None:
-    """The reprieve loop shared by both paths: breaking pods first, each kept when ``fits_without`` it."""
+def _reprieve(row: int, ordered: Sequence[AssignedPod], flags: Sequence[bool],
+              fits_without: Callable[[AssignedPod], bool], keep: Callable[[AssignedPod], None]) -> NodeVictims:
+    """The reprieve loop of both paths over ``ordered`` (most important first) with their budget-breaking
+    ``flags``: breaking pods first; a pod is kept (``keep``) when the preemptor still fits with it back
+    (``fits_without``), else it is a victim."""
     victims: list[AssignedPod] = []
     violations = 0
     for breaks in (True, False):
@@ -114,14 +116,14 @@ def _reprieve(ordered: Sequence[AssignedPod], flags: Sequence[bool],
                 victims.append(ap)
                 violations += breaks
     victims.sort(key=importance)
-    return NodeVictims(-1, tuple(victims), violations)
+    return NodeVictims(row, tuple(victims), violations)
 
 
 def select_victims_fit(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
                        leaving: Mapping[str, int]) -> NodeVictims | None:
     """:func:`select_victims` when the pod-dependent filters are NodeResourcesFit and MaxInstancePerNode,
     with Python ints: the same arithmetic as their ``filter_node`` (free ≥ request on every requested
-    column; fewer pods of the app than its cap), ten times cheaper than writing the row per pod. Equal to
+    column; fewer pods of the app than its cap), without writing the row for every pod tried. Equal to
     :func:`select_victims` with those filters (tests/scheduler/test_preemption_oracle.py)."""
     cols = pod.request_col_ints
     request = pod.request_ints
@@ -158,8 +160,7 @@ def select_victims_fit(state: CycleState, pod: PodInfo, row: int, potential: Seq
             room[j] -= r[c]
         count[0] += counted(ap)
 
-    got = _reprieve(ordered, violating([ap.pod for ap in ordered], leaving), fits_without, keep)
-    return None if got is None else NodeVictims(row, got.victims, got.violations)
+    return _reprieve(row, ordered, violating([ap.pod for ap in ordered], leaving), fits_without, keep)
 
 
 def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
@@ -181,7 +182,6 @@ def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequenc
             sim.remove(ap)
             return ok
 
-        got = _reprieve(ordered, violating([ap.pod for ap in ordered], leaving), fits_without, sim.add)
-        return None if got is None else NodeVictims(row, got.victims, got.violations)
+        return _reprieve(row, ordered, violating([ap.pod for ap in ordered], leaving), fits_without, sim.add)
     finally:
         sim.restore()
