@@ -27,12 +27,12 @@ import time
 
 import msgspec
 import numpy as np
+from scheduler_inprocess import NOW, bench_profile, build_cluster, build_pods, load
 
 from colo.classes import PRIORITY_RANGES, priority_class_of
 from colo.messages import PodSpec
 from colo_scheduler.core import Scheduler
 from colo_scheduler.settings import SchedulerSettings
-from scheduler_inprocess import NOW, bench_profile, build_cluster, build_pods, load
 
 
 def with_priorities(pods: list[PodSpec], seed: int) -> list[PodSpec]:
