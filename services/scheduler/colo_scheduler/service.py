@@ -4,7 +4,8 @@ Consumes ``pod.admitted`` in batches (each batch persisted as Pending PodRecords
 pipeline before the messages are acked, so a crash never loses a pod), ``node.registered``,
 ``node.resource``, ``node.metric``, ``pod.status`` (Succeeded/Failed → release; reason
 Evicted/Descheduled → requeue) and, when other processes bind too (replicas, leader
-election), ``pod.bound``. A cycle of :class:`colo_scheduler.core.Scheduler` binds its
+election), ``pod.bound``, and ``reservation.submitted`` (placed at the start of the leader's cycles:
+:mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
 placements with one pipelined :meth:`colo.store.Store.bind_many` and publishes the PodBound
 events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock, also
 ``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.
@@ -46,6 +47,7 @@ from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.replicas import Replica
+from colo_scheduler.reservations_intake import ReservationIntake
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.validation import node_problem as _node_problem
 from colo_scheduler.validation import pod_problem as _pod_problem
@@ -104,6 +106,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
         self._reservation_store: ReservationStore | None = None
+        self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,6 +133,9 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         if self.replica.sees_foreign_binds:
             bus.subscribe_batch(subjects.POD_BOUND, self._on_bound, durable=durable("bound"))
         bus.subscribe(subjects.MIGRATION, self._on_migration, durable=durable("migration"))
+        self.reservation_intake.attach(ctx, self.replica, self._wake)
+        bus.subscribe(subjects.RESERVATION_SUBMITTED, self.reservation_intake.on_submitted,
+                      durable=durable("reservations"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:
@@ -345,6 +351,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         leading = self.leading()
         if leading and self._take_over_pending:
             await self._take_over(now)
+        if leading and await self.reservation_intake.place_due(now):
+            await self._sync_reservations()  # marks the nodes of the reservations placed: re-read below
         if now - self._last_resync >= self.settings.resync_interval_s:
             await self._resync(now)
         elif self._dirty:
@@ -470,8 +478,9 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
     def debug(self) -> dict[str, object]:
         """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
         replica (``index``, ``replicas``, ``instance``), ``leader``: whether it schedules, and
-        with leader election the lease, holder, fencing token, transitions and election time, and
-        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`."""
+        with leader election the lease, holder, fencing token, transitions and election time,
+        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`, and ``reservations``:
+        :meth:`colo_scheduler.reservations_intake.ReservationIntake.status`."""
         unsched = list(self.core.queue.unschedulable.values())[:50]
         leader: dict[str, object] = ({"leader": True, "election": False} if self.elector is None
                                      else {**self.elector.status(), "election": True})
@@ -485,6 +494,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
                         "instance": self.replica.instance},
             "leader": leader,
             "heap": self.heap.stats(),
+            "reservations": self.reservation_intake.status(),
         }
 
     async def _decision_route(self, request: web.Request) -> web.Response:
