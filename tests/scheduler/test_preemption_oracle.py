@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from sched_helpers import GI, node, pod, scheduler
 
 from colo.messages import OwnerReference, PodSpec
 from colo.messages.quotas import PREEMPTIBLE_LABEL
+from colo_scheduler.plugins.preemption.index import PriorityIndex, threshold
 from colo_scheduler.plugins.preemption.victims import select_victims, select_victims_fit
 from colo_scheduler.podinfo import PodInfo
 
@@ -203,3 +205,40 @@ def test_arithmetic_reprieve_equals_the_row_simulation(
 def allowed_spec(victim: PodInfo, prio: int) -> bool:
     return victim.priority < prio and not victim.spec.daemonset and \
         victim.spec.labels.get(PREEMPTIBLE_LABEL) != "false"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["add", "release", "cycle", "node"]), st.integers(0, 30),
+                          st.sampled_from([3500, 5450, 5500, 9500]), st.sampled_from([0, 500, 1000])), max_size=40),
+       st.lists(st.integers(3000, 9999), min_size=1, max_size=4))
+def test_priority_index_follows_the_table(ops: list[tuple[str, int, int, int]], asks: list[int]) -> None:
+    """The incremental index equals the sums over the assigned pods after any sequence of placements,
+    releases and new nodes, rebuilt in full only when the table grew."""
+    s = scheduler(seed=1)
+    for i in range(3):
+        s.on_node(node(f"n{i}", cpu=4000, memory=64 * GI), 0.0)
+    index = PriorityIndex(s.table)
+    now = 1.0
+    grown, seen_n = 0, -1
+    for op, k, prio, cpu in ops:
+        if op == "add":
+            s.add_pod(pod(f"p{k}-{now}", cpu, GI // 4, priority=prio), now)
+        elif op == "release" and s.table.assigned:
+            s.release(sorted(s.table.assigned)[k % len(s.table.assigned)], now)
+        elif op == "cycle":
+            s.schedule_cycle(now)
+        elif op == "node":
+            s.on_node(node(f"m{k}", cpu=2000, memory=64 * GI), now)
+        now += 1.0
+        grown, seen_n = grown + (s.table.n != seen_n), s.table.n
+        asked = asks[k % len(asks)]
+        got = index.removable(asked)
+        want = np.zeros((s.table.n, 7), np.int64)
+        exact = np.zeros((s.table.n, 7), np.int64)
+        for ap in s.table.assigned.values():
+            if ap.pod.priority < threshold(asked):
+                want[ap.node] += ap.pod.request
+            if ap.pod.priority < asked:
+                exact[ap.node] += ap.pod.request
+        assert (got == want).all() and (got >= exact).all()
+    assert index.rebuilds == grown  # incremental but for the first call and a grown table

@@ -44,6 +44,10 @@ DRY_RUN = "framework.dry_run"
 """``CycleState.data`` key set while the framework explains a pod without deciding (``colo explain``):
 a PostFilter then computes its answer but changes nothing (no nomination, no eviction)."""
 
+FILTER_MASKS = "framework.filter_masks"
+"""``CycleState.data`` key under which the framework lends the PostFilters the failed pod's filter masks: one
+per profile filter, in profile order, (n,) bool or None where the filter passes every node (read only)."""
+
 IntpArray = npt.NDArray[np.intp]
 """Row indices into the node table."""
 

@@ -33,6 +33,7 @@ from colo_scheduler.framework.decision import (
 from colo_scheduler.framework.interface import (
     DRY_RUN,
     ERROR,
+    FILTER_MASKS,
     SUCCESS,
     UNSCHEDULABLE,
     WAIT,
@@ -343,11 +344,13 @@ class Framework:
                     reasons[reason] = reasons.get(reason, 0) + count
             remaining &= ok
         result = self._failed(pod, state, self.table.n, reasons, frozenset(rejectors), UNSCHEDULABLE, None)
+        state.data[FILTER_MASKS] = entry.masks
         for post in self.profile.post_filter:
             row = post.post_filter(state, pod, reasons)
             if row is not None:
                 result.nominated = row
                 break
+        del state.data[FILTER_MASKS]
         preemption = state.data.pop(PREEMPTION_RECORD, None)
         if record is not None:
             result.record = self._record(state, pod, entry, {}, -1, -1, record, UNSCHEDULABLE, result.message)

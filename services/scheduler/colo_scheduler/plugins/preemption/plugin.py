@@ -29,9 +29,10 @@ import msgspec
 import numpy as np
 
 from colo_scheduler.framework.decision import PREEMPTION_RECORD, PreemptionRecord, VictimRecord
-from colo_scheduler.framework.interface import DRY_RUN, CycleState, PreemptionVictimFilter
+from colo_scheduler.framework.interface import DRY_RUN, FILTER_MASKS, CycleState, PreemptionVictimFilter
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
+from colo_scheduler.plugins.preemption.index import PriorityIndex
 from colo_scheduler.plugins.preemption.nominator import Nominator
 from colo_scheduler.plugins.preemption.pick import CRITERIA, criteria, pick
 from colo_scheduler.plugins.preemption.rules import allowed_by_plugins, protection
@@ -76,7 +77,8 @@ class DefaultPreemption:
     def __init__(self, args: DefaultPreemptionArgs | None = None) -> None:
         self.args = args or DefaultPreemptionArgs()
         self.nominator: Nominator | None = None
-        self._static: list[Any] = []
+        self._filters: list[Any] = []
+        self._dependent_names: frozenset[str] = frozenset()
         self._dependent: list[Any] = []
         self._victim_filters: list[PreemptionVictimFilter] = []
         self._offset = 0
@@ -85,14 +87,15 @@ class DefaultPreemption:
         MaxInstancePerNode (:func:`select_victims_fit`); False always writes the row and re-runs the
         filters (:func:`select_victims`, the reference the arithmetic is tested against)."""
         self._arithmetic = False
+        self._index: PriorityIndex | None = None
 
     def attach(self, table: NodeTable, filters: Sequence[Any], plugins: Sequence[Any],
                unbound: Container[str]) -> Nominator:
         """Bind to the scheduler's ``table``, the profile's ``filters`` (in order) and ``plugins`` (those
         with ``victim_allowed`` are asked about every victim); ``unbound`` the uids of placed pods not
         bound yet (never victims). Returns the :class:`Nominator` the core drives."""
-        dependent = set(self.args.pod_dependent_filters)
-        self._static = [f for f in filters if f.name not in dependent]
+        dependent = self._dependent_names = frozenset(self.args.pod_dependent_filters)
+        self._filters = list(filters)
         self._dependent = [f for f in filters if f.name in dependent]
         self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent)
         self._victim_filters = [p for p in plugins if isinstance(p, PreemptionVictimFilter)]
@@ -135,16 +138,21 @@ class DefaultPreemption:
         """Rows passing every filter removal cannot help whose free room plus the requests of pods
         of lower priority covers the request (ascending)."""
         table = state.table
-        removable = self._removable(state, pod.priority)
-        if removable is None:
-            return np.zeros(0, np.intp)
-        ok = removable[:, -1] > 0  # rows with a pod of lower priority
-        for f in self._static:
-            mask = f.filter(state, pod)
+        ok = np.ones(table.n, np.bool_)
+        lent = state.data.get(FILTER_MASKS)  # the diagnosis' masks, when the framework lends them
+        masks = list(lent) if isinstance(lent, list) and len(lent) == len(self._filters) else None
+        for k, f in enumerate(self._filters):  # first: when they rule out every node, no index is needed
+            if f.name in self._dependent_names:
+                continue
+            mask = masks[k] if masks is not None else f.filter(state, pod)
             if mask is not None:
                 ok &= mask
                 if not ok.any():
                     return np.zeros(0, np.intp)
+        removable = self._removable(state, pod.priority)
+        if removable is None:
+            return np.zeros(0, np.intp)
+        ok &= removable[:, -1] > 0  # rows with a pod of lower priority
         cols = list(pod.request_col_ints)
         if cols:
             ok &= (table.free[:, cols] + removable[:, cols] >= pod.request[cols]).all(axis=1)
@@ -152,13 +160,11 @@ class DefaultPreemption:
 
     def _removable(self, state: CycleState, priority: int) -> IntArray | None:
         """(n, 7) Σ requests of the assigned pods of priority below ``priority`` per row (the pods column
-        counts them), None when there are none; from an index of the assigned pods built once per cycle
-        and kept per priority for the cycle (pods placed later in the cycle are never victims, pods
-        released since only loosen the bound)."""
-        index = state.data.get(self.name)
-        if not isinstance(index, _Index):
-            index = state.data[self.name] = _Index(state.table)
-        return index.removable(priority, state.table.n)
+        counts them), None when there are none (:class:`PriorityIndex`)."""
+        if self._index is None or self._index.table is not state.table:
+            self._index = PriorityIndex(state.table)
+        sums = self._index.removable(priority)
+        return sums if bool(sums[:, -1].any()) else None
 
     def _evaluate(self, state: CycleState, pod: PodInfo, rows: np.ndarray[Any, np.dtype[np.intp]],
                   nominator: Nominator) -> tuple[list[NodeVictims], int]:
@@ -202,28 +208,3 @@ class DefaultPreemption:
             runner_up.row if runner_up is not None else -1,
             criteria(runner_up) if runner_up is not None else (),
             candidates)
-
-
-class _Index:
-    """The assigned pods of a table as arrays: ``rows`` (k,) intp, ``priority`` (k,) int64, ``request`` (k, 7),
-    and the per-row sums below a priority, computed once per priority asked."""
-
-    def __init__(self, table: NodeTable) -> None:
-        pods = list(table.assigned.values())
-        self.rows = np.fromiter((ap.node for ap in pods), np.intp, len(pods))
-        self.priority = np.fromiter((ap.pod.priority for ap in pods), np.int64, len(pods))
-        self.request = (np.stack([ap.pod.request for ap in pods]) if pods
-                        else np.zeros((0, 7), np.int64))
-        self._sums: dict[int, IntArray | None] = {}
-
-    def removable(self, priority: int, n: int) -> IntArray | None:
-        """(n, 7) Σ requests per row of the pods below ``priority`` (pods column = their number), or None."""
-        if priority in self._sums:
-            return self._sums[priority]
-        lower = self.priority < priority
-        out: IntArray | None = None
-        if lower.any():
-            out = np.zeros((n, self.request.shape[1]), np.int64)
-            np.add.at(out, self.rows[lower], self.request[lower])  # a request's pods column is 1
-        self._sums[priority] = out
-        return out
