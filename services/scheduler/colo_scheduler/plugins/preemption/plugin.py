@@ -6,8 +6,9 @@ table, in four steps, run only for a pod no node passes:
 1. **Candidates.** A node is a candidate when every filter that removing pods cannot help passes it
    (node selector, affinity, taints, unschedulable, memory pressure, LoadAware — whose measured usage
    drops only once the victims stop — and any filter not listed in ``pod_dependent_filters``) and
-   its free room plus the requests of its potential victims covers the pod's request (one vectorised
-   bound over all nodes). At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
+   its free room plus the requests of its lower-priority pods covers the pod's request (one vectorised
+   bound over all nodes from :mod:`.index`; the filters' masks are the failed decision's, lent by the
+   framework under ``FILTER_MASKS``). At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
    % of the nodes) candidates with victims are evaluated, from a rotating start (Kubernetes
    ``GetOffsetAndNumCandidates``, defaults 100 and 10 %).
 2. **Victims** on each candidate: :mod:`.victims` (reprieve from the most important down) over the
