@@ -44,6 +44,15 @@ def test_pod_states(phase: str, node: str, state: str) -> None:
     assert v.state == state and v.reason == "" and v.qos == "LS"
 
 
+@pytest.mark.parametrize(("reason", "state"), [
+    ("Rejected: priority 99999999999 out of range", "Rejected"), ("Deleted: colo delete", "Deleted"),
+    ("Deleted", "Failed"), ("Evicted", "Failed"), ("Rejected", "Failed"), ("OOMKilled", "Failed"),
+])
+def test_refused_and_deleted_pods_keep_their_word(reason: str, state: str) -> None:
+    v = pod_view(PodRecord(spec=PodSpec(uid="u", name="p"), phase="Failed", reason=reason))
+    assert v.state == state and reason.split(":")[-1].strip() in v.reason
+
+
 def test_waiting_pod_reason_is_the_schedulers_message() -> None:
     rec = PodRecord(spec=PodSpec(uid="u", name="p"))
     assert pod_view(rec, {"u": "0/3 nodes are available"}).reason == "Unschedulable: 0/3 nodes are available"

@@ -55,18 +55,24 @@ class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
     dry_run: bool = False
 
 
+ENDED_WORDS = ("Rejected", "Deleted")
+"""Reason prefixes (``<word>: …``) of the ``Failed`` records of pods admission refused or that were deleted while
+pending: such a pod's ``state`` is the word (as ``colo get pods`` shows it)."""
+
+
 class PodView(msgspec.Struct, frozen=True, kw_only=True):
     """A pod as the store holds it (:class:`~colo.messages.PodRecord`) with the fields a client would
     otherwise derive: ``qos`` the effective QoS class (field, label, else derived from requests and limits,
     REFERENCE.md §1), ``state`` the phase, or ``Bound`` for a pending pod with a node and ``Waiting`` for one
-    without; ``reason`` the scheduler's message for a waiting pod it found no node for (``Unschedulable: 0/3 nodes
+    without, ``Rejected`` / ``Deleted`` for a failed pod whose reason starts with that word and a colon (a pod
+    admission refused, one deleted while pending); ``reason`` the scheduler's message for a waiting pod it found no node for (``Unschedulable: 0/3 nodes
     are available: …``, as ``colo get pods``), else the store's (``Evicted``, ``OOMKilled``, ``Completed`` …)."""
 
     namespace: str
     name: str
     uid: str
     phase: str
-    state: Literal["Waiting", "Bound", "Running", "Succeeded", "Failed"]
+    state: Literal["Waiting", "Bound", "Running", "Succeeded", "Failed", "Rejected", "Deleted"]
     node: str
     reason: str
     qos: QoSClass
@@ -88,6 +94,8 @@ def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodVi
     state: Any = record.phase
     if record.phase == "Pending":
         state = "Bound" if record.node else "Waiting"
+    elif record.phase == "Failed":
+        state = next((w for w in ENDED_WORDS if record.reason.startswith(w + ":")), "Failed")
     return PodView(namespace=s.namespace, name=s.name, uid=s.uid, phase=record.phase, state=state,
                    node=record.node, reason=_reason(record, messages or {}), qos=qos_class_of(s), requests=s.requests,
                    limits=s.limits, updated_at=record.updated_at, bound_at=record.bound_at, spec=s)
