@@ -3,6 +3,8 @@ LS/BE split of a node report, route matching and the token check."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
@@ -10,7 +12,7 @@ from colo import codec
 from colo.messages import NodeMetric, PodMetric, PodRecord, PodSpec, PodStatus, Resources, Usage
 from colo_api import auth
 from colo_api.events import event_of, filter_problem
-from colo_api.handlers import _matches
+from colo_api.handlers import _matches, error
 from colo_api.views import node_usage, pod_view
 
 
@@ -88,3 +90,9 @@ def test_token_check(header: str | None, token: str, problem: str) -> None:
     req = make_mocked_request("GET", "/v1/pods", headers={"Authorization": header} if header is not None else {})
     got = auth.problem(req, token)
     assert (problem in got) if problem else got == ""
+
+
+def test_problems_quoting_lone_surrogates_are_still_json() -> None:
+    # a JSON body may hold "\ud800" in a key, and a strict manifest's problem names the key at its path
+    resp = error(422, "1 problem(s)", ["spec.\ud800x: unknown field"])
+    assert resp.body is not None and json.loads(bytes(resp.body))["problems"] == ["spec.\\ud800x: unknown field"]

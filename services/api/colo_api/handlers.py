@@ -52,9 +52,16 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
 
 
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates (a JSON body may spell ``"\\ud800"``, and problems quote what they were
+    given) as ``\\ud800`` escapes: UTF-8, so JSON, cannot carry them."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error(status: int, message: str, problems: list[str] | None = None) -> web.Response:
-    """An :class:`ErrorBody` answer."""
-    return json_response(ErrorBody(error=message, problems=problems or []), status)
+    """An :class:`ErrorBody` answer (user input quoted in it made encodable by :func:`_printable`)."""
+    return json_response(ErrorBody(error=_printable(message), problems=[_printable(p) for p in problems or []]),
+                         status)
 
 
 def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> SubmittedObject:
