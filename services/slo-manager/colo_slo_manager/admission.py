@@ -12,7 +12,13 @@ import hashlib
 import msgspec
 
 from colo.affinity import affinity_problems
-from colo.classes import PRIORITY_CLASS_LABEL, PRIORITY_RANGES, QOS_CLASS_LABEL, priority_class_of, qos_class_of
+from colo.classes import (
+    PRIORITY_CLASS_LABEL,
+    PRIORITY_RANGES,
+    QOS_CLASS_LABEL,
+    priority_class_of,
+    qos_class_of,
+)
 from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
 from colo.validation import MAX_QUANTITY, RESOURCE_FIELDS, basic_problems, class_problems
 from colo_slo_manager.settings import NAMESPACE_NAME_LABEL, ColocationProfile, SloManagerSettings

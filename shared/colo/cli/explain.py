@@ -10,14 +10,18 @@ import argparse
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from colo.cli.connection import Connection
 
 
 class ExplainError(Exception):
@@ -165,15 +169,49 @@ async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, An
             raise first from None
 
 
-def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
-    """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
+async def uid_from_store(conn: Connection, ref: str, namespace: str) -> str:
+    """The uid of the pod ``ref`` names in the store (:func:`colo.cli.podref.select_pods`: uid, ``NS/NAME``, or a
+    NAME in ``namespace`` or in the only namespace holding it). Raises ExplainError when none (or several) match
+    or the store cannot be read."""
+    from colo.cli.podref import RefError, select_pods
+    from colo.store import Store
+
+    try:
+        store = await Store.connect(conn.settings.redis_url, prefix=conn.settings.store_prefix)
+        try:
+            (rec,) = select_pods(await store.list_pods(), ref, namespace)
+        finally:
+            await store.close()
+    except RefError as exc:
+        raise ExplainError(str(exc)) from None
+    except Exception as exc:
+        raise ExplainError(f"cannot read the store to find pod {ref!r}: {exc}") from None
+    return rec.spec.uid
+
+
+def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str],
+                store_connection: Callable[[], Connection] | None = None) -> int:
+    """Run ``colo explain UID | NAMESPACE/NAME | NAME [-n NAMESPACE]``; exit 0 when shown, 1 when the decision
+    cannot be fetched. A ref the scheduler does not know as a uid (nor as ``NAMESPACE-NAME``) is looked up by
+    name in the store (``store_connection``), so ``colo explain web-0`` finds ``shop/web-0``."""
     err = Console(stderr=True)
+    namespace = getattr(args, "namespace", "") or ""
+    ref = f"{namespace}/{args.uid}" if namespace and "/" not in args.uid else args.uid
     try:
         url = scheduler_url(args.scheduler, up_services)
         source = ("--scheduler" if args.scheduler else
                   "COLO_SCHEDULER_URL" if os.environ.get("COLO_SCHEDULER_URL") else "the running `colo up`")
         err.print(f"[dim]using scheduler {escape(url)} from {source}[/]", highlight=False, soft_wrap=True)
-        decision = asyncio.run(fetch_ref(url, args.uid, args.live))
+        try:
+            decision = asyncio.run(fetch_ref(url, ref, args.live))
+        except ExplainError as first:
+            if store_connection is None:
+                raise
+            try:
+                uid = asyncio.run(uid_from_store(store_connection(), args.uid, namespace))
+            except ExplainError as second:
+                raise ExplainError(f"{first}; {second}") from None
+            decision = asyncio.run(fetch_decision(url, uid, args.live))
     except ExplainError as exc:
         console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1

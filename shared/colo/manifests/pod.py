@@ -21,7 +21,15 @@ import msgspec
 
 from colo.classes import PRIORITY_RANGES
 from colo.manifests.base import METADATA_FIELDS, Ctx, duration_s, join, nearest, resource_list
-from colo.messages import KUBERNETES_RESOURCE_NAMES, Affinity, PodSpec, PriorityClass, Resources, SimWorkload, Toleration
+from colo.messages import (
+    KUBERNETES_RESOURCE_NAMES,
+    Affinity,
+    PodSpec,
+    PriorityClass,
+    Resources,
+    SimWorkload,
+    Toleration,
+)
 from colo.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 from colo.validation import pod_problems
 
@@ -172,7 +180,7 @@ def _affinity(ctx: Ctx, obj: Any, path: str) -> Affinity | None:
         if not isinstance(terms, list) or not terms:
             ctx.err(join(rp, "nodeSelectorTerms"), "required: a non-empty list of terms")
             terms = []
-        out["required"] = {"terms": [_term(ctx, t, join(join(rp, "nodeSelectorTerms"), i))
+        out["required"] = {"node_selector_terms": [_term(ctx, t, join(join(rp, "nodeSelectorTerms"), i))
                                      for i, t in enumerate(terms)]}
     preferred = node.get(PREFERRED_TERMS) or []
     if not isinstance(preferred, list):
