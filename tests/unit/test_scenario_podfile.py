@@ -9,10 +9,10 @@ import pytest
 
 from colo.cli import main as cli
 from colo.cli import submit
-from colo.manifests import ManifestError as PodFileError
 from colo.manifests import Manifest, load_manifest, parse_manifest
-from colo.submission import publications
+from colo.manifests import ManifestError as PodFileError
 from colo.messages import PodSpec
+from colo.submission import publications
 
 
 def parse_pods(text: str, now: float = 0.0) -> list[PodSpec]:
