@@ -13,8 +13,8 @@ from colo.cli.connection import Connection
 from colo.cli.describe import _load
 from colo.cli.get import _get, dump, records
 from colo.cli.natsops import kv_get, kv_put, subscribe_raw
-from colo.cli.podref import RefError
 from colo.messages import NodeResource, NodeSpec, PodRecord, PodSpec, Resources
+from colo.podref import RefError
 from colo.settings import load_runtime_settings
 from colo.store import Store
 
@@ -101,3 +101,47 @@ async def test_kv_put_get_and_sub_without_the_nats_cli(nats_url: str, clean_stre
     finally:
         await nc.close()
     assert lines[0] == '[#1] colo.v1.test.a: {"x":1}' and lines[1].startswith("[#2] colo.v1.test.")
+
+
+def test_explain_a_pod_that_never_reached_the_scheduler(redis_url: str, nats_url: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Observation 1: ``colo explain`` of a refused pod said "unknown"; it now says why (from the store), by name
+    without the namespace too. The scheduler URL answers nothing here: the store is what tells."""
+    import argparse
+
+    from colo.cli.explain import cmd_explain
+    from colo.cli.output import console
+
+    prefix = "explain-test"
+
+    async def put() -> None:
+        store = await Store.connect(redis_url, prefix=prefix)
+        try:
+            await store.delete_all()
+            await store.put_pod(PodRecord(spec=PodSpec(uid="shop-web", name="web", namespace="shop"), phase="Failed",
+                                          reason="Rejected: priority 9500 is outside the batch range"))
+        finally:
+            await store.close()
+
+    asyncio.run(put())
+    conn = Connection(load_runtime_settings({"COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url,
+                                             "COLO_STORE_PREFIX": prefix}), "env", ())
+    try:
+        for ref, ns in (("web", ""), ("web", "shop"), ("shop/web", "")):
+            args = argparse.Namespace(uid=ref, namespace=ns, scheduler="http://127.0.0.1:1", live=False, json=False,
+                                      max_nodes=20)
+            assert cmd_explain(args, console, {}, lambda: conn) == 0
+            out = capsys.readouterr().out
+            assert "pod shop/web (shop-web) never reached the scheduler: admission rejected it: priority 9500" in \
+                " ".join(out.split())
+        args = argparse.Namespace(uid="nope", namespace="", scheduler="http://127.0.0.1:1", live=False, json=False,
+                                  max_nodes=20)
+        assert cmd_explain(args, console, {}, lambda: conn) == 1
+        assert "no pod 'nope'" in capsys.readouterr().out
+    finally:
+        async def clean() -> None:
+            store = await Store.connect(redis_url, prefix=prefix)
+            await store.delete_all()
+            await store.close()
+
+        asyncio.run(clean())

@@ -13,9 +13,9 @@ from colo.cli import main as cli
 from colo.cli import submit
 from colo.cli.events import format_time
 from colo.cli.get import nodes_table, pod_reason, pod_status, pods_table, requests_cell
-from colo.cli.podref import RefError, select_pods
 from colo.manifests import Manifest
 from colo.messages import NodeResource, NodeSpec, PodRecord, PodSpec, Resources
+from colo.podref import RefError, select_pods
 from colo.submission import Outcome
 
 GI = 2**30

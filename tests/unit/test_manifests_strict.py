@@ -59,8 +59,20 @@ def errors(text: str) -> list[str]:
                  "  template: {spec: {containers: [{}]}}\n",
                  "spec.tll: unknown field (did you mean 'ttl'?)", id="reservation"),
     pytest.param("metadata: {name: web, annotations: {colo.io/sim-durration: 1m}}\nspec: {containers: [{}]}\n",
-                 "metadata.annotations.colo.io/sim-durration: unknown annotation (did you mean "
+                 "metadata.annotations.colo.io/sim-durration: unknown key (did you mean "
                  "'colo.io/sim-duration'?)", id="sim-annotation"),
+    pytest.param("kind: Job\nmetadata:\n  name: j\n  annotations: {gang.scheduling.koordinator.sh/min-availabel: '2'}\n"
+                 "spec: {parallelism: 2, template: {spec: {containers: [{}]}}}\n",
+                 "metadata.annotations.gang.scheduling.koordinator.sh/min-availabel: unknown key (did you mean "
+                 "'gang.scheduling.koordinator.sh/min-available'?)", id="gang-annotation"),
+    pytest.param("kind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata: {annotations: "
+                 "{gang.scheduling.koordinator.sh/mod: Strict}}\n    spec: {containers: [{}]}\n",
+                 "spec.template.metadata.annotations.gang.scheduling.koordinator.sh/mod: unknown key (did you mean "
+                 "'gang.scheduling.koordinator.sh/mode'?)", id="template-gang-annotation"),
+    pytest.param("kind: ElasticQuota\nmetadata:\n  name: q\n  labels: {quota.scheduling.koordinator.sh/is_parent: 'true'}\n"
+                 "spec: {max: {cpu: '1'}}\n",
+                 "metadata.labels.quota.scheduling.koordinator.sh/is_parent: unknown key (did you mean "
+                 "'quota.scheduling.koordinator.sh/is-parent'?)", id="quota-label"),
     pytest.param("metadata: {name: b, labels: {koordinator.sh/qosClass: BE}}\nspec:\n  priorityClassName: koord-batch\n"
                  "  containers: [{resources: {requests: {kubernetes.io/batch-cpu: 500m}}}]\n",
                  "spec.containers[0].resources.requests.kubernetes.io/batch-cpu: '500m' is 0.5 milli-cores, not a "

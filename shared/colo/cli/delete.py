@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from colo.cli.output import console, err_console
-from colo.cli.podref import RefError, select_pods
 from colo.messages import PodDeleted, PodRecord
+from colo.podref import RefError, select_pods
 
 if TYPE_CHECKING:
     from colo.cli.connection import Connection

@@ -15,8 +15,8 @@ from rich.markup import escape
 from colo.cli.events import format_time
 from colo.cli.get import pod_reason, pod_status, requests_cell
 from colo.cli.output import _mem, console, err_console
-from colo.cli.podref import RefError, select_pods
 from colo.messages import NodeResource, NodeSpec, PodRecord, Resources
+from colo.podref import RefError, select_pods
 from colo.quantity import format_cpu
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from colo.cli.connection import Connection
+    from colo.messages import PodRecord
 
 
 class ExplainError(Exception):
@@ -169,11 +170,15 @@ async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, An
             raise first from None
 
 
-async def uid_from_store(conn: Connection, ref: str, namespace: str) -> str:
-    """The uid of the pod ``ref`` names in the store (:func:`colo.cli.podref.select_pods`: uid, ``NS/NAME``, or a
+class NeverScheduled(ExplainError):
+    """The pod never reached the scheduler: admission refused it, or it was deleted while pending."""
+
+
+async def pod_from_store(conn: Connection, ref: str, namespace: str) -> PodRecord:
+    """The record of the pod ``ref`` names in the store (:func:`colo.podref.select_pods`: uid, ``NS/NAME``, or a
     NAME in ``namespace`` or in the only namespace holding it). Raises ExplainError when none (or several) match
     or the store cannot be read."""
-    from colo.cli.podref import RefError, select_pods
+    from colo.podref import RefError, select_pods
     from colo.store import Store
 
     try:
@@ -186,32 +191,60 @@ async def uid_from_store(conn: Connection, ref: str, namespace: str) -> str:
         raise ExplainError(str(exc)) from None
     except Exception as exc:
         raise ExplainError(f"cannot read the store to find pod {ref!r}: {exc}") from None
-    return rec.spec.uid
+    return rec
+
+
+def never_scheduled(rec: PodRecord) -> str:
+    """Why a pod has no decision record although the store knows it (``""`` when it should have one): refused by
+    admission, with every problem, or deleted before a node was found."""
+    from colo.cli.get import pod_reason, pod_status
+
+    status = pod_status(rec)
+    what = f"pod {rec.spec.namespace}/{rec.spec.name} ({rec.spec.uid})"
+    if status == "Rejected":
+        return f"{what} never reached the scheduler: admission rejected it: {pod_reason(rec, {})}"
+    if status == "Deleted" and not rec.node:
+        return f"{what} was deleted before it was scheduled ({pod_reason(rec, {})})"
+    return ""
+
+
+def _decision(url: str, ref: str, namespace: str, live: bool,
+              store_connection: Callable[[], Connection] | None) -> dict[str, Any]:
+    """The decision of ``ref`` (:func:`fetch_ref`), else of the pod the store finds by that name; raises
+    NeverScheduled (exit 0: an answer) for a pod that never reached the scheduler."""
+    full = f"{namespace}/{ref}" if namespace and "/" not in ref else ref
+    try:
+        return asyncio.run(fetch_ref(url, full, live))
+    except ExplainError as first:
+        if store_connection is None:
+            raise
+        try:
+            rec = asyncio.run(pod_from_store(store_connection(), ref, namespace))
+        except ExplainError as second:
+            raise ExplainError(f"{first}; {second}") from None
+        why = never_scheduled(rec)
+        if why:
+            raise NeverScheduled(why) from None
+        return asyncio.run(fetch_decision(url, rec.spec.uid, live))
 
 
 def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str],
                 store_connection: Callable[[], Connection] | None = None) -> int:
-    """Run ``colo explain UID | NAMESPACE/NAME | NAME [-n NAMESPACE]``; exit 0 when shown, 1 when the decision
-    cannot be fetched. A ref the scheduler does not know as a uid (nor as ``NAMESPACE-NAME``) is looked up by
-    name in the store (``store_connection``), so ``colo explain web-0`` finds ``shop/web-0``."""
+    """Run ``colo explain UID | NAMESPACE/NAME | NAME [-n NAMESPACE]``; exit 0 when shown (or when the store says
+    the pod never reached the scheduler: rejected by admission, or deleted while pending — the reason is printed),
+    1 when the decision cannot be fetched. A ref the scheduler does not know as a uid (nor as
+    ``NAMESPACE-NAME``) is looked up by name in the store (``store_connection``), so ``colo explain web-0`` finds
+    ``shop/web-0``."""
     err = Console(stderr=True)
-    namespace = getattr(args, "namespace", "") or ""
-    ref = f"{namespace}/{args.uid}" if namespace and "/" not in args.uid else args.uid
     try:
         url = scheduler_url(args.scheduler, up_services)
         source = ("--scheduler" if args.scheduler else
                   "COLO_SCHEDULER_URL" if os.environ.get("COLO_SCHEDULER_URL") else "the running `colo up`")
         err.print(f"[dim]using scheduler {escape(url)} from {source}[/]", highlight=False, soft_wrap=True)
-        try:
-            decision = asyncio.run(fetch_ref(url, ref, args.live))
-        except ExplainError as first:
-            if store_connection is None:
-                raise
-            try:
-                uid = asyncio.run(uid_from_store(store_connection(), args.uid, namespace))
-            except ExplainError as second:
-                raise ExplainError(f"{first}; {second}") from None
-            decision = asyncio.run(fetch_decision(url, uid, args.live))
+        decision = _decision(url, args.uid, getattr(args, "namespace", "") or "", args.live, store_connection)
+    except NeverScheduled as exc:
+        console.print(f"[yellow]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        return 0
     except ExplainError as exc:
         console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1

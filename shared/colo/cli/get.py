@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from colo.cli.output import _mem, console, err_console
-from colo.cli.podref import RefError, select_pods
 from colo.codec import to_builtins
 from colo.messages import NodeResource, NodeSpec, PodRecord, Resources
+from colo.podref import RefError, select_pods
 from colo.quantity import format_cpu, format_memory
 from colo.store_rejected import DELETED_REASON, REJECTED_REASON
 

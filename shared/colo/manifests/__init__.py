@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from colo.manifests.base import METADATA_FIELDS, TOP_FIELDS, Ctx, ManifestError, join
+from colo.manifests.base import METADATA_FIELDS, TOP_FIELDS, Ctx, ManifestError, check_prefixed_keys, join
 from colo.manifests.pod import parse_pod
 from colo.manifests.podgroup import parse_pod_group
 from colo.manifests.quota import parse_quota
@@ -162,6 +162,8 @@ def parse_manifest(text: str, now: float = 0.0, kinds: tuple[str, ...] = tuple(A
         ctx.known(doc, path, TOP_FIELDS)
         if isinstance(doc.get("metadata"), dict):
             ctx.known(doc["metadata"], join(path, "metadata"), METADATA_FIELDS)
+            for key in ("labels", "annotations"):
+                check_prefixed_keys(ctx, doc["metadata"].get(key), join(join(path, "metadata"), key))
         version = doc.get("apiVersion")
         if version is not None and version != API_VERSIONS[kind]:
             ctx.err(join(path, "apiVersion"), f"expected {API_VERSIONS[kind]} for {kind}, got {version!r}")

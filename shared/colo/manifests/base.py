@@ -171,6 +171,27 @@ def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
     return value
 
 
+PREFIXED_KEYS: dict[str, tuple[str, ...]] = {
+    "gang.scheduling.koordinator.sh/": ("name", "min-available", "waiting-time", "mode", "groups"),
+    "quota.scheduling.koordinator.sh/": ("name", "parent", "is-parent", "preemptible", "shared-weight",
+                                         "allow-lent-resource"),
+    "colo.io/": ("max-unavailable", "sim-duration", "sim-cpu", "sim-memory"),
+}
+"""Label and annotation prefixes whose keys Colo reads, and the keys it knows under each (Koordinator's gang and
+quota protocols, Colo's own): any other key under one of these prefixes is a typo, reported with the nearest."""
+
+
+def check_prefixed_keys(ctx: Ctx, obj: Any, path: str) -> None:
+    """Every key of the mapping ``obj`` (labels or annotations at ``path``) under a :data:`PREFIXED_KEYS` prefix
+    must be a known one: ``…/gang.scheduling.koordinator.sh/min-availabel: unknown key (did you mean …?)``."""
+    if not isinstance(obj, dict):
+        return
+    for key in obj:
+        for prefix, names in PREFIXED_KEYS.items():
+            if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] not in names:
+                ctx.err(join(path, key), f"unknown key{nearest(key, [prefix + n for n in names])}")
+
+
 def format_cores(milli: int) -> str:
     """``500`` → ``"0.5 cores"``, ``1000`` → ``"1 core"``."""
     cores = milli / 1000

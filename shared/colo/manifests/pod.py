@@ -20,7 +20,14 @@ from typing import Any
 import msgspec
 
 from colo.classes import PRIORITY_RANGES
-from colo.manifests.base import METADATA_FIELDS, Ctx, duration_s, join, nearest, resource_list
+from colo.manifests.base import (
+    METADATA_FIELDS,
+    Ctx,
+    check_prefixed_keys,
+    duration_s,
+    join,
+    resource_list,
+)
 from colo.messages import (
     KUBERNETES_RESOURCE_NAMES,
     Affinity,
@@ -204,10 +211,7 @@ def _affinity(ctx: Ctx, obj: Any, path: str) -> Affinity | None:
 
 def _sim(ctx: Ctx, annotations: dict[str, str], path: str, requests: dict[str, int]) -> SimWorkload | None:
     """The :data:`SIM_ANNOTATIONS` of a pod → a batch SimWorkload, or None when it has none."""
-    given = {k: v for k, v in annotations.items() if k.startswith(SIM_PREFIX)}
-    for key in given:
-        if key not in SIM_ANNOTATIONS:
-            ctx.err(join(path, key), f"unknown annotation{nearest(key, SIM_ANNOTATIONS)}")
+    given = {k: v for k, v in annotations.items() if k in SIM_ANNOTATIONS}  # other colo.io/ keys: check_prefixed_keys
     if not given:
         return None
     duration_key, cpu_key, memory_key = SIM_ANNOTATIONS
@@ -255,6 +259,8 @@ def parse_template(ctx: Ctx, obj: Any, path: str, now: float) -> PodSpec | None:
     ctx.known(doc, path, ("metadata", "spec"))
     meta = ctx.mapping(doc.get("metadata"), join(path, "metadata"))
     ctx.known(meta, join(path, "metadata"), METADATA_FIELDS)
+    for key in ("labels", "annotations"):
+        check_prefixed_keys(ctx, meta.get(key), join(join(path, "metadata"), key))
     pod = _body(ctx, meta, doc.get("spec"), path, now)
     if pod is not None:
         _admission_checks(ctx, pod, path, before, identity=False)

@@ -1,4 +1,4 @@
-"""Naming a pod on the command line, as kubectl users do: ``NAME -n NAMESPACE``, ``NAMESPACE/NAME`` or its uid."""
+"""Naming a pod as kubectl users do (the CLI and the REST API): ``NAME -n NAMESPACE``, ``NAMESPACE/NAME`` or its uid."""
 
 from __future__ import annotations
 
