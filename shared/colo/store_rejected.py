@@ -4,7 +4,8 @@
 A refused pod is stored as phase ``Failed`` with reason ``Rejected: <every problem>`` (kubelet's admission
 refusals end a pod the same way: ``Failed`` with a reason), a pending pod deleted by ``colo delete`` as
 ``Failed`` with reason ``Deleted: <by whom>``. Neither ever had a binding, so nothing is freed. Such a record is
-*replaceable*: a later admission of the same uid (a corrected manifest) writes it as ``Pending`` again
+*replaceable*, as is a bound pod a deletion stopped (``Failed``/``Deleted``, reported by its node agent): a later
+admission of the same uid (a corrected manifest, a resubmission) writes it as ``Pending`` again
 (:data:`colo.store_lua.ADMIT_LUA` checks :data:`REPLACEABLE_PREFIXES`), and a later refusal replaces an
 earlier refusal, never a pod that is queued, bound, running or finished.
 """
@@ -22,7 +23,9 @@ REJECTED_REASON = "Rejected"
 DELETED_REASON = "Deleted"
 """Reason prefix of a pod deleted while pending: ``Deleted: <by>``."""
 REPLACEABLE_PREFIXES = (REJECTED_REASON + ":", DELETED_REASON + ":")
-"""Reasons of ``Failed`` records a new admission of the same uid replaces."""
+"""Reasons of ``Failed`` records a new admission of the same uid replaces, besides exactly ``Deleted`` (what the
+node agent reports for a bound pod stopped by a deletion): deleted and submitted again, a pod runs again, as
+after ``kubectl delete`` and ``apply``."""
 
 RECORD_REJECTED_LUA = """#!lua flags=no-cluster
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end

@@ -14,7 +14,7 @@ from sched_helpers import GI, MI, node, pod
 
 from colo import subjects
 from colo.cli.connection import Connection
-from colo.cli.delete import delete_pod
+from colo.cli.delete import deletion_id, delete_pod
 from colo.clock import VirtualClock
 from colo.messages import EvictionCommand, PodAdmitted, PodDeleted, PodStatus
 from colo.settings import load_runtime_settings
@@ -69,7 +69,8 @@ async def test_bound_pod_is_evicted_as_deleted_and_not_requeued(bus_factory: Any
     await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p1", 1000, MI), at=10.0))
     await svc.ctx.bus.settle()  # type: ignore[union-attr]
     assert (await svc.tick(10.0))["pods_bound"] == 1
-    await tester.publish(subjects.POD_DELETED, PodDeleted(uid="p1", at=11.0))
+    # with the message id colo delete gives it (the eviction, on the same stream, must not share it)
+    await tester.publish(subjects.POD_DELETED, PodDeleted(uid="p1", at=11.0), msg_id=deletion_id("p1", 11.0))
     await svc.ctx.bus.settle()  # type: ignore[union-attr]
     await tester.settle()
     assert [(o.uid, o.node, o.reason, o.by) for o in orders] == [("p1", "n1", "Deleted", "colo delete")]
@@ -81,6 +82,8 @@ async def test_bound_pod_is_evicted_as_deleted_and_not_requeued(bus_factory: Any
     assert rec is not None and (rec.phase, rec.reason) == ("Failed", "Deleted")
     assert await store.bound_node("p1") is None and "p1" not in svc.core.queue
     assert (await store.allocated("n1")).cpu == 0
+    # deleted, then submitted again (kubectl delete + apply): admitted, it is queued again
+    assert await store.admit_pending([pod("p1", 1000, MI)], 13.0) == [True]
 
 
 async def test_colo_delete_waits_for_the_store(bus_factory: Any, store: Any, nats_url: str, redis_url: str) -> None:

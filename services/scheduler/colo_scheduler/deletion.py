@@ -61,5 +61,8 @@ class PodDeletion:
         node = await store.bound_node(msg.uid) if done == -1 else None
         if node:
             order = EvictionCommand(uid=msg.uid, node=node, reason=DELETE_EVICTION_REASON, at=now, by=by)
-            await self.ctx.bus.publish(subjects.POD_EVICT, order, msg_id=f"delete-{msg.uid}-{msg.at!r}", node=node)
+            # its own id: the deletion's (colo delete's ``delete-<uid>-<at>``) is on the same stream, and a shared
+            # id would make JetStream drop the order as a duplicate
+            await self.ctx.bus.publish(subjects.POD_EVICT, order, msg_id=f"evict-deleted-{msg.uid}-{msg.at!r}",
+                                       node=node)
             self.totals["pods_deleted_bound"] += 1

@@ -30,6 +30,11 @@ POLL_S = 0.1
 """How often the store is read while waiting for the pod to end (seconds)."""
 
 
+def deletion_id(uid: str, at: float) -> str:
+    """The message id of a deletion of ``uid`` sent at ``at`` (clock seconds): one per request."""
+    return f"delete-{uid}-{at!r}"
+
+
 def ended(rec: PodRecord | None) -> bool:
     """Whether a pod record shows the pod over (Succeeded or Failed; None = gone)."""
     return rec is None or rec.phase in ("Succeeded", "Failed")
@@ -65,7 +70,7 @@ async def delete_pod(conn: Connection, ref: str, namespace: str, wait_s: float |
             await bus.ensure_streams()
             at = time.time()
             msg = PodDeleted(uid=rec.spec.uid, at=at, by=by, namespace=rec.spec.namespace, name=rec.spec.name)
-            await bus.publish(S.POD_DELETED, msg, msg_id=f"delete-{rec.spec.uid}-{at!r}")
+            await bus.publish(S.POD_DELETED, msg, msg_id=deletion_id(rec.spec.uid, at))
         finally:
             await bus.close()
         after = await wait_ended(store, rec.spec.uid, wait_s) if wait_s is not None else None
