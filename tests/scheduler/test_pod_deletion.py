@@ -14,7 +14,7 @@ from sched_helpers import GI, MI, node, pod
 
 from colo import subjects
 from colo.cli.connection import Connection
-from colo.cli.delete import deletion_id, delete_pod
+from colo.cli.delete import delete_pod, deletion_id
 from colo.clock import VirtualClock
 from colo.messages import EvictionCommand, PodAdmitted, PodDeleted, PodStatus
 from colo.settings import load_runtime_settings

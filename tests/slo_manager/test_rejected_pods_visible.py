@@ -7,6 +7,7 @@ is queued or bound."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -113,3 +114,27 @@ async def test_a_resubmission_reaches_the_scheduler_again(bus_factory: BusFactor
         assert o.state == "admitted"
     await scheduler.settle(timeout_s=20)
     assert [a.spec.created_at for a in admitted] == [now, now + 1]
+
+
+async def test_colo_submit_exits_1_with_admissions_reason(bus_factory: BusFactory, nats_url: str, store: Store,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Observation 1 end to end: the command itself (its own event loop, in a thread) against the running
+    slo-manager. The file is valid; admission refuses the pod (its PodGroup was never submitted)."""
+    import asyncio
+
+    from colo.cli import main as cli
+
+    await _slo_manager(bus_factory, store)
+    path = tmp_path / "orphan.yaml"
+    path.write_text("metadata: {name: orphan, namespace: ml, labels: {pod-group.scheduling.sigs.k8s.io: nope}}\n"
+                    "spec: {containers: [{resources: {requests: {cpu: '1', memory: 1Gi}}}]}\n")
+    monkeypatch.setenv("COLO_NATS_URL", nats_url)
+    monkeypatch.setenv("COLO_REDIS_URL", "redis://127.0.0.1:1/0")
+    code = await asyncio.to_thread(cli.main, ["submit", str(path), "--wait-s", "20"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1, out
+    assert "pod/orphan submitted" not in out and "pod/orphan (ml-orphan) submitted" in out
+    assert "pod/orphan rejected: labels.pod-group.scheduling.sigs.k8s.io: unknown PodGroup 'ml/nope'" in out
+    rec = await store.get_pod("ml-orphan")
+    assert rec is not None and rec.reason.startswith("Rejected: labels.pod-group")
