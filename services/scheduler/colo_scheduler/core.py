@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from colo.messages import ElasticQuota as ElasticQuotaSpec
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
 from colo_scheduler.framework.classcache import class_key, spec_class_key
 from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
@@ -30,12 +31,15 @@ from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
+from colo_scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from colo_scheduler.plugins.preemption import DefaultPreemption, Nominator
+from colo_scheduler.plugins.preemption.victims import passes
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.reservation import Nomination, Reservation
 from colo_scheduler.plugins.tainttoleration import TaintToleration
@@ -54,6 +58,11 @@ NOMINATION = "reservation"
 
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
+
+
+def preempted_by(preemptor: PodInfo) -> str:
+    """The eviction reason of a preemption's victims: ``Preempted by <namespace>/<name>``."""
+    return f"Preempted by {preemptor.spec.namespace}/{preemptor.spec.name}"
 
 
 def equivalence_key(pod: PodInfo) -> bytes:
@@ -83,11 +92,23 @@ class Failure:
 
 
 @dataclass(slots=True)
+class Eviction:
+    """A placed pod to evict from ``node`` (name) for ``reason`` (``Preempted by <ns>/<name>``, or a quota's
+    reclaim of its lent min); the service publishes it on ``pod.evict``."""
+
+    pod: PodInfo
+    node: str
+    reason: str
+
+
+@dataclass(slots=True)
 class CycleOutcome:
-    """What one cycle did: placements (reserved, to bind) and failures (now unschedulable)."""
+    """What one cycle did: placements (reserved, to bind), failures (now unschedulable) and evictions
+    (victims of preemption, and pods taken off their nodes to give a quota its lent min back)."""
 
     placements: list[Placement] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
 
 
 class Scheduler:
@@ -114,12 +135,22 @@ class Scheduler:
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
         self._filter_names = frozenset(p.name for p in profile_obj.filter)
-        self._equivalence = all(isinstance(p, EQUIVALENCE_PRE_FILTERS) for p in profile_obj.pre_filter) and all(
+        self.quota: ElasticQuota | None = next((p for p in profile_obj.plugins.values()
+                                                if isinstance(p, ElasticQuota)), None)
+        """The profile's elastic quota plugin (docs/quota.md), None when not enabled."""
+        self._quota_totals: tuple[int, int, tuple[int, ...]] = (-1, -1, ())
+        # its rejections depend on the pod's quota, not on the class: never cached per class (below)
+        self._equivalence = all(isinstance(p, EQUIVALENCE_PRE_FILTERS) or p is self.quota
+                                for p in profile_obj.pre_filter) and all(
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
         self._dirty_rows: set[int] = set()
         self._events: set[str] = set()
         self.reservations = Reservation(profile_obj.filter)
         """Reservations from the store; a matching pod is nominated to its reserved node first."""
+        self.nominator: Nominator | None = next(
+            (p.attach(self.table, profile_obj.filter, list(profile_obj.plugins.values()), self.waiting)
+             for p in profile_obj.post_filter if isinstance(p, DefaultPreemption)), None)
+        """Preemptors' nominations (:mod:`colo_scheduler.plugins.preemption`), None without DefaultPreemption."""
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -147,7 +178,11 @@ class Scheduler:
         """Queue a pending pod; False when it is already queued or placed."""
         if spec.uid in self.framework.placed or spec.uid in self.queue:
             return False
-        return self.queue.add(self.pod_info(spec, now))
+        info = self.pod_info(spec, now)
+        added = self.queue.add(info)
+        if added and self.quota is not None:
+            self.quota.add_pending(info)
+        return added
 
     def adopt(self, spec: PodSpec, node: str, bound_at: float) -> bool:
         """Count an already bound pod (loaded from the store) on ``node``; False for unknown nodes
@@ -156,6 +191,8 @@ class Scheduler:
         if i is None or spec.uid in self.framework.placed:
             return False
         self.queue.remove(spec.uid)
+        if self.nominator:
+            self.nominator.drop(spec.uid)  # bound elsewhere: its held room is free again
         self.framework.reserve(self.pod_info(spec, bound_at), i, bound_at)
         return True
 
@@ -163,6 +200,8 @@ class Scheduler:
         """Free a placed pod (Unreserve) and wake pods waiting for room; the pod's info or None."""
         self.waiting.pop(uid, None)
         entry = self.unreserve(uid)
+        if self.quota is not None:
+            self.quota.drop_pending(uid)
         self._events.add(POD_DELETE)
         return entry[0] if entry else None
 
@@ -191,8 +230,23 @@ class Scheduler:
         self._events.add(event)
 
     def forget(self, uid: str) -> None:
-        """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
+        """Drop a pod from the queue (e.g. bound by another scheduler replica), and its nomination."""
         self.queue.remove(uid)
+        if self.quota is not None:
+            self.quota.drop_pending(uid)
+        if self.nominator:
+            self.nominator.drop(uid)
+
+    def on_quota(self, spec: ElasticQuotaSpec) -> list[str]:
+        """Add, change or delete an elastic quota; the problems when refused ([] when applied, or when no
+        profile plugin keeps quotas). Pods its checks refused are woken by the change."""
+        if self.quota is None:
+            return []
+        problems = self.quota.apply(spec)
+        if not problems:
+            self.quota.book.rebuild(self.framework.placed.values(), self.queue.pods())
+            self._events.add(QUOTA_CHANGE)
+        return problems
 
     # ------------------------------------------------------------------ nodes
 
@@ -225,6 +279,9 @@ class Scheduler:
             return
         before = self.table.free[i].copy()
         self.table.set_allocated(node, allocated, pods)
+        held = self.nominator.held_on(i) if self.nominator else None
+        if held is not None:  # the store does not know the room held for preemptors
+            self.table.add_allocated(i, held)
         if bool((self.table.free[i] > before).any()):
             self.node_changed(i, POD_DELETE)
 
@@ -290,7 +347,11 @@ class Scheduler:
     def _schedule_cycle(self, now: float) -> CycleOutcome:
         state = self.framework.begin_cycle(now)
         out = CycleOutcome()
+        if self.nominator:
+            self.nominator.expire(now)
         self._resolve_waiting(now, out)
+        if self.quota is not None:
+            self._quota_cycle(now, out)
         self.wake_helped(state, now)
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
@@ -304,10 +365,19 @@ class Scheduler:
             pod.attempts += 1
             pod.last_attempt_at = now
             key = equivalence_key(pod) if self._equivalence else None
-            known = failed.get(key) if key is not None else None
             nominated = self._nominate(state, pod) if self.reservations.active else None
+            preempted = -1
+            if self.nominator and pod.uid in self.nominator.nominations:  # (a Nominator is falsy when empty)
+                preempted = self._nominated_row(state, pod) if nominated is None else -1
+                key = None  # its PostFilter must run: it keeps the nomination and holds the room again
+            known = failed.get(key) if key is not None else None
             if nominated is not None:
                 result = ScheduleResult(nominated.row, feasible=1)
+                key = None
+            elif preempted >= 0:  # the room its victims freed (Kubernetes: the nominated node first)
+                result = ScheduleResult(preempted, feasible=1)
+                if record is not None and self.nominator is not None:
+                    result.record = self.nominator.placed_record(pod, preempted, now, record)
                 key = None
             elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
@@ -317,13 +387,16 @@ class Scheduler:
                 self.hint_stats["equivalent_failures"] += 1
             else:
                 result = self.framework.schedule_one(state, pod, record)
-                if result.node < 0 and key is not None and result.nominated < 0:
+                if (result.node < 0 and key is not None and result.nominated < 0
+                        and ElasticQuota.name not in result.rejectors):
                     failed[key] = result
             ms = (time.perf_counter() - t0) * 1e3
             if result.record is not None:
                 result.record.decision_ms = ms
                 self.decisions.add(result.record)
             if result.node >= 0:
+                if self.nominator:
+                    self.nominator.drop(pod.uid)
                 self.framework.reserve(pod, result.node, now)
                 if nominated is not None:  # the held room (in the allocation already) covers this part
                     self.table.add_allocated(result.node, nominated.use, -1)
@@ -345,10 +418,42 @@ class Scheduler:
             elif result.nominated >= 0:
                 self.queue.add_backoff(pod)  # a PostFilter made room: retry soon
                 out.failures.append(Failure(pod, result, ms))
+                if self.nominator:
+                    out.evictions.extend(Eviction(e.victim, names[e.row], preempted_by(e.preemptor))
+                                         for e in self.nominator.take_evictions())
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
         return out
+
+    def _quota_cycle(self, now: float, out: CycleOutcome) -> None:
+        """Recompute the runtime quotas (when demand, use or the cluster changed) and order evictions
+        where lent quota is needed back (docs/quota.md)."""
+        assert self.quota is not None
+        t = self.table
+        if self._quota_totals[:2] != (t.alloc_version, t.n):
+            self._quota_totals = (t.alloc_version, t.n, tuple(int(v) for v in t.alloc.sum(axis=0)))
+        if self.quota.refresh(self._quota_totals[2]):
+            self._events.add(QUOTA_CHANGE)
+        names = t.names
+        for r in self.quota.reclaim():
+            if r.member.pod.uid in self.waiting:  # held at Permit, not on its node yet: give the room back
+                self.reject_waiting(r.member.pod.uid, now, r.reason)
+            else:
+                out.evictions.append(Eviction(r.member.pod, names[r.member.row], r.reason))
+
+    def _nominated_row(self, state: CycleState, pod: PodInfo) -> int:
+        """The row a preemption nominated the pod to when it passes every PreFilter and Filter there now
+        (its held room released first), else −1; ``_diagnose`` then keeps or ends the nomination."""
+        assert self.nominator is not None
+        row = self.nominator.release(pod.uid)
+        if row < 0:
+            return -1
+        for pre in self.framework.profile.pre_filter:
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return -1
+        return row if passes(self.framework.profile.filter, state, pod, row) else -1
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
         """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""

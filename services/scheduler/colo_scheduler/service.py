@@ -40,13 +40,14 @@ from colo.messages import (
 from colo.reservations import ReservationStore
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
-from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
+from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindRequest, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.deletion import PodDeletion
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.publishing import SchedulerEventPublisher
+from colo_scheduler.quota_events import QuotaEvents
 from colo_scheduler.replicas import Replica
 from colo_scheduler.reservations_intake import ReservationIntake
 from colo_scheduler.settings import SchedulerSettings
@@ -62,7 +63,7 @@ MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
+class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEvents):
     """The ``scheduler`` service (colo.runtime Service protocol).
 
     Raises ValueError at construction when ``settings.problems()`` is not empty.
@@ -88,7 +89,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
         self._last_unschedulable: dict[str, tuple[dict[str, int], str, float]] = {}
         self.totals = {"pods_bound": 0, "bind_conflicts": 0, "unschedulable_attempts": 0,
-                       "dead_letters": 0, "cycles": 0, "prompt_cycles": 0, "foreign_binds": 0}
+                       "dead_letters": 0, "cycles": 0, "prompt_cycles": 0, "foreign_binds": 0,
+                       "preemption_evictions": 0}
         self.replica = Replica(settings.replica_index, settings.replicas)
         """Completed at start with the runtime's instance name (:meth:`Replica.from_settings`)."""
         self.elector: LeaderElector | None = None
@@ -106,6 +108,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
         self._reservation_store: ReservationStore | None = None
+        self._quota_max_sent: dict[str, dict[str, int]] = {}
         self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
         self.deletion = PodDeletion(self.core)
 
@@ -126,6 +129,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
             self.heap.freeze()  # the loaded cluster is long-lived
         bus = ctx.bus
         durable = self.replica.durable
+        await self._subscribe_quotas(durable("quotas"))
         bus.subscribe_batch(subjects.POD_ADMITTED, self._on_admitted, durable=durable("admitted"))
         bus.subscribe(subjects.NODE_REGISTERED, self._on_node, durable=durable("nodes"))
         bus.subscribe(subjects.NODE_RESOURCE, self._on_node_resource, durable=durable("resources"))
@@ -375,6 +379,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         if leading and self._announce:
             events.extend(self._announcements())
         bound = await self._bind(out, now, events) if out.placements else 0
+        if leading:
+            events.extend(self._quota_events(out, now))
         for p in out.placements:
             self._last_unschedulable.pop(p.pod.uid, None)
         for f in out.failures:
@@ -383,6 +389,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
             failed = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
                                       message=f.result.message, at=now, attempts=f.pod.attempts)
             events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{now!r}", {}))
+        if out.evictions:
+            events.extend(self._eviction_events(out.evictions, now))
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
         if background_publish and events:
@@ -464,8 +472,10 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         plain = [k for k, p in enumerate(placements) if not p.reservation]
         results: list[Any] = [None] * len(placements)
         if plain:
-            got = await store.bind_many([(placements[k].pod.uid, placements[k].node, placements[k].pod.spec.requests,
-                                          now) for k in plain], fence=fence)
+            chain = self.core.quota.chain_of if self.core.quota is not None else (lambda pod: ())
+            got = await store.bind_many([BindRequest(placements[k].pod.uid, placements[k].node,
+                                                     placements[k].pod.spec.requests, now, chain(placements[k].pod))
+                                         for k in plain], fence=fence)
             for k, r in zip(plain, got):
                 results[k] = r
         for k, p in enumerate(placements):

@@ -1,6 +1,7 @@
 """``colo get nodes|pods|migrations|workloads|podgroups|reservations [NAME]``: tables from the Redis snapshot
-(docs/cli.md "Reading the cluster"). Pods and nodes also as ``-o wide`` (more columns), ``-o json`` and ``-o yaml``
-(the store's records); pods filtered by ``-n NAMESPACE`` (every namespace by default, as ``-A``)."""
+(docs/cli.md "Reading the cluster"); ``colo get quotas`` from the quota stream (:mod:`colo.cli.quotas`). Pods and
+nodes also as ``-o wide`` (more columns), ``-o json`` and ``-o yaml`` (the store's records); pods filtered by
+``-n NAMESPACE`` (every namespace by default, as ``-A``)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def nodes_table(nodes: list[NodeSpec], res: dict[str, NodeResource], alloc: dict
 GET_KINDS = {"pods": "pods", "pod": "pods", "po": "pods", "nodes": "nodes", "node": "nodes", "no": "nodes",
              "migrations": "migrations", "migration": "migrations", "workloads": "workloads",
              "workload": "workloads", "podgroups": "podgroups", "podgroup": "podgroups",
-             "reservations": "reservations", "reservation": "reservations"}
+             "reservations": "reservations", "reservation": "reservations", "quotas": "quotas", "quota": "quotas"}
 """``colo get`` kinds, singular, plural and kubectl's short names, → the table."""
 
 
@@ -200,6 +201,10 @@ async def _get(what: str, conn: Connection, namespace: str = "", name: str = "",
     from colo.store import Store
 
     settings = conn.settings
+    if what == "quotas":
+        from colo.cli.quotas import latest_quota_statuses, quotas_table
+
+        return quotas_table(await latest_quota_statuses(settings.nats_url))
     store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
     try:
         if what == "nodes":

@@ -56,10 +56,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    """``colo get KIND [NAME]``: tables (or ``-o json|yaml|wide``) from the Redis snapshot (:mod:`colo.cli.get`)."""
+    """``colo get KIND [NAME]``: tables (or ``-o json|yaml|wide``) from the Redis snapshot, quotas from the quota
+    stream (:mod:`colo.cli.get`)."""
     from colo.cli.get import cmd_get as run
 
-    return run(args, connection("redis"))
+    return run(args, connection("nats" if GET_KINDS[args.what] == "quotas" else "redis"))
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -127,9 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait-s", type=float, default=5.0, help="seconds to wait for admission's answers")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("get", help="list (or show one of) pods, nodes, migration jobs, workloads, pod groups or "
-                       "reservations from the store")
+                       "reservations from the store, or quotas from the quota stream")
     p.add_argument("what", choices=sorted(GET_KINDS), metavar="KIND",
-                   help="pods|pod|po, nodes|node|no, migrations, workloads, podgroups, reservations")
+                   help="pods|pod|po, nodes|node|no, migrations, workloads, podgroups, reservations, quotas")
     p.add_argument("name", nargs="?", default="", help="one object by name (pods: in -n NAMESPACE, or NS/NAME)")
     _namespace_args(p)
     p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
