@@ -86,15 +86,19 @@ class Outcome:
 
 
 def expected_outcomes(manifest: Manifest) -> dict[tuple[str, str], Outcome]:
-    """The objects of ``manifest`` admission answers for, by ``("pod" | "workload", uid)``."""
+    """The objects of ``manifest`` admission answers for, by ``("pod" | "workload" | "podgroup", uid)``."""
     out: dict[tuple[str, str], Outcome] = {}
     for pod in manifest.pods:
         out[("pod", pod.uid)] = Outcome("Pod", pod.namespace, pod.name, pod.uid)
     for w in manifest.workloads:
         out[("workload", w.uid)] = Outcome(w.kind, w.namespace, w.name, w.uid)
-    for g in manifest.pod_groups:
-        out[("workload", g.uid)] = Outcome("PodGroup", g.namespace, g.name, g.uid)
+    for g in manifest.pod_groups:  # a PodGroup may share its uid (namespace-name) with a workload of the file
+        out[("podgroup", g.uid)] = Outcome("PodGroup", g.namespace, g.name, g.uid)
     return out
+
+
+def _family(kind: str) -> str:
+    return "podgroup" if kind == "PodGroup" else "workload"
 
 
 def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_at: dict[str, float]) -> bool:
@@ -111,9 +115,9 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
         if msg.created_at and created_at.get(msg.uid, msg.created_at) != msg.created_at:
             return False
     elif isinstance(msg, WorkloadAdmitted):
-        key, state, reason, pods = ("workload", msg.uid), "admitted", "", tuple(msg.pods)
+        key, state, reason, pods = (_family(msg.kind), msg.uid), "admitted", "", tuple(msg.pods)
     elif isinstance(msg, WorkloadRejected):
-        key, state, reason = ("workload", msg.uid), "rejected", "; ".join(msg.errors)
+        key, state, reason = (_family(msg.kind), msg.uid), "rejected", "; ".join(msg.errors)
     else:
         return False
     outcome = expected.get(key)
