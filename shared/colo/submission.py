@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from colo import subjects as S
 from colo.codec import DecodeError, decode
@@ -39,6 +39,9 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
+
+if TYPE_CHECKING:
+    from colo.bus import Bus
 
 Item = tuple[Any, Any, str | None, dict[str, str]]
 
@@ -134,19 +137,29 @@ ANSWERS = ((S.POD_ADMITTED, PodAdmitted), (S.POD_REJECTED, PodRejected), (S.WORK
 
 async def submit(manifest: Manifest, nats_url: str, connect_attempts: int = 3,
                  wait_s: float | None = DEFAULT_WAIT_S) -> list[Outcome]:
-    """Publish every object of ``manifest`` (each acknowledged by JetStream before the next) and, with
-    ``wait_s`` (seconds; None = do not wait), wait until admission answered for each pod, workload and PodGroup
-    or ``wait_s`` passed. Returns the outcomes in manifest order (``unknown`` where no answer came; [] without
-    waiting). Raises what :meth:`colo.bus.Bus.connect` and :meth:`colo.bus.Bus.publish_many` raise."""
+    """:func:`publish_and_wait` on a connection of its own to ``nats_url`` (closed at the end). Raises what
+    :meth:`colo.bus.Bus.connect` and :func:`publish_and_wait` raise."""
     from colo.bus import Bus
 
     bus = await Bus.connect(nats_url, "cli", connect_attempts=connect_attempts)
+    try:
+        await bus.ensure_streams()
+        return await publish_and_wait(bus, manifest, wait_s)
+    finally:
+        await bus.close()
+
+
+async def publish_and_wait(bus: Bus, manifest: Manifest, wait_s: float | None = DEFAULT_WAIT_S) -> list[Outcome]:
+    """Publish every object of ``manifest`` on ``bus`` (a connected :class:`colo.bus.Bus` whose streams exist;
+    each object acknowledged by JetStream before the next) and, with ``wait_s`` (seconds; None = do not wait),
+    wait until admission answered for each pod, workload and PodGroup or ``wait_s`` passed. Returns the outcomes
+    in manifest order (``unknown`` where no answer came; [] without waiting). Raises what
+    :meth:`colo.bus.Bus.publish_many` raises (BusError when a stream refuses a message or acks time out)."""
     expected = expected_outcomes(manifest) if wait_s is not None else {}
     created_at = {p.uid: p.created_at for p in manifest.pods}
     done = asyncio.Event()
     subs = []
     try:
-        await bus.ensure_streams()
         if expected:
             async def on_answer(raw: Any, type_: type[Any]) -> None:
                 try:
@@ -173,5 +186,4 @@ async def submit(manifest: Manifest, nats_url: str, connect_attempts: int = 3,
     finally:
         for sub in subs:
             await sub.unsubscribe()
-        await bus.close()
     return list(expected.values())
