@@ -141,3 +141,25 @@ async def test_event_stream_rejects_a_bad_filter(api: Api) -> None:
     assert status == 400 and "not a NATS filter" in out["error"]
     status, out = await _get(api, "/v1/events?limit=-1")
     assert status == 400 and "limit" in out["error"]
+
+
+async def test_delete_pending_and_bound_pods(capi: Api, cluster: Cluster) -> None:
+    for manifest in (WEB, HUGE):
+        async with capi.http.post(capi.url + "/v1/submit", data=manifest) as resp:
+            assert resp.status == 201, await resp.text()
+    await cluster.step(2)
+    status, web = await _get(capi, "/v1/pods/shop/web-0")
+    assert web["node"] and web["state"] in ("Bound", "Running")
+    for name in ("huge", "web-0"):
+        async with capi.http.delete(f"{capi.url}/v1/pods/shop/{name}") as resp:
+            assert resp.status == 202, await resp.text()
+            assert (await resp.json())["name"] == name
+    await cluster.step(2)
+    status, huge = await _get(capi, "/v1/pods/shop/huge")
+    assert huge["state"] == "Deleted" and huge["phase"] == "Failed"
+    status, web = await _get(capi, "/v1/pods/shop/web-0")
+    assert web["phase"] == "Failed" and web["reason"].startswith("Deleted")
+    async with capi.http.delete(f"{capi.url}/v1/pods/shop/huge") as resp:
+        assert resp.status == 200  # already ended: nothing sent
+    async with capi.http.delete(f"{capi.url}/v1/pods/shop/nobody") as resp:
+        assert resp.status == 404

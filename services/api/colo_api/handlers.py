@@ -14,12 +14,21 @@ from aiohttp import web
 from nats.errors import Error as NatsError
 from redis.exceptions import RedisError
 
+from colo import subjects as S
 from colo.bus import Bus
 from colo.cli.explain import ExplainError, fetch_decision
 from colo.cli.get import MAX_DECISION_LOOKUPS, unschedulable_messages, waiting_pods
 from colo.cli.submit import publications
 from colo.manifests import ManifestError, parse_manifest
-from colo.messages import ElasticQuota, PodGroupSpec, PodRecord, PodSpec, ReservationSpec, WorkloadSpec
+from colo.messages import (
+    ElasticQuota,
+    PodDeleted,
+    PodGroupSpec,
+    PodRecord,
+    PodSpec,
+    ReservationSpec,
+    WorkloadSpec,
+)
 from colo.messages.base import PodPhase
 from colo.store import Store
 from colo.workloads import initial_pods
@@ -166,6 +175,23 @@ class Handlers:
             return error(404, f"pod {ns}/{name} not found")
         return json_response(pod_view(record, await self.waiting_messages([record])))
 
+    async def delete_pod(self, request: web.Request) -> web.Response:
+        """``DELETE /v1/pods/{namespace}/{name}``: end the pod as ``colo delete`` does (a
+        :class:`~colo.messages.PodDeleted` on ``pod.deleted``, id ``delete-<uid>-<at>``): the scheduler owning it
+        drops it from its queue and marks it ``Deleted`` when pending, or has its node agent stop it when bound.
+        202 with the pod as it was when the deletion was sent; 200 when it had already ended (nothing sent); 404
+        for an unknown pod."""
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        record = await reads.find_pod(self.store, ns, name)
+        if record is None:
+            return error(404, f"pod {ns}/{name} not found")
+        if record.phase in ("Succeeded", "Failed"):
+            return json_response(pod_view(record), 200)
+        at = time.time()
+        msg = PodDeleted(uid=record.spec.uid, at=at, by="api", namespace=ns, name=name)
+        await self.bus.publish(S.POD_DELETED, msg, msg_id=f"delete-{record.spec.uid}-{at!r}")
+        return json_response(pod_view(record), 202)
+
     async def list_nodes(self, _: web.Request) -> web.Response:
         """``GET /v1/nodes``: every registered node with allocation, offer and usage."""
         return json_response(NodeList(items=await reads.node_views(self.store, self.bus)))
@@ -247,6 +273,7 @@ ROUTES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("POST", "/v1/submit", "submit", ("dryRun",)),
     ("GET", "/v1/pods", "list_pods", ("namespace", "phase")),
     ("GET", "/v1/pods/{namespace}/{name}", "get_pod", ()),
+    ("DELETE", "/v1/pods/{namespace}/{name}", "delete_pod", ()),
     ("GET", "/v1/nodes", "list_nodes", ()),
     ("GET", "/v1/nodes/{name}", "get_node", ()),
     ("GET", "/v1/explain/{namespace}/{name}", "explain", ("live",)),

@@ -96,9 +96,16 @@ def paths() -> dict[str, Any]:
             "parameters": [_query("namespace", "only this namespace", {"type": "string"}),
                            _query("phase", "only this phase", {"type": "string", "enum": list(PHASES)})],
             "responses": {"200": _json(_ref("PodList"), "the pods"), **_errors(400, 401)}}},
-        "/v1/pods/{namespace}/{name}": {"get": {
-            "operationId": "getPod", "summary": "One pod", "parameters": [ns, pod_name],
-            "responses": {"200": _json(_ref("PodView"), "the pod"), **_errors(400, 401, 404)}}},
+        "/v1/pods/{namespace}/{name}": {
+            "get": {"operationId": "getPod", "summary": "One pod", "parameters": [ns, pod_name],
+                    "responses": {"200": _json(_ref("PodView"), "the pod"), **_errors(400, 401, 404)}},
+            "delete": {"operationId": "deletePod", "summary": "Delete a pod (as colo delete)",
+                       "description": "A pending pod leaves the queue and ends Deleted; a bound one is stopped by "
+                                      "its node agent and ends Failed/Deleted.",
+                       "parameters": [ns, pod_name],
+                       "responses": {"202": _json(_ref("PodView"), "deletion sent; the pod as it was"),
+                                     "200": _json(_ref("PodView"), "the pod had already ended: nothing sent"),
+                                     **_errors(400, 401, 404, 503)}}},
         "/v1/nodes": {"get": {
             "operationId": "listNodes", "summary": "List nodes with allocation, batch/mid offer and LS/BE usage",
             "responses": {"200": _json(_ref("NodeList"), "the nodes"), **_errors(400, 401)}}},
