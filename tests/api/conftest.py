@@ -34,9 +34,10 @@ class Api:
 
 
 async def start_api(nats_url: str, redis_url: str, prefix: str, scheduler_url: str = "",
-                    token: str = TOKEN) -> ServiceRunner:
+                    token: str = TOKEN, admission_wait_s: float = 5.0) -> ServiceRunner:
     """Start an API service (wall clock) on a free port."""
-    runner = ServiceRunner(ApiService(ApiSettings(token=token, scheduler_url=scheduler_url)),
+    settings = ApiSettings(token=token, scheduler_url=scheduler_url, admission_wait_s=admission_wait_s)
+    runner = ServiceRunner(ApiService(settings),
                            RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix=prefix))
     await runner.start()
     return runner
@@ -44,8 +45,9 @@ async def start_api(nats_url: str, redis_url: str, prefix: str, scheduler_url: s
 
 @pytest_asyncio.fixture
 async def api(nats_url: str, redis_url: str, store: Store, clean_streams: None) -> AsyncIterator[Api]:
-    """The API service on the test's store prefix and freshly emptied streams."""
-    runner = await start_api(nats_url, redis_url, store.keys.prefix)
+    """The API service on the test's store prefix and freshly emptied streams (no admission runs: a submission
+    waits 0.3 s for answers that do not come)."""
+    runner = await start_api(nats_url, redis_url, store.keys.prefix, admission_wait_s=0.3)
     http = aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
     try:
         yield Api(runner, f"http://127.0.0.1:{runner.http_port}", http)

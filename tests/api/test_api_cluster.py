@@ -163,3 +163,30 @@ async def test_delete_pending_and_bound_pods(capi: Api, cluster: Cluster) -> Non
         assert resp.status == 200  # already ended: nothing sent
     async with capi.http.delete(f"{capi.url}/v1/pods/shop/nobody") as resp:
         assert resp.status == 404
+
+
+REFUSED = """
+kind: Pod
+metadata: {name: greedy, namespace: shop}
+spec:
+  priority: 99999999999
+  containers: [{name: c, resources: {requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+async def test_submit_answers_with_admissions_outcome(capi: Api, cluster: Cluster) -> None:
+    async with capi.http.post(capi.url + "/v1/submit", data=WEB) as resp:
+        out = await resp.json()
+        assert resp.status == 201 and out["objects"][0]["admission"] == "admitted" and out["rejected"] == 0
+    async with capi.http.post(capi.url + "/v1/submit?dryRun=All", data=REFUSED) as resp:
+        dry = await resp.json()
+    async with capi.http.post(capi.url + "/v1/submit", data=REFUSED) as resp:
+        out = await resp.json()
+    if dry.get("problems"):  # the shared validation refuses it before publishing: the same reason
+        assert resp.status == 422 and out["problems"] == dry["problems"]
+        return
+    assert resp.status == 422 and out["rejected"] == 1, out
+    (obj,) = out["objects"]
+    assert obj["admission"] == "rejected" and "priority" in obj["reason"]
+    status, pod = await _get(capi, "/v1/pods/shop/greedy")
+    assert status == 200 and pod["state"] == "Rejected"

@@ -52,6 +52,7 @@ async def test_submit_publishes_every_object_like_colo_submit(api: Api, bus_fact
     assert "Deployment" in kinds and kinds.count("Pod") == 2
     assert {o["name"] for o in out["objects"] if o["kind"] == "Pod"} == {"web-0", "etl-0"}
     assert out["objects"][kinds.index("Deployment")]["pods"] > 0
+    assert {o["admission"] for o in out["objects"]} == {"unknown"}  # no admission runs here: no answer came
     for _ in range(100):
         if len(seen) == len(kinds):
             break

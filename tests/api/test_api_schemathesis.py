@@ -51,7 +51,8 @@ class _ServiceThread:
         self.scheduler = ServiceRunner(SchedulerService(SchedulerSettings(seed=1)), settings)
         self.run(self.scheduler.start())
         self.runner: ServiceRunner = self.run(start_api(nats_url, redis_url, self.prefix,
-                                                        f"http://127.0.0.1:{self.scheduler.http_port}"))
+                                                        f"http://127.0.0.1:{self.scheduler.http_port}",
+                                                        admission_wait_s=0.1))
         self.store: Store = self.run(Store.connect(redis_url, prefix=self.prefix))
         self.run(self._seed())
 

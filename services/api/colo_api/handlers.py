@@ -15,10 +15,10 @@ from nats.errors import Error as NatsError
 from redis.exceptions import RedisError
 
 from colo import subjects as S
+from colo import submission
 from colo.bus import Bus
 from colo.cli.explain import ExplainError, fetch_decision
 from colo.cli.get import MAX_DECISION_LOOKUPS, unschedulable_messages, waiting_pods
-from colo.cli.submit import publications
 from colo.manifests import ManifestError, parse_manifest
 from colo.messages import (
     ElasticQuota,
@@ -31,6 +31,7 @@ from colo.messages import (
 )
 from colo.messages.base import PodPhase
 from colo.store import Store
+from colo.submission import publications
 from colo.workloads import initial_pods
 from colo_api import events, reads
 from colo_api.settings import ApiSettings
@@ -95,8 +96,9 @@ def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> Submi
 class Handlers:
     """The route handlers of one service instance (store and bus of its context)."""
 
-    def __init__(self, settings: ApiSettings, store: Store, bus: Bus) -> None:
+    def __init__(self, settings: ApiSettings, store: Store, bus: Bus, nats_url: str) -> None:
         self.settings = settings
+        self.nats_url = nats_url
         self.store = store
         self.bus = bus
         self.streams = events.Streams()
@@ -108,8 +110,11 @@ class Handlers:
     async def submit(self, request: web.Request) -> web.Response:
         """``POST /v1/submit``: a manifest (YAML or JSON; every kind ``colo submit`` accepts) validated whole
         by :func:`colo.manifests.parse_manifest`, then published as ``colo submit`` does
-        (:func:`colo.cli.submit.publications`, in order, each acknowledged). 422 listing every problem, nothing
-        published; ``?dryRun=All`` validates only."""
+        (:func:`colo.submission.submit`: in order, each acknowledged), then waits up to ``?wait=`` seconds
+        (default ``admission_wait_s``; 0 = not at all) for admission's answer to each pod, workload and PodGroup.
+        201 when none was refused, 422 when admission refused any (each object's ``admission`` and ``reason``
+        say which: the others were admitted or not answered in time); 422 listing every problem of an invalid
+        manifest, nothing published; ``?dryRun=All`` validates only (200)."""
         dry_run = request.query.get("dryRun", "")
         if dry_run not in ("", "All"):
             return error(400, f"dryRun must be 'All' (validate only) or absent, got {dry_run[:40]!r}")
@@ -132,13 +137,28 @@ class Handlers:
         items = publications(manifest)
         if not items:  # e.g. an empty mapping ``{}``: parse_manifest skips it without a problem
             return error(422, "1 problem(s); nothing submitted", ["<root>: no objects in the manifest"])
-        if not dry_run:
+        wait_text = request.query.get("wait")
+        wait_s = self.settings.admission_wait_s
+        if wait_text is not None:
             try:
-                await self.bus.publish_many(items)
-            except Exception as exc:  # the bus refused or timed out: nothing was half-reported as done
-                return error(503, f"cannot publish: {exc!r}")
-        return json_response(SubmitResult(objects=[submitted_object(i) for i in items], dry_run=bool(dry_run)),
-                             200 if dry_run else 201)
+                wait_s = float(wait_text)
+            except ValueError:
+                wait_s = -1.0
+            if not 0 <= wait_s <= 60:
+                return error(400, f"wait must be seconds from 0 to 60, got {wait_text[:40]!r}")
+        objects = [submitted_object(i) for i in items]
+        if dry_run:
+            return json_response(SubmitResult(objects=objects, dry_run=True), 200)
+        try:
+            outcomes = await submission.submit(manifest, self.nats_url, connect_attempts=1,
+                                               wait_s=wait_s if wait_s > 0 else None)
+        except Exception as exc:  # the bus refused or timed out: nothing was half-reported as done
+            return error(503, f"cannot publish: {exc!r}")
+        by_uid = {o.uid: o for o in outcomes}
+        objects = [o if o.uid not in by_uid else msgspec.structs.replace(
+            o, admission=by_uid[o.uid].state, reason=by_uid[o.uid].reason) for o in objects]
+        rejected = sum(o.admission == "rejected" for o in objects)
+        return json_response(SubmitResult(objects=objects, rejected=rejected), 422 if rejected else 201)
 
     async def list_pods(self, request: web.Request) -> web.Response:
         """``GET /v1/pods?namespace=&phase=``: the pods in the store, sorted by namespace, name, uid."""
@@ -270,7 +290,7 @@ def _matches(pattern: str, path: str) -> bool:
 
 
 ROUTES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("POST", "/v1/submit", "submit", ("dryRun",)),
+    ("POST", "/v1/submit", "submit", ("dryRun", "wait")),
     ("GET", "/v1/pods", "list_pods", ("namespace", "phase")),
     ("GET", "/v1/pods/{namespace}/{name}", "get_pod", ()),
     ("DELETE", "/v1/pods/{namespace}/{name}", "delete_pod", ()),

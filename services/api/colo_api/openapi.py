@@ -84,13 +84,19 @@ def paths() -> dict[str, Any]:
                            "ElasticQuota, Reservation), one object, a list or several YAML documents. The whole "
                            "manifest is checked first; on any problem nothing is published.",
             "parameters": [_query("dryRun", "`All`: validate only, publish nothing", {"type": "string",
-                                                                                   "enum": ["All"]})],
+                                                                                   "enum": ["All"]}),
+                           _query("wait", "seconds to wait for admission's answers (0 = none)",
+                                  {"type": "number", "minimum": 0, "maximum": 60})],
             "requestBody": {"required": True, "content": {
                 "application/yaml": {"schema": {"type": "string"}},
                 "application/json": {"schema": {"type": "object"}}}},
-            "responses": {"201": _json(_ref("SubmitResult"), "published, in order"),
+            "responses": {"201": _json(_ref("SubmitResult"), "published, in order; admission refused none"),
                           "200": _json(_ref("SubmitResult"), "valid (dry run: nothing published)"),
-                          **_errors(400, 401, 413, 422, 503)}}},
+                          "422": {"description": "an invalid manifest (ErrorBody: every problem, nothing "
+                                                 "published) or one admission refused part of (SubmitResult)",
+                                  "content": {"application/json": {"schema": {"oneOf": [
+                                      _ref("ErrorBody"), _ref("SubmitResult")]}}}},
+                          **_errors(400, 401, 413, 503)}}},
         "/v1/pods": {"get": {
             "operationId": "listPods", "summary": "List pods",
             "parameters": [_query("namespace", "only this namespace", {"type": "string"}),

@@ -35,6 +35,9 @@ class ApiSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     sse_queue: Annotated[int, msgspec.Meta(ge=16, le=1_000_000)] = 4096
     """Events buffered per SSE client; a client further behind loses the oldest and gets a ``dropped`` event
     with the count (a slow browser never holds the bus)."""
+    admission_wait_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 5.0
+    """How long ``POST /v1/submit`` waits for admission's answers by default, seconds (``colo submit``'s
+    default, :data:`colo.submission.DEFAULT_WAIT_S`); 0 = answer once published."""
     tick_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """Period of tick() under the wall clock, seconds (the service has no periodic work)."""
     max_body_bytes: Annotated[int, msgspec.Meta(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024

@@ -45,6 +45,11 @@ class SubmittedObject(msgspec.Struct, frozen=True, kw_only=True):
     uid: str
     subject: str
     pods: int = 0
+    admission: str = ""
+    """Admission's answer: ``admitted``, ``rejected`` or ``unknown`` (none within the wait); "" for kinds it does
+    not answer (quotas, reservations) and when not waited for."""
+    reason: str = ""
+    """Why admission refused it (every problem, ``"; "``-separated)."""
 
 
 class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +58,8 @@ class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
 
     objects: list[SubmittedObject]
     dry_run: bool = False
+    rejected: int = 0
+    """Objects admission refused (the answer is then 422)."""
 
 
 ENDED_WORDS = ("Rejected", "Deleted")
