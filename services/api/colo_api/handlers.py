@@ -15,7 +15,6 @@ from nats.errors import Error as NatsError
 from redis.exceptions import RedisError
 
 from colo import subjects as S
-from colo import submission
 from colo.bus import Bus
 from colo.cli.explain import ExplainError, fetch_decision
 from colo.cli.get import MAX_DECISION_LOOKUPS, unschedulable_messages, waiting_pods
@@ -31,7 +30,7 @@ from colo.messages import (
 )
 from colo.messages.base import PodPhase
 from colo.store import Store
-from colo.submission import publications
+from colo.submission import publications, publish_and_wait
 from colo.workloads import initial_pods
 from colo_api import events, reads
 from colo_api.settings import ApiSettings
@@ -96,9 +95,8 @@ def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> Submi
 class Handlers:
     """The route handlers of one service instance (store and bus of its context)."""
 
-    def __init__(self, settings: ApiSettings, store: Store, bus: Bus, nats_url: str) -> None:
+    def __init__(self, settings: ApiSettings, store: Store, bus: Bus) -> None:
         self.settings = settings
-        self.nats_url = nats_url
         self.store = store
         self.bus = bus
         self.streams = events.Streams()
@@ -110,11 +108,11 @@ class Handlers:
     async def submit(self, request: web.Request) -> web.Response:
         """``POST /v1/submit``: a manifest (YAML or JSON; every kind ``colo submit`` accepts) validated whole
         by :func:`colo.manifests.parse_manifest`, then published as ``colo submit`` does
-        (:func:`colo.submission.submit`: in order, each acknowledged), then waits up to ``?wait=`` seconds
-        (default ``admission_wait_s``; 0 = not at all) for admission's answer to each pod, workload and PodGroup.
-        201 when none was refused, 422 when admission refused any (each object's ``admission`` and ``reason``
-        say which: the others were admitted or not answered in time); 422 listing every problem of an invalid
-        manifest, nothing published; ``?dryRun=All`` validates only (200)."""
+        (:func:`colo.submission.publish_and_wait` on the service's bus: in order, each acknowledged), waiting up
+        to ``?wait=`` seconds (default ``admission_wait_s``; 0 = not at all) for admission's answer to each pod,
+        workload and PodGroup. 201 when none was refused, 422 when admission refused any (each object's
+        ``admission`` and ``reason`` say which: the others were admitted or not answered in time); 422 listing
+        every problem of an invalid manifest, nothing published; ``?dryRun=All`` validates only (200)."""
         dry_run = request.query.get("dryRun", "")
         if dry_run not in ("", "All"):
             return error(400, f"dryRun must be 'All' (validate only) or absent, got {dry_run[:40]!r}")
@@ -150,8 +148,7 @@ class Handlers:
         if dry_run:
             return json_response(SubmitResult(objects=objects, dry_run=True), 200)
         try:
-            outcomes = await submission.submit(manifest, self.nats_url, connect_attempts=1,
-                                               wait_s=wait_s if wait_s > 0 else None)
+            outcomes = await publish_and_wait(self.bus, manifest, wait_s if wait_s > 0 else None)
         except Exception as exc:  # the bus refused or timed out: nothing was half-reported as done
             return error(503, f"cannot publish: {exc!r}")
         by_uid = {o.uid: o for o in outcomes}

@@ -41,7 +41,7 @@ class ApiService:
 
     async def start(self, ctx: ServiceContext) -> None:
         """Register the routes (no subscriptions)."""
-        self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus, ctx.settings.nats_url)
+        self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus)
         if not self.token:
             ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE): /v1 is open to anyone "
                             "who reaches %s", ctx.settings.http_host)
