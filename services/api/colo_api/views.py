@@ -24,6 +24,7 @@ from colo.messages import (
     Resources,
 )
 from colo.messages.base import QoSClass
+from colo.store_rejected import DELETED_REASON, REJECTED_REASON
 
 
 class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,9 +63,9 @@ class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
     """Objects admission refused (the answer is then 422)."""
 
 
-ENDED_WORDS = ("Rejected", "Deleted")
+ENDED_WORDS = (REJECTED_REASON, DELETED_REASON)
 """Reason prefixes (``<word>: …``) of the ``Failed`` records of pods admission refused or that were deleted while
-pending: such a pod's ``state`` is the word (as ``colo get pods`` shows it)."""
+pending (:mod:`colo.store_rejected`): such a pod's ``state`` is the word (as ``colo get pods`` shows it)."""
 
 
 class PodView(msgspec.Struct, frozen=True, kw_only=True):
