@@ -145,7 +145,7 @@ function renderSummary() {
   const by = {};
   state.pods.forEach((p) => { by[p.state] = (by[p.state] || 0) + 1; });
   const pods = Object.entries(by).map(([k, v]) => `${v} ${k}`).join(", ") || "no pods";
-  $("#summary").textContent = `${state.nodes.length} nodes · ${pods} · ${state.events} events`;
+  $("#summary").textContent = `${state.nodes.length} nodes · ${pods} · ${state.events} events since the page opened`;
 }
 
 // ---------------------------------------------------------------- explain
