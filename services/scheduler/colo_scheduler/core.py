@@ -23,6 +23,7 @@ from colo_scheduler.framework.interface import (
     POD_DELETE,
     UNSCHEDULABLE,
     WAIT,
+    BatchPlugin,
     CycleState,
 )
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
@@ -30,6 +31,7 @@ from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
+from colo_scheduler.plugins.coscheduling import Coscheduling
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
@@ -52,8 +54,9 @@ cycle only fills (Reserve adds requests, estimates and app counts; nothing is fr
 NOMINATION = "reservation"
 """Key of a pod's :class:`Nomination` in ``PodInfo.extra`` while it is placed on a reservation and not bound."""
 
-EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
-"""PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
+EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling)
+"""PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`) within a
+cycle (Coscheduling: the gang is part of the spec, and its verdict holds for every member of a cycle)."""
 
 
 def equivalence_key(pod: PodInfo) -> bytes:
@@ -120,6 +123,9 @@ class Scheduler:
         self._events: set[str] = set()
         self.reservations = Reservation(profile_obj.filter)
         """Reservations from the store; a matching pod is nominated to its reserved node first."""
+        self._batch_plugins = [p for p in profile_obj.plugins.values() if isinstance(p, BatchPlugin)]
+        for bp in self._batch_plugins:
+            bp.attach(self)
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -189,6 +195,17 @@ class Scheduler:
         unschedulable pods that now pass every filter on it (:meth:`wake_helped`)."""
         self._dirty_rows.add(row)
         self._events.add(event)
+
+    def take_queued(self, uid: str) -> PodInfo | None:
+        """Remove pod ``uid`` from the queue (any pool) for the current cycle's batch; None when not queued."""
+        return self.queue.remove(uid)
+
+    def park(self, uid: str, now: float, rejectors: frozenset[str], reasons: dict[str, int]) -> bool:
+        """Re-park an unschedulable pod under ``rejectors`` (which events wake it); False when not parked."""
+        if uid not in self.queue.unschedulable:
+            return False
+        self.queue.add_unschedulable(self.queue.unschedulable[uid].pod, now, rejectors, reasons)
+        return True
 
     def forget(self, uid: str) -> None:
         """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
@@ -296,6 +313,8 @@ class Scheduler:
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
         if not pods:
             return out
+        for bp in self._batch_plugins:  # e.g. the rest of a gang joins its members
+            pods = bp.complete_batch(pods, now)
         names = self.table.names
         failed: dict[bytes, ScheduleResult] = {}
         record = self._record
@@ -335,6 +354,8 @@ class Scheduler:
                                                     nominated.name if nominated is not None else ""))
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
+                    if result.record is not None:  # the record says what the pod waits for
+                        result.record.status, result.record.message = WAIT, permit.reason
                 else:
                     self.unreserve(pod.uid)
                     failed.clear()  # room was given back: equal pods may fit after all
@@ -348,6 +369,10 @@ class Scheduler:
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
+        for bp in self._batch_plugins:
+            bp.end_batch(now)
+        if self._allowed:  # allowed in this cycle (a gang complete): bound with this cycle's placements
+            self._place_allowed(out)
         return out
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
@@ -377,16 +402,22 @@ class Scheduler:
         self.queue.add_unschedulable(entry[0], now, frozenset({"Permit"}), {reason: 1})
         return True
 
+    def _place_allowed(self, out: CycleOutcome) -> None:
+        for uid in [u for u in self.waiting if u in self._allowed]:
+            pod, row, _ = self.waiting.pop(uid)
+            self._allowed.discard(uid)
+            nominated = pod.extra.get(NOMINATION)
+            out.placements.append(Placement(pod, self.table.names[row], 0.0,
+                                            nominated.name if isinstance(nominated, Nomination) else ""))
+
     def _resolve_waiting(self, now: float, out: CycleOutcome) -> None:
+        self._place_allowed(out)
         for uid in list(self.waiting):
-            pod, row, deadline = self.waiting[uid]
-            if uid in self._allowed:
-                del self.waiting[uid]
-                self._allowed.discard(uid)
-                nominated = pod.extra.get(NOMINATION)
-                out.placements.append(Placement(pod, self.table.names[row], 0.0,
-                                                nominated.name if isinstance(nominated, Nomination) else ""))
-            elif now >= deadline:
+            entry = self.waiting.get(uid)
+            if entry is None:  # released with another member (its gang sent back)
+                continue
+            pod, row, deadline = entry
+            if now >= deadline:
                 self.reject_waiting(uid, now, "permit wait timed out")
                 out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},
                                                                 frozenset({"Permit"}), 0,
