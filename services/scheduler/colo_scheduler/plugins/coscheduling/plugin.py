@@ -157,6 +157,13 @@ class Coscheduling:
                     handle.park(uid, now, rejectors, reasons)
         self._touched = {}
 
+    def _park(self, g: Gang, rejectors: frozenset[str], reason: str) -> None:
+        """Re-park ``g``'s members in the unschedulable pool under ``rejectors``."""
+        if self._handle is not None:
+            for uid in g.members:
+                if uid not in g.placed:
+                    self._handle.park(uid, self._now, rejectors, {reason: 1})
+
     # ------------------------------------------------------------------ PreFilter
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
@@ -237,9 +244,11 @@ class Coscheduling:
             g.waiting.discard(pod.uid)
             if not g.waiting:
                 g.deadline = math.inf
+            reason = f"gang {gs.name}: member {pod.spec.name or pod.uid} was released while waiting"
             if gs.mode == "Strict":
-                self._send_back(gs, self._now, f"gang {gs.name}: member {pod.spec.name or pod.uid} was released "
-                                               "while waiting; the gang was sent back")
+                self._send_back(gs, self._now, reason + "; the gang was sent back")
+            # the members parked for room must not wake on the room the gang itself gave back
+            self._park(g, frozenset({NAME}), reason)
 
     # ------------------------------------------------------------------ Permit
 
