@@ -239,3 +239,21 @@ def test_refused_gang_goes_back_whole_and_retries_as_a_unit() -> None:
     assert allocated_cpu(s) == 0 and s.queue.lengths()["backoff"] == 4
     out = s.schedule_cycle(2.0 + s.settings.backoff_initial_s)
     assert len(out.placements) == 4
+
+
+# ---------------------------------------------------------------- replicas
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 5])
+def test_one_replica_owns_a_whole_gang_and_its_group(replicas: int) -> None:
+    from colo_scheduler.replicas import Replica, shard_key
+
+    shards = [Replica(i, replicas) for i in range(replicas)]
+    for name in ("a", "b", "c", "train", "etl"):
+        g = gang(name, 4)
+        owners = {i for k in range(64) for i, r in enumerate(shards) if r.owns_pod(member(f"{name}-{k}", g))}
+        assert len(owners) == 1, (name, owners)
+    gps, gw = gang("ps", 1, groups=("ps", "worker")), gang("worker", 4, groups=("ps", "worker"))
+    assert shard_key(member("p", gps)) == shard_key(member("w", gw)) == "default/ps"
+    lone = [member(f"x{k}", None) for k in range(64)]  # pods without a gang still spread by uid
+    assert len({i for p in lone for i, r in enumerate(shards) if r.owns_pod(p)}) == replicas
