@@ -12,12 +12,18 @@ Layout (``{p}`` = prefix)::
     {p}:pods                  set   pod uids
     {p}:pod:{uid}             str   PodSpec (JSON)
     {p}:podstate:{uid}        hash  phase, node, reason, updated_at, bound_at
-    {p}:binding:{uid}         hash  node, at and the bound requests (freed exactly once by release)
+    {p}:binding:{uid}         hash  node, at, the bound requests and the quotas charged (JSON list; freed
+                                    exactly once by release), and the reservation consumed
     {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
     {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
     {p}:checkpoint:{name}     str   a service's checkpoint blob (the profiler's models), replaced in one SET
     {p}:rsvs                  zset  names of the available reservations, scored by expiry (clock seconds)
     {p}:rsv:{name}            hash  a reservation: node, owner, held resources, state (colo.reservations)
+    {p}:quotas                set   names of the quotas with a max or usage
+    {p}:quotamax:{name}       hash  a quota's hard max the bind script checks (Resources fields; absent =
+                                    unlimited), set by the scheduler from its ElasticQuota tree
+    {p}:quotaused:{name}      hash  Σ requests of the pods bound charged to the quota (Resources fields;
+                                    pods = count); changed only by the bind and release scripts
     {p}:migjobs               set   ids of the descheduler's migration jobs
     {p}:migjob:{id}           str   PodMigrationJob (JSON); a finished job's key expires
 """
@@ -111,6 +117,19 @@ class Keys:
     def reservation(self, name: str) -> str:
         """Hash of the reservation ``name``: node, owner, held resources, state (:mod:`colo.reservations`)."""
         return f"{self.prefix}:rsv:{name}"
+
+    @property
+    def quotas(self) -> str:
+        """Set of the names of quotas that have a max or usage."""
+        return f"{self.prefix}:quotas"
+
+    def quota_max(self, name: str) -> str:
+        """Hash of the hard max of quota ``name`` (Resources field names; absent = unlimited)."""
+        return f"{self.prefix}:quotamax:{name}"
+
+    def quota_used(self, name: str) -> str:
+        """Hash of Σ requests of the pods bound charged to quota ``name`` (``pods`` = their count)."""
+        return f"{self.prefix}:quotaused:{name}"
 
     @property
     def migration_jobs(self) -> str:

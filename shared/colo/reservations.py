@@ -23,6 +23,7 @@ release (:meth:`colo.store.Store.release`) frees them from the node as for any p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +32,7 @@ import redis.asyncio as aioredis
 
 from colo.keys import Keys
 from colo.messages import PodSpec, Resources
+from colo.store_lua import QUOTA_FN
 
 if TYPE_CHECKING:
     from colo.store import Fence
@@ -114,7 +116,7 @@ allocate_once '1'/'0', expires_at, at, reason) when its room fits the node as a 
 held (also when it already is, on that node), else the reason."""
 
 _BIND_ON_LUA = """#!lua flags=no-cluster
-""" + _END_FN + """
+""" + _END_FN + QUOTA_FN + """
 local stem = cjson.decode(ARGV[1])
 local b = cjson.decode(ARGV[2])
 local key = stem.rsv .. b.name
@@ -154,6 +156,8 @@ local slot = once and tonumber(held[7] or '0') > 0
 local maxpods = tonumber(lim[7] or '0')
 if not slot and maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
 if #bad > 0 then return table.concat(bad, ', ') end
+local refused = quota_refusal(stem, b.quotas, b.req, quota_read)
+if refused then return refused end
 for i = 1, 6 do
   if extra[i] > 0 then redis.call('HINCRBY', alloc, names[i], extra[i]) end
   if use[i] > 0 then redis.call('HINCRBY', key, names[i], -use[i]) end
@@ -166,6 +170,7 @@ end
 redis.call('HSET', stem.binding .. b.uid, 'node', b.node, 'at', b.at, 'cpu', b.req[1], 'memory', b.req[2],
            'batch_cpu', b.req[3], 'batch_memory', b.req[4], 'mid_cpu', b.req[5], 'mid_memory', b.req[6],
            'reservation', b.name)
+quota_charge(stem, b.quotas, b.req, stem.binding .. b.uid)
 redis.call('HSET', stem.podstate .. b.uid, 'node', b.node, 'bound_at', b.at, 'updated_at', b.at)
 redis.call('SADD', stem.nodepods .. b.node, b.uid)
 redis.call('HSET', key, 'consumed_by', b.uid)
@@ -173,7 +178,7 @@ if once then finish(stem, b.name, 'Succeeded', 'consumed by ' .. b.uid, b.at, to
 return ''
 """
 """Binds pod ``b.uid`` on ``b.node`` on the reservation ``b.name`` (JSON: name, uid, workload, node, at,
-req [six decimal strings]); ARGV[3] the history seconds; ARGV[4], ARGV[5] the fencing lease's key and
+req [six decimal strings], quotas [names charged the full requests]); ARGV[3] the history seconds; ARGV[4], ARGV[5] the fencing lease's key and
 value ('' = unfenced). '' when bound, else the reason (nothing changed)."""
 
 _RELEASE_LUA = """#!lua flags=no-cluster
@@ -277,7 +282,8 @@ class ReservationStore:
         self._stems = _json.encode({
             "binding": k.binding(""), "node": k.node(""), "limits": k.limits(""), "alloc": k.allocated(""),
             "podstate": k.pod_state(""), "nodepods": k.node_pods(""), "rsv": k.reservation(""),
-            "rsvs": k.reservations}).decode()
+            "rsvs": k.reservations, "quotamax": k.quota_max(""), "quotaused": k.quota_used(""),
+            "quotas": k.quotas}).decode()
 
     async def reserve(self, name: str, node: str, held: Resources, *, at: float, ttl_s: float,
                       owner_uid: str = "", owner_workload: str = "", allocate_once: bool = True,
@@ -301,15 +307,17 @@ class ReservationStore:
         return ReserveResult(not out, out)
 
     async def bind_on(self, name: str, spec: PodSpec, node: str, at: float,
-                      fence: Fence | None = None) -> ReserveResult:
+                      fence: Fence | None = None, quotas: Sequence[str] = ()) -> ReserveResult:
         """Bind pod ``spec`` on ``node`` consuming the reservation ``name`` (module doc), atomically.
         Refused (nothing changed) when the pod is already bound, the node is unknown, the reservation
         is not available on ``node`` or has expired by ``at`` (it is then ended as Expired), the pod
         is not its owner, the part of the requests above the held room does not fit the node, or
         ``fence`` is given and its lease is no longer held with that value (``"lease lost"``, as
-        :meth:`colo.store.Store.bind`)."""
+        :meth:`colo.store.Store.bind`), or a quota of ``quotas`` would pass its max
+        (:data:`colo.store.REASON_QUOTA_EXCEEDED`): the pod's full requests are charged to each of them,
+        as :attr:`colo.store.BindRequest.quotas` (the room held was not)."""
         doc = {"name": name, "uid": spec.uid, "workload": owner_workload(spec), "node": node,
-               "at": repr(float(at)), "req": _requests(spec.requests)}
+               "at": repr(float(at)), "req": _requests(spec.requests), "quotas": list(quotas)}
         lease = (self.keys.lease(fence.name), fence.value) if fence is not None else ("", "")
         out = _s(await self._bind_on(args=[self._stems, _json.encode(doc), self.history_s, *lease]))
         return ReserveResult(not out, out)

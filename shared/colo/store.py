@@ -1,4 +1,4 @@
-"""The Redis cluster snapshot: nodes, node resources, pods, allocations, atomic bind/release.
+"""The Redis cluster snapshot: nodes, node resources, pods, allocations, quota usage, atomic bind/release.
 
 Records are stored as :mod:`colo.codec` JSON; key names come from :mod:`colo.keys`.
 Binding is one Lua script (DESIGN.md §5): two schedulers racing can never over-commit a
@@ -11,13 +11,20 @@ the pod requests it (> 0), ``allocated + request > allocatable`` refuses; every 
 one against ``allocatable.pods`` when that is > 0. cpu, memory and pods are checked
 against the NodeSpec's allocatable; batch-* and mid-* against the node's NodeResource
 (0 when none was published).
+
+Quota charges (REFERENCE.md §8; the store's max is the hard cap shared by every scheduler replica, the
+runtime quota is each scheduler's own check): a bind naming quotas (:attr:`BindRequest.quotas`: the pod's
+leaf quota and its ancestors, the root excluded) is refused with :data:`REASON_QUOTA_EXCEEDED` when, for a
+resource the pod requests (every pod requests one ``pods``) and the quota has a max for
+(:meth:`Store.set_quota_max`; absent = unlimited), ``used + request > max``; a bind adds its requests to
+each quota's usage and :meth:`Store.release` takes them off exactly once. Gang groups
+(:attr:`BindRequest.group`): the binds of one :meth:`Store.bind_many` call with the same group are bound
+all together or not at all (Koordinator Coscheduling, REFERENCE.md §9). The scripts: :mod:`colo.store_lua`.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -29,191 +36,40 @@ from redis.backoff import ExponentialWithJitterBackoff
 from colo import codec
 from colo.keys import Keys
 from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
+from colo.store_binds import (
+    BIND_CHUNK,
+    REASON_ALREADY_BOUND,
+    REASON_GANG_MEMBER_REFUSED,
+    REASON_LEASE_LOST,
+    REASON_NODE_UNKNOWN,
+    REASON_QUOTA_EXCEEDED,
+    REASON_TOO_MANY_PODS,
+    BindRequest,
+    BindResult,
+    Fence,
+    Lease,
+    bind_arg,
+    bind_chunks,
+    bind_units,
+)
+from colo.store_lua import (
+    ACQUIRE_LUA,
+    ADMIT_LUA,
+    ALLOCATED_LUA,
+    BIND_LUA,
+    DELETE_QUOTA_LUA,
+    DROP_LEASE_LUA,
+    RELEASE_LUA,
+    RENEW_LUA,
+)
+from colo.store_quota import QuotaOps
 
-_REQUESTED = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
-_requested = operator.attrgetter(*_REQUESTED)
-"""Resources the bind script checks and reserves, in its order."""
+__all__ = ["BIND_CHUNK", "REASON_ALREADY_BOUND", "REASON_GANG_MEMBER_REFUSED", "REASON_LEASE_LOST",
+           "REASON_NODE_UNKNOWN", "REASON_QUOTA_EXCEEDED", "REASON_TOO_MANY_PODS", "RECONNECT_BACKOFF_S",
+           "RECONNECT_RETRIES", "BindRequest", "BindResult", "Fence", "Lease", "Store"]
+
 _json = msgspec.json.Encoder()
 _ALLOC_ROWS = msgspec.json.Decoder(list[list[int]], strict=False)
-
-REASON_ALREADY_BOUND = "already bound to"
-"""Prefix of the reason when the pod already has a binding (``"already bound to n1"``)."""
-REASON_NODE_UNKNOWN = "unknown node"
-"""Prefix of the reason when the node was never registered (``"unknown node n9"``)."""
-REASON_TOO_MANY_PODS = "Too many pods"
-"""Kubernetes reason when ``allocatable.pods`` is reached."""
-REASON_LEASE_LOST = "lease lost"
-"""Reason of a fenced bind whose lease is no longer held with that token."""
-
-_BIND_LUA = """#!lua flags=no-cluster
-local stem = cjson.decode(ARGV[1])
-local binds = cjson.decode(ARGV[3])
-local out = {}
-if ARGV[2] ~= '' and redis.call('GET', stem.lease) ~= ARGV[2] then
-  for i = 1, #binds do out[i] = 'lease lost' end
-  return table.concat(out, '\\n')
-end
-local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory', 'pods'}
-local labels = {'cpu', 'memory', 'kubernetes.io/batch-cpu', 'kubernetes.io/batch-memory',
-                'kubernetes.io/mid-cpu', 'kubernetes.io/mid-memory'}
-for i, b in ipairs(binds) do
-  local uid, node, at, req = b[1], b[2], b[3], b[4]
-  local binding, alloc = stem.binding .. uid, stem.alloc .. node
-  local bound = redis.call('HGET', binding, 'node')
-  if bound then
-    out[i] = 'already bound to ' .. bound
-  elseif redis.call('EXISTS', stem.node .. node) == 0 then
-    out[i] = 'unknown node ' .. node
-  else
-    local lim = redis.call('HMGET', stem.limits .. node, unpack(names))
-    local al = redis.call('HMGET', alloc, unpack(names))
-    local bad = {}
-    for r = 1, 6 do
-      local q = tonumber(req[r])
-      if q > 0 and tonumber(al[r] or '0') + q > tonumber(lim[r] or '0') then
-        table.insert(bad, 'Insufficient ' .. labels[r])
-      end
-    end
-    local maxpods = tonumber(lim[7] or '0')
-    if maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
-    if #bad > 0 then
-      out[i] = table.concat(bad, ', ')
-    else
-      for r = 1, 6 do
-        if tonumber(req[r]) > 0 then redis.call('HINCRBY', alloc, names[r], req[r]) end
-      end
-      redis.call('HINCRBY', alloc, 'pods', 1)
-      redis.call('HSET', binding, 'node', node, 'at', at, 'cpu', req[1], 'memory', req[2], 'batch_cpu', req[3],
-                 'batch_memory', req[4], 'mid_cpu', req[5], 'mid_memory', req[6])
-      redis.call('HSET', stem.podstate .. uid, 'node', node, 'bound_at', at, 'updated_at', at)
-      redis.call('SADD', stem.nodepods .. node, uid)
-      out[i] = ''
-    end
-  end
-end
-return table.concat(out, '\\n')
-"""
-"""Binds pods in order, each atomically and seeing the earlier ones. ARGV: the key stems (JSON, from
-:class:`colo.keys.Keys`), the fence value ('' = unfenced), the binds as JSON ``[[uid, node, at, [six
-requests as strings]], ...]``. Returns one line per bind: '' when bound, else the reason. Builds its key
-names (Redis 7 ``no-cluster`` script): one argument per chunk instead of fifteen per bind, which cost the
-client more than the binds cost Redis."""
-
-BIND_CHUNK = 500
-"""Binds per script call: one call costs Redis ~10 µs per bind, so a chunk blocks it a few ms at most."""
-
-_RELEASE_LUA = """
-local node = redis.call('HGET', KEYS[1], 'node')
-if not node then return 0 end
-if node ~= ARGV[1] then return -1 end
-local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory'}
-local vals = redis.call('HMGET', KEYS[1], unpack(names))
-for i = 1, 6 do
-  local v = tonumber(vals[i] or '0')
-  if v > 0 then redis.call('HINCRBY', KEYS[3], names[i], -v) end
-end
-redis.call('HINCRBY', KEYS[3], 'pods', -1)
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[4], ARGV[5])
-redis.call('HSET', KEYS[2], 'phase', ARGV[2], 'reason', ARGV[3], 'updated_at', ARGV[4])
-return 1
-"""
-
-
-_ADMIT_LUA = """#!lua flags=no-cluster
-local stem = cjson.decode(ARGV[1])
-local uids = cjson.decode(ARGV[3])
-local out = {}
-for i, uid in ipairs(uids) do
-  out[i] = '0'
-  if redis.call('EXISTS', stem.binding .. uid) == 0 then
-    local state = stem.podstate .. uid
-    local st = redis.call('HMGET', state, 'phase', 'node')
-    if not (st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= ''))) then
-      redis.call('SET', stem.pod .. uid, ARGV[3 + i])
-      redis.call('HSET', state, 'phase', 'Pending', 'node', '', 'reason', '', 'updated_at', ARGV[2], 'bound_at', '0.0')
-      redis.call('SADD', stem.pods, uid)
-      out[i] = '1'
-    end
-  end
-end
-return table.concat(out)
-"""
-"""Writes each pod as Pending unless bound or ran/finished. ARGV: key stems (JSON), time, uids (JSON),
-then one spec JSON per uid. Returns one character per pod: '1' written, '0' not."""
-
-_ALLOCATED_LUA = """#!lua flags=no-cluster
-local stem = cjson.decode(ARGV[1])
-local fields = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory', 'pods'}
-local out = {}
-for i, node in ipairs(cjson.decode(ARGV[2])) do
-  local v = redis.call('HMGET', stem.alloc .. node, unpack(fields))
-  for j = 1, 7 do v[j] = v[j] or '0' end
-  out[i] = v
-end
-return cjson.encode(out)
-"""
-"""Allocation sums of the nodes named in ARGV[2] (JSON), as JSON ``[[cpu, memory, batch_cpu, batch_memory,
-mid_cpu, mid_memory, pods], ...]`` of decimal strings (exact: Lua numbers would round past 2^53)."""
-
-_ACQUIRE_LUA = """
-local cur = redis.call('GET', KEYS[1])
-if cur then return {0, cur} end
-local token = redis.call('INCR', KEYS[2])
-local value = token .. ':' .. ARGV[1]
-redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
-return {token, value}
-"""
-
-_RENEW_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-_DROP_LEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A lease a bind must hold: the bind is refused (:data:`REASON_LEASE_LOST`) unless the lease
-    ``name`` still has exactly ``value`` (``"<token>:<holder>"`` from :meth:`Store.acquire_lease`)."""
-
-    name: str
-    value: str
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A lease held: fencing ``token`` (grows with every acquisition) and the stored ``value``."""
-
-    name: str
-    token: int
-    value: str
-
-
-@dataclass(frozen=True)
-class BindResult:
-    """Outcome of one bind: ``ok``, else ``reason`` (e.g. ``"Insufficient cpu, Too many pods"``,
-    ``"already bound to n1"``, ``"unknown node n9"``)."""
-
-    ok: bool
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class BindRequest:
-    """One bind of :meth:`Store.bind_many`: pod ``uid`` on ``node`` with ``requests`` at time ``at``."""
-
-    uid: str
-    node: str
-    requests: Resources
-    at: float
 
 
 def _s(v: bytes | str | None) -> str:
@@ -228,7 +84,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store:
+class Store(QuotaOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -239,13 +95,14 @@ class Store:
     def __init__(self, client: aioredis.Redis, prefix: str = "colo") -> None:
         self.redis = client
         self.keys = Keys(prefix)
-        self._bind = client.register_script(_BIND_LUA)
-        self._release = client.register_script(_RELEASE_LUA)
-        self._admit = client.register_script(_ADMIT_LUA)
-        self._acquire = client.register_script(_ACQUIRE_LUA)
-        self._renew = client.register_script(_RENEW_LUA)
-        self._drop_lease = client.register_script(_DROP_LEASE_LUA)
-        self._allocated = client.register_script(_ALLOCATED_LUA)
+        self._bind = client.register_script(BIND_LUA)
+        self._release = client.register_script(RELEASE_LUA)
+        self._admit = client.register_script(ADMIT_LUA)
+        self._acquire = client.register_script(ACQUIRE_LUA)
+        self._renew = client.register_script(RENEW_LUA)
+        self._drop_lease = client.register_script(DROP_LEASE_LUA)
+        self._allocated = client.register_script(ALLOCATED_LUA)
+        self._delete_quota = client.register_script(DELETE_QUOTA_LUA)
         self._stems = self._stems_for("")
 
     def _stems_for(self, lease: str) -> str:
@@ -254,7 +111,9 @@ class Store:
         k = self.keys
         return _json.encode({"binding": k.binding(""), "node": k.node(""), "limits": k.limits(""),
                              "alloc": k.allocated(""), "podstate": k.pod_state(""), "nodepods": k.node_pods(""),
-                             "pod": k.pod(""), "pods": k.pods, "lease": k.lease(lease)}).decode()
+                             "pod": k.pod(""), "pods": k.pods, "lease": k.lease(lease),
+                             "quotamax": k.quota_max(""), "quotaused": k.quota_used(""),
+                             "quotas": k.quotas}).decode()
 
     @classmethod
     async def connect(cls, url: str, prefix: str = "colo") -> Store:
@@ -494,22 +353,30 @@ class Store:
         results in input order.
 
         Each element is a :class:`BindRequest` or a ``(uid, node, requests, at)`` tuple. Each
-        bind is atomic on its own, and checks ``fence``; earlier binds in the list are seen by
-        later ones.
+        bind is atomic on its own, checks ``fence`` and its quotas (module doc); earlier binds in the
+        list are seen by later ones. The binds with the same non-empty ``group`` are one atomic unit,
+        checked at the place of the group's first member (each member seeing the earlier ones, quotas
+        included) and bound only when every one fits; otherwise none is, the refused members carry
+        their reason and the others :data:`REASON_GANG_MEMBER_REFUSED` naming the first refused one.
+        A group is never split across script calls, however large. Raises RedisError on I/O failure.
         """
         if not requests:
             return []
-        out: list[BindResult] = []
-        for start in range(0, len(requests), BIND_CHUNK):  # direct calls, as in admit_pending
-            binds = []
-            for item in requests[start:start + BIND_CHUNK]:
-                uid, node, r, at = (item.uid, item.node, item.requests, item.at) if isinstance(item, BindRequest) \
-                    else item
-                binds.append((uid, node, repr(float(at)), [str(int(v)) if v > 0 else "0" for v in _requested(r)]))
-            stems = self._stems if fence is None else self._stems_for(fence.name)
-            reasons = await self._bind(args=[stems, fence.value if fence is not None else "", _json.encode(binds)])
-            out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
-        return out
+        args = [bind_arg(item) for item in requests]
+        stems = self._stems if fence is None else self._stems_for(fence.name)
+        value = fence.value if fence is not None else ""
+        if not any(isinstance(item, BindRequest) and item.group for item in requests):
+            out: list[BindResult] = []
+            for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
+                reasons = await self._bind(args=[stems, value, _json.encode(args[start:start + BIND_CHUNK])])
+                out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
+            return out
+        results: list[BindResult] = [BindResult(False)] * len(args)
+        for chunk in bind_chunks(bind_units(requests), BIND_CHUNK):
+            reasons = await self._bind(args=[stems, value, _json.encode([args[i] for i in chunk])])
+            for i, r in zip(chunk, _s(reasons).split("\n")):
+                results[i] = BindResult(not r, r)
+        return results
 
     async def release(self, uid: str, phase: PodPhase, reason: str, at: float, node: str = "") -> bool:
         """Free a bound pod's allocation exactly once and set its phase/reason.
@@ -526,7 +393,7 @@ class Store:
                 return False
             res = await self._release(
                 keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
-                args=[bound, phase, reason, repr(float(at)), uid],
+                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used("")],
             )
             if int(res) == 1:
                 return True
