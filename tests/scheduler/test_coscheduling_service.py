@@ -82,8 +82,9 @@ async def test_gang_refused_in_part_by_the_store_leaves_no_member_bound(bus_fact
     assert [await store.bound_node(f"w{k}") for k in range(6)] == [None] * 6
     alloc = await store.all_allocated()
     assert alloc["n0"].cpu == 2000 and alloc["n1"].cpu == 0 and alloc["n2"].cpu == 0  # the gang's binds undone
-    rec = await store.get_pod("w0")
-    assert rec is not None and rec.phase == "Pending" and rec.node == ""
+    for k in range(6):  # the store refused the group whole: no member was bound and released again
+        rec = await store.get_pod(f"w{k}")
+        assert rec is not None and rec.phase == "Pending" and rec.node == "" and rec.reason == ""
     # the refused gang went back whole: later ticks see n0 full and bind nothing partial
     for t in (203.0, 215.0):
         stats = await svc.tick(t)

@@ -1,8 +1,10 @@
-"""Binding a gang all together: the placements of one gang group (:func:`group_key`) are bound in the
-cycle's one :meth:`colo.store.Store.bind_many` call, and when the store refuses any member, the members
-it did bind are released again (their allocation freed, their record Pending and unbound) and every
-member of the group is reported refused, so the service sends the whole gang back to the queue
-(``bind_failed`` on each: Unreserve + backoff) and no part of it stays bound.
+"""Binding a gang all together: the placements of one gang group go to the cycle's one
+:meth:`colo.store.Store.bind_many` call as :class:`~colo.store.BindRequest` with ``group`` =
+:func:`group_key` (:func:`bind_request`), which the store binds all-or-nothing. :func:`settle_gang_binds`
+then makes sure of it whatever path a member took (a member bound on a reservation binds alone):
+when any member of a group was refused, the members that were bound are released again (allocation
+freed, record Pending and unbound) and every member is reported refused, so the service sends the
+whole gang back to the queue (``bind_failed`` on each: Unreserve + backoff) and no part stays bound.
 """
 
 from __future__ import annotations
@@ -11,9 +13,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from colo.messages import PodRecord
-from colo.store import BindResult
+from colo.store import BindRequest, BindResult
 from colo_scheduler.core import Placement
 from colo_scheduler.plugins.coscheduling import group_key
+
+
+def bind_request(p: Placement, now: float) -> BindRequest:
+    """The store bind of placement ``p`` at ``now``; a gang member's carries its group's key."""
+    gs = p.pod.spec.gang
+    return BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now, group=group_key(gs) if gs is not None else "")
 
 
 def gang_groups(placements: Sequence[Placement]) -> dict[str, list[int]]:
