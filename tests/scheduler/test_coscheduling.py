@@ -257,3 +257,19 @@ def test_one_replica_owns_a_whole_gang_and_its_group(replicas: int) -> None:
     assert shard_key(member("p", gps)) == shard_key(member("w", gw)) == "default/ps"
     lone = [member(f"x{k}", None) for k in range(64)]  # pods without a gang still spread by uid
     assert len({i for p in lone for i, r in enumerate(shards) if r.owns_pod(p)}) == replicas
+
+
+def test_room_held_at_permit_survives_a_resync_of_the_stores_sums() -> None:
+    from colo.messages import Resources
+
+    s = cluster(1, cpu=3000, unschedulable_retry_s=10_000.0)
+    g = gang("g", 4, "NonStrict")
+    add_members(s, g, 4, 0.0)
+    s.schedule_cycle(1.0)
+    assert len(s.waiting) == 3 and allocated_cpu(s) == 3000
+    s.set_allocated("n0", Resources(), 0)  # the store holds no binding of a waiting member
+    assert allocated_cpu(s) == 3000
+    s.add_pod(member("other", None, 1000), 2.0)
+    assert not s.schedule_cycle(2.0).placements  # the held room is not handed to another pod
+    s.schedule_cycle(1.0 + 600.0)  # released at the deadline: the room is free again
+    assert allocated_cpu(s) == 0

@@ -111,6 +111,8 @@ class Scheduler:
         self._record = settings.decision_detail if settings.decision_records > 0 else None
         self.waiting: dict[str, tuple[PodInfo, int, float]] = {}
         """Pods a Permit plugin holds: uid → (pod, row, deadline clock seconds); reserved meanwhile."""
+        self._held: tuple[int, dict[int, list[PodInfo]]] = (0, {})
+        self._waiting_version = 0
         self._allowed: set[str] = set()
         self._templates: dict[bytes, PodInfo] = {}
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
@@ -167,7 +169,8 @@ class Scheduler:
 
     def release(self, uid: str, now: float) -> PodInfo | None:
         """Free a placed pod (Unreserve) and wake pods waiting for room; the pod's info or None."""
-        self.waiting.pop(uid, None)
+        if self.waiting.pop(uid, None) is not None:
+            self._waiting_version += 1
         entry = self.unreserve(uid)
         self._events.add(POD_DELETE)
         return entry[0] if entry else None
@@ -242,8 +245,20 @@ class Scheduler:
             return
         before = self.table.free[i].copy()
         self.table.set_allocated(node, allocated, pods)
+        for pod in self._held_on().get(i, ()):  # held at Permit: reserved here, not in the store's sums yet
+            nominated = pod.extra.get(NOMINATION)
+            self.table.add_allocated(i, pod.request - nominated.use if isinstance(nominated, Nomination) else pod.request)
         if bool((self.table.free[i] > before).any()):
             self.node_changed(i, POD_DELETE)
+
+    def _held_on(self) -> dict[int, list[PodInfo]]:
+        """Row → pods held at Permit on it (rebuilt when the waiting pods changed)."""
+        if self._held[0] != self._waiting_version:
+            rows: dict[int, list[PodInfo]] = {}
+            for pod, row, _ in self.waiting.values():
+                rows.setdefault(row, []).append(pod)
+            self._held = (self._waiting_version, rows)
+        return self._held[1]
 
     # ------------------------------------------------------------------ queueing hints
 
@@ -354,6 +369,7 @@ class Scheduler:
                                                     nominated.name if nominated is not None else ""))
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
+                    self._waiting_version += 1
                     if result.record is not None:  # the record says what the pod waits for
                         result.record.status, result.record.message = WAIT, permit.reason
                 else:
@@ -397,6 +413,7 @@ class Scheduler:
         entry = self.waiting.pop(uid, None)
         if entry is None:
             return False
+        self._waiting_version += 1
         self._allowed.discard(uid)
         self.unreserve(uid)
         self.queue.add_unschedulable(entry[0], now, frozenset({"Permit"}), {reason: 1})
@@ -405,6 +422,7 @@ class Scheduler:
     def _place_allowed(self, out: CycleOutcome) -> None:
         for uid in [u for u in self.waiting if u in self._allowed]:
             pod, row, _ = self.waiting.pop(uid)
+            self._waiting_version += 1
             self._allowed.discard(uid)
             nominated = pod.extra.get(NOMINATION)
             out.placements.append(Placement(pod, self.table.names[row], 0.0,
