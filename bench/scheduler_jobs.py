@@ -10,8 +10,9 @@ workloads, 30 % BE batch-task instances). Three runs over the same pods, in turn
   gangs of at most 256), ``min_member`` = the gang's size, Strict.
 
 pods/s = scheduling attempts (every decision, including members sent back with their gang) per second
-of scheduling cycles; ``ratio_gangs`` = gangs / no_gangs and ``ratio_plugin`` = no_gangs / plain
-(medians over rounds). Then one 1,000-member gang on ``--big-nodes`` nodes: the wall time from the
+of scheduling cycles (wall; ``pods_per_cpu_s`` per CPU second of the process, steadier on a shared
+machine); ``ratio_gangs`` = gangs / no_gangs and ``ratio_plugin`` = no_gangs / plain (medians over
+rounds of the per-round ratios; ``*_cpu`` the same in CPU time). Then one 1,000-member gang on ``--big-nodes`` nodes: the wall time from the
 first cycle to all members allowed (placements out). The last line is JSON.
 
 Run: ``.venv/bin/python bench/scheduler_jobs.py --nodes 5000 --pods 20000``.
@@ -76,20 +77,22 @@ def run(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings, prof
     for p in pods:
         core.add_pod(p, NOW)
     infos = {}
-    cycles_s = 0.0
+    cycles_s = cycles_cpu_s = 0.0
     placed = 0
     now = NOW
     while core.queue.lengths()["active"]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = core.schedule_cycle(now)
         cycles_s += time.perf_counter() - t0
+        cycles_cpu_s += time.process_time() - c0
         placed += len(out.placements)
         for p in out.placements:
             infos[p.pod.uid] = p.pod
         now += 0.001
     attempts = sum(p.attempts for p in core.queue.pods()) + sum(p.attempts for p in infos.values())
     attempts += sum(p.attempts for p, _, _ in core.waiting.values())
-    return {"pods_per_s": attempts / cycles_s, "attempts": attempts, "placed": placed, "cycles_s": cycles_s}
+    return {"pods_per_s": attempts / cycles_s, "pods_per_cpu_s": attempts / cycles_cpu_s, "attempts": attempts,
+            "placed": placed, "cycles_s": cycles_s}
 
 
 def big_gang(nodes: int, members: int, seed: int) -> dict[str, float]:
@@ -137,8 +140,12 @@ def main() -> None:
         for name in names:
             runs[name].append(run(cluster, cases[name][0], settings, cases[name][1]))
     med = {k: statistics.median(r["pods_per_s"] for r in v) for k, v in runs.items()}
-    ratio_gangs = statistics.median(g["pods_per_s"] / n["pods_per_s"] for g, n in zip(runs["gangs"], runs["no_gangs"]))
-    ratio_plugin = statistics.median(n["pods_per_s"] / p["pods_per_s"] for n, p in zip(runs["no_gangs"], runs["plain"]))
+    med_cpu = {k: statistics.median(r["pods_per_cpu_s"] for r in v) for k, v in runs.items()}
+
+    def ratio(a: str, b: str, key: str) -> float:
+        return statistics.median(x[key] / y[key] for x, y in zip(runs[a], runs[b]))
+
+    ratio_gangs, ratio_plugin = ratio("gangs", "no_gangs", "pods_per_s"), ratio("no_gangs", "plain", "pods_per_s")
     big = big_gang(args.big_nodes, args.big_members, args.seed)
     out = {
         "bench": "scheduler_jobs", "nodes": args.nodes, "pods": args.pods, "rounds": args.rounds,
@@ -146,6 +153,10 @@ def main() -> None:
         "pods_per_s_plain": round(med["plain"]), "pods_per_s_no_gangs": round(med["no_gangs"]),
         "pods_per_s_gangs": round(med["gangs"]),
         "ratio_gangs": round(ratio_gangs, 3), "ratio_plugin": round(ratio_plugin, 3),
+        "pods_per_cpu_s_plain": round(med_cpu["plain"]), "pods_per_cpu_s_no_gangs": round(med_cpu["no_gangs"]),
+        "pods_per_cpu_s_gangs": round(med_cpu["gangs"]),
+        "ratio_gangs_cpu": round(ratio("gangs", "no_gangs", "pods_per_cpu_s"), 3),
+        "ratio_plugin_cpu": round(ratio("no_gangs", "plain", "pods_per_cpu_s"), 3),
         "placed_no_gangs": runs["no_gangs"][0]["placed"], "placed_gangs": runs["gangs"][0]["placed"],
         "big_gang_members": args.big_members, "big_gang_nodes": args.big_nodes,
         "big_gang_s": round(big["seconds"], 3), "big_gang_allowed": big["allowed"], "big_gang_cycles": big["cycles"],
