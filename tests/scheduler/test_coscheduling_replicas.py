@@ -8,6 +8,7 @@ lone pods that compete for the same room: at most 4 gangs can be bound, and none
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections import Counter
 
 import pytest
@@ -44,9 +45,12 @@ async def test_two_replicas_bind_gangs_whole_without_overcommit(nats_url: str, r
         await store.put_node(spec)
         await tester.publish(subjects.NODE_REGISTERED, spec, node=spec.name)
     gangs = [gang(f"job{j}", SIZE, created_at=float(j)) for j in range(GANGS)]
-    specs = [member(f"job{j}-{k}", g, 1000) for j, g in enumerate(gangs) for k in range(SIZE)]
+    specs = [member(f"job{j}-{k}-{zlib.crc32(bytes([j, k])):08x}", g, 1000) for j, g in enumerate(gangs)
+             for k in range(SIZE)]
     specs += [member(f"lone-{k}", None, 1000, created_at=0.5) for k in range(LONE)]
     assert len({shard_of(shard_key(s), REPLICAS) for s in specs if s.gang}) == REPLICAS  # both own gangs
+    # sharded by uid, members of one gang would be split between the replicas (each would hold a part)
+    assert any(len({shard_of(s.uid, REPLICAS) for s in specs if s.gang is g}) > 1 for g in gangs)
     runners = []
     for i in range(REPLICAS):
         svc = SchedulerService(SchedulerSettings(replicas=REPLICAS, replica_index=i, seed=7, tick_interval_s=0.5,
