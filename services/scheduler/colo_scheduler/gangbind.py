@@ -1,6 +1,6 @@
 """Binding a gang all together: the placements of one gang group go to the cycle's one
 :meth:`colo.store.Store.bind_many` call as :class:`~colo.store.BindRequest` with ``group`` =
-:func:`group_key` (:func:`bind_request`), which the store binds all-or-nothing. :func:`settle_gang_binds`
+:func:`group_key` (:func:`bind_requests`), which the store binds all-or-nothing. :func:`settle_gang_binds`
 then makes sure of it whatever path a member took (a member bound on a reservation binds alone):
 when any member of a group was refused, the members that were bound are released again (allocation
 freed, record Pending and unbound) and every member is reported refused, so the service sends the
@@ -12,16 +12,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from colo.messages import PodRecord
+from colo.messages import PodRecord, Resources
 from colo.store import BindRequest, BindResult
 from colo_scheduler.core import Placement
 from colo_scheduler.plugins.coscheduling import group_key
 
 
-def bind_request(p: Placement, now: float) -> BindRequest:
-    """The store bind of placement ``p`` at ``now``; a gang member's carries its group's key."""
-    gs = p.pod.spec.gang
-    return BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now, group=group_key(gs) if gs is not None else "")
+def bind_requests(placements: Sequence[Placement],
+                  now: float) -> list[BindRequest] | list[tuple[str, str, Resources, float]]:
+    """The store binds of ``placements`` at ``now``: ``(uid, node, requests, at)`` tuples when no pod is
+    in a gang (the store's plain path, as before gangs), else :class:`BindRequest` with a gang member's
+    ``group`` = its group's key."""
+    if all(p.pod.spec.gang is None for p in placements):
+        return [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in placements]
+    return [BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now,
+                        group=group_key(p.pod.spec.gang) if p.pod.spec.gang is not None else "")
+            for p in placements]
 
 
 def gang_groups(placements: Sequence[Placement]) -> dict[str, list[int]]:

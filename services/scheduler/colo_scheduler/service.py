@@ -41,7 +41,7 @@ from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
-from colo_scheduler.gangbind import bind_request, settle_gang_binds
+from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
@@ -452,7 +452,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         plain = [k for k, p in enumerate(placements) if not p.reservation]
         results: list[Any] = [None] * len(placements)
         if plain:
-            got = await store.bind_many([bind_request(placements[k], now) for k in plain], fence=fence)
+            got = await store.bind_many(bind_requests([placements[k] for k in plain], now), fence=fence)
             for k, r in zip(plain, got):
                 results[k] = r
         for k, p in enumerate(placements):
