@@ -1,6 +1,7 @@
 # Colo — one command runs the demo, one runs the tests; both install what they need.
 #   make demo                 default scenario (100 nodes, 6 trace hours), baseline vs colo
 #   make demo NODES=20 HOURS=1
+#   make demo JOBS=0          batch tasks as bare pods (no Jobs, gangs, team quotas)
 #   make test
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
@@ -12,6 +13,7 @@ NODES  ?= 100
 HOURS  ?= 6
 SEED   ?= 1
 OUT    ?= out/demo
+JOBS   ?= 1
 PYTEST_ARGS ?=
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler
@@ -35,7 +37,7 @@ $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach 
 	touch $(STAMP)
 
 demo: install
-	$(PY) -m colo.sim --nodes $(NODES) --hours $(HOURS) --seed $(SEED) --out $(OUT)
+	$(PY) -m colo.sim --nodes $(NODES) --hours $(HOURS) --seed $(SEED) --out $(OUT) $(if $(filter 0,$(JOBS)),--no-jobs,--jobs)
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

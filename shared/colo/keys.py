@@ -13,12 +13,15 @@ Layout (``{p}`` = prefix)::
     {p}:pod:{uid}             str   PodSpec (JSON)
     {p}:podstate:{uid}        hash  phase, node, reason, updated_at, bound_at
     {p}:binding:{uid}         hash  node, at, the bound requests and the quotas charged (JSON list; freed
-                                    exactly once by release), and the reservation consumed
+                                    exactly once by release), the reservation consumed and, on a reusable
+                                    one, the part of its room the pod took (rsv_use, returned at release)
     {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
     {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
     {p}:checkpoint:{name}     str   a service's checkpoint blob (the profiler's models), replaced in one SET
     {p}:rsvs                  zset  names of the available reservations, scored by expiry (clock seconds)
-    {p}:rsv:{name}            hash  a reservation: node, owner, held resources, state (colo.reservations)
+    {p}:rsv:{name}            hash  a reservation: node, owners, held resources, state (colo.reservations);
+                                    a Pending one also its submission (spec, ReservationSpec JSON)
+    {p}:rsvpending            set   names of the reservations submitted and not placed yet (Pending)
     {p}:quotas                set   names of the quotas with a max or usage
     {p}:quotamax:{name}       hash  a quota's hard max the bind script checks (Resources fields; absent =
                                     unlimited), set by the scheduler from its ElasticQuota tree
@@ -26,6 +29,8 @@ Layout (``{p}`` = prefix)::
                                     pods = count); changed only by the bind and release scripts
     {p}:migjobs               set   ids of the descheduler's migration jobs
     {p}:migjob:{id}           str   PodMigrationJob (JSON); a finished job's key expires
+    {p}:podgroups             hash  "namespace/name" → PodGroupSpec (JSON) of every admitted PodGroup
+    {p}:workloads             hash  workload uid → admission's record of it (JSON: spec, pods, Job progress)
 """
 
 from __future__ import annotations
@@ -114,6 +119,11 @@ class Keys:
         """Sorted set of available reservation names, scored by their expiry (clock seconds)."""
         return f"{self.prefix}:rsvs"
 
+    @property
+    def reservations_pending(self) -> str:
+        """Set of the names of reservations submitted and not placed yet (state Pending)."""
+        return f"{self.prefix}:rsvpending"
+
     def reservation(self, name: str) -> str:
         """Hash of the reservation ``name``: node, owner, held resources, state (:mod:`colo.reservations`)."""
         return f"{self.prefix}:rsv:{name}"
@@ -139,3 +149,13 @@ class Keys:
     def migration_job(self, job_id: str) -> str:
         """PodMigrationJob JSON of ``job_id``."""
         return f"{self.prefix}:migjob:{job_id}"
+
+    @property
+    def pod_groups(self) -> str:
+        """Hash ``namespace/name`` → PodGroupSpec JSON of the admitted PodGroups."""
+        return f"{self.prefix}:podgroups"
+
+    @property
+    def workloads(self) -> str:
+        """Hash workload uid → admission's record of the workload (its pods, a Job's progress), JSON."""
+        return f"{self.prefix}:workloads"

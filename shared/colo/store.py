@@ -63,6 +63,7 @@ from colo.store_lua import (
     RENEW_LUA,
 )
 from colo.store_quota import QuotaOps
+from colo.store_workloads import WorkloadOps
 
 __all__ = ["BIND_CHUNK", "REASON_ALREADY_BOUND", "REASON_GANG_MEMBER_REFUSED", "REASON_LEASE_LOST",
            "REASON_NODE_UNKNOWN", "REASON_QUOTA_EXCEEDED", "REASON_TOO_MANY_PODS", "RECONNECT_BACKOFF_S",
@@ -84,7 +85,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps):
+class Store(QuotaOps, WorkloadOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -393,7 +394,7 @@ class Store(QuotaOps):
                 return False
             res = await self._release(
                 keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
-                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used("")],
+                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
             )
             if int(res) == 1:
                 return True

@@ -152,9 +152,14 @@ if not node then return 0 end
 if node ~= ARGV[1] then return -1 end
 local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory'}
 local vals = redis.call('HMGET', KEYS[1], unpack(names))
+local back = {'0', '0', '0', '0', '0', '0'}
+local rsv = redis.call('HMGET', KEYS[1], 'reservation', 'rsv_use')
+local rsvkey = rsv[1] and (ARGV[7] .. rsv[1])
+if rsv[2] and redis.call('HGET', rsvkey, 'state') == 'Available' then back = cjson.decode(rsv[2]) end
 for i = 1, 6 do
-  local v = tonumber(vals[i] or '0')
-  if v > 0 then redis.call('HINCRBY', KEYS[3], names[i], '-' .. vals[i]) end
+  local v, b = tonumber(vals[i] or '0'), tonumber(back[i])
+  if v - b > 0 then redis.call('HINCRBY', KEYS[3], names[i], string.format('%d', b - v)) end
+  if b > 0 then redis.call('HINCRBY', rsvkey, names[i], back[i]) end
 end
 redis.call('HINCRBY', KEYS[3], 'pods', -1)
 local quotas = redis.call('HGET', KEYS[1], 'quotas')
@@ -173,8 +178,9 @@ redis.call('HSET', KEYS[2], 'phase', ARGV[2], 'reason', ARGV[3], 'updated_at', A
 return 1
 """
 """Frees binding KEYS[1] (pod state KEYS[2], node allocation KEYS[3], node pod set KEYS[4]) when it is on
-node ARGV[1]: the node's and every charged quota's (stem ARGV[6]) amounts, once. ARGV[2..5]: phase,
-reason, time, uid. Returns 1 freed, 0 no binding, -1 bound elsewhere."""
+node ARGV[1]: the node's and every charged quota's (stem ARGV[6]) amounts, once; the part a pod took from a
+reusable reservation (``rsv_use``) goes back to that reservation (stem ARGV[7]) instead of the node while it
+is available. ARGV[2..5]: phase, reason, time, uid. Returns 1 freed, 0 no binding, -1 bound elsewhere."""
 
 ADMIT_LUA = """#!lua flags=no-cluster
 local stem = cjson.decode(ARGV[1])

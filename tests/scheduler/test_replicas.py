@@ -23,7 +23,7 @@ from colo import subjects
 from colo.messages import PodAdmitted, PodBound, PodSpec, Resources
 from colo.runtime import ServiceRunner
 from colo.settings import RuntimeSettings
-from colo.store import BindResult, Store
+from colo.store import BindRequest, BindResult, Store
 from colo.testing.fixtures import BusFactory
 from colo_scheduler.replicas import Replica, shard_of
 from colo_scheduler.service import SchedulerService
@@ -115,7 +115,7 @@ def check_then_write(store: Store) -> Any:
     k = store.keys
 
     async def bind_many(requests: Any, fence: Any = None) -> list[BindResult]:
-        reqs = list(requests)
+        reqs = [(r.uid, r.node, r.requests, r.at) if isinstance(r, BindRequest) else r for r in requests]
         nodes = sorted({r[1] for r in reqs})
         free = {}
         for n in nodes:

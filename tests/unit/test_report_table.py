@@ -37,7 +37,8 @@ def test_every_metric_row_says_which_way_is_better(tmp_path: Path) -> None:
 
 
 def test_notes_explain_evictions_suppress_and_pending_in_one_line_each(tmp_path: Path) -> None:
-    assert set(METRIC_NOTES) == {"be_evictions", "be_suppress_events", "pods_pending", "batch_mid_cpu_offered_cores"}
+    assert set(METRIC_NOTES) == {"be_evictions", "be_suppress_events", "pods_pending", "batch_mid_cpu_offered_cores",
+                                 "gang_wait_p50_s", "preemptions"}
     console = Console(record=True, width=200)
     write_report(tmp_path, _runs(), {}, console)
     text = console.export_text()

@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 
 from colo.cli import main as cli
-from colo.cli.podfile import PodFileError, load_pod_file, parse_pods
+from colo.cli import submit
+from colo.manifests import ManifestError as PodFileError
+from colo.manifests import load_manifest, parse_manifest
+from colo.messages import PodSpec
+
+
+def parse_pods(text: str, now: float = 0.0) -> list[PodSpec]:
+    return parse_manifest(text, now, kinds=("Pod",)).pods
+
+
+def load_pod_file(path: Path) -> list[PodSpec]:
+    return load_manifest(path, kinds=("Pod",)).pods
 
 POD = """
 metadata: {name: web, namespace: shop, labels: {app: web}}
@@ -77,14 +88,14 @@ OK = "{metadata: {name: ok}, spec: {containers: [{}]}}"
     pytest.param(_list("{metadata: {name: p}, spec: {priorityClassName: gold, containers: [{}]}}"),
                  ["items[0].spec.priorityClassName: unknown priority class 'gold'"], id="bad-priority-class"),
     pytest.param(_list("{kind: Service, metadata: {name: s}, spec: {containers: [{}]}}"),
-                 ["items[0].kind: expected Pod, got 'Service'"], id="wrong-kind"),
+                 ["items[0].kind: unknown kind 'Service'"], id="wrong-kind"),
     pytest.param(_list("{metadata: {name: q, labels: {koordinator.sh/qosClass: BE}}, "
                        "spec: {priorityClassName: koord-prod, containers: [{}]}}"),
                  ["items[0].spec: QoS class BE cannot have priority class prod"], id="invalid-class-combination"),
     pytest.param(_list(OK, OK), ["items[1].metadata: duplicate pod 'default-ok'"], id="duplicate"),
     pytest.param("metadata: [1]\nspec: {containers: [{}]}\n", ["metadata: expected a mapping"], id="root-pod"),
     pytest.param("a: [1, 2\n", ["<root>: not valid YAML/JSON"], id="not-yaml"),
-    pytest.param("", ["<root>: no pods in file"], id="empty"),
+    pytest.param("", ["<root>: no objects in file"], id="empty"),
 ])
 def test_errors_have_paths(text: str, errors: list[str]) -> None:
     with pytest.raises(PodFileError) as info:
@@ -109,10 +120,10 @@ def test_every_error_listed() -> None:
 def test_submit_publishes_nothing_when_any_pod_is_invalid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     published: list[object] = []
 
-    async def fake_publish(pods: list[object], url: str) -> None:
-        published.extend(pods)
+    async def fake_publish(items: list[tuple[object, object, object, object]], url: str, attempts: int) -> None:
+        published.extend(item[1] for item in items)
 
-    monkeypatch.setattr(cli, "_publish", fake_publish)
+    monkeypatch.setattr(submit, "publish", fake_publish)
     bad = tmp_path / "bad.yaml"
     bad.write_text(_list(OK, "{metadata: {name: c}, spec: {containers: [{resources: {requests: {cpu: 5x}}}]}}"))
     assert cli.main(["submit", str(bad)]) == 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from colo.messages import ElasticQuota as ElasticQuotaSpec
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodSpec, Resources
 from colo_scheduler.framework.classcache import class_key, spec_class_key
 from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
@@ -32,6 +33,7 @@ from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.coscheduling import Coscheduling
+from colo_scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
@@ -86,11 +88,22 @@ class Failure:
 
 
 @dataclass(slots=True)
+class Eviction:
+    """A placed pod to evict from ``node`` (name), and why (the service publishes it on ``pod.evict``)."""
+
+    pod: PodInfo
+    node: str
+    reason: str
+
+
+@dataclass(slots=True)
 class CycleOutcome:
-    """What one cycle did: placements (reserved, to bind) and failures (now unschedulable)."""
+    """What one cycle did: placements (reserved, to bind), failures (now unschedulable) and evictions
+    (pods to take off their nodes, e.g. to give a quota its lent min back)."""
 
     placements: list[Placement] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
 
 
 class Scheduler:
@@ -119,7 +132,13 @@ class Scheduler:
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
         self.interest: dict[str, frozenset[str]] = {name: getattr(p, "events", frozenset()) for name, p in profile_obj.plugins.items()}
         self._filter_names = frozenset(p.name for p in profile_obj.filter)
-        self._equivalence = all(isinstance(p, EQUIVALENCE_PRE_FILTERS) for p in profile_obj.pre_filter) and all(
+        self.quota: ElasticQuota | None = next((p for p in profile_obj.plugins.values()
+                                                if isinstance(p, ElasticQuota)), None)
+        """The profile's elastic quota plugin (docs/quota.md), None when not enabled."""
+        self._quota_totals: tuple[int, int, tuple[int, ...]] = (-1, -1, ())
+        # its rejections depend on the pod's quota, not on the class: never cached per class (below)
+        self._equivalence = all(isinstance(p, EQUIVALENCE_PRE_FILTERS) or p is self.quota
+                                for p in profile_obj.pre_filter) and all(
             isinstance(p, EQUIVALENCE_FILTERS) for p in profile_obj.filter)
         self._dirty_rows: set[int] = set()
         self._events: set[str] = set()
@@ -155,7 +174,11 @@ class Scheduler:
         """Queue a pending pod; False when it is already queued or placed."""
         if spec.uid in self.framework.placed or spec.uid in self.queue:
             return False
-        return self.queue.add(self.pod_info(spec, now))
+        info = self.pod_info(spec, now)
+        added = self.queue.add(info)
+        if added and self.quota is not None:
+            self.quota.add_pending(info)
+        return added
 
     def adopt(self, spec: PodSpec, node: str, bound_at: float) -> bool:
         """Count an already bound pod (loaded from the store) on ``node``; False for unknown nodes
@@ -172,6 +195,8 @@ class Scheduler:
         if self.waiting.pop(uid, None) is not None:
             self._waiting_version += 1
         entry = self.unreserve(uid)
+        if self.quota is not None:
+            self.quota.drop_pending(uid)
         self._events.add(POD_DELETE)
         return entry[0] if entry else None
 
@@ -213,6 +238,19 @@ class Scheduler:
     def forget(self, uid: str) -> None:
         """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
         self.queue.remove(uid)
+        if self.quota is not None:
+            self.quota.drop_pending(uid)
+
+    def on_quota(self, spec: ElasticQuotaSpec) -> list[str]:
+        """Add, change or delete an elastic quota; the problems when refused ([] when applied, or when no
+        profile plugin keeps quotas). Pods its checks refused are woken by the change."""
+        if self.quota is None:
+            return []
+        problems = self.quota.apply(spec)
+        if not problems:
+            self.quota.book.rebuild(self.framework.placed.values(), self.queue.pods())
+            self._events.add(QUOTA_CHANGE)
+        return problems
 
     # ------------------------------------------------------------------ nodes
 
@@ -323,6 +361,8 @@ class Scheduler:
         state = self.framework.begin_cycle(now)
         out = CycleOutcome()
         self._resolve_waiting(now, out)
+        if self.quota is not None:
+            self._quota_cycle(now, out)
         self.wake_helped(state, now)
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
@@ -351,7 +391,8 @@ class Scheduler:
                 self.hint_stats["equivalent_failures"] += 1
             else:
                 result = self.framework.schedule_one(state, pod, record)
-                if result.node < 0 and key is not None and result.nominated < 0:
+                if (result.node < 0 and key is not None and result.nominated < 0
+                        and ElasticQuota.name not in result.rejectors):
                     failed[key] = result
             ms = (time.perf_counter() - t0) * 1e3
             if result.record is not None:
@@ -390,6 +431,22 @@ class Scheduler:
         if self._allowed:  # allowed in this cycle (a gang complete): bound with this cycle's placements
             self._place_allowed(out)
         return out
+
+    def _quota_cycle(self, now: float, out: CycleOutcome) -> None:
+        """Recompute the runtime quotas (when demand, use or the cluster changed) and order evictions
+        where lent quota is needed back (docs/quota.md)."""
+        assert self.quota is not None
+        t = self.table
+        if self._quota_totals[:2] != (t.alloc_version, t.n):
+            self._quota_totals = (t.alloc_version, t.n, tuple(int(v) for v in t.alloc.sum(axis=0)))
+        if self.quota.refresh(self._quota_totals[2]):
+            self._events.add(QUOTA_CHANGE)
+        names = t.names
+        for r in self.quota.reclaim():
+            if r.member.pod.uid in self.waiting:  # held at Permit, not on its node yet: give the room back
+                self.reject_waiting(r.member.pod.uid, now, r.reason)
+            else:
+                out.evictions.append(Eviction(r.member.pod, names[r.member.row], r.reason))
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
         """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""

@@ -9,24 +9,22 @@ whole gang back to the queue (``bind_failed`` on each: Unreserve + backoff) and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from colo.messages import PodRecord, Resources
+from colo.messages import PodRecord
 from colo.store import BindRequest, BindResult
 from colo_scheduler.core import Placement
 from colo_scheduler.plugins.coscheduling import group_key
+from colo_scheduler.podinfo import PodInfo
 
 
-def bind_requests(placements: Sequence[Placement],
-                  now: float) -> list[BindRequest] | list[tuple[str, str, Resources, float]]:
-    """The store binds of ``placements`` at ``now``: ``(uid, node, requests, at)`` tuples when no pod is
-    in a gang (the store's plain path, as before gangs), else :class:`BindRequest` with a gang member's
-    ``group`` = its group's key."""
-    if all(p.pod.spec.gang is None for p in placements):
-        return [(p.pod.uid, p.node, p.pod.spec.requests, now) for p in placements]
-    return [BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now,
-                        group=group_key(p.pod.spec.gang) if p.pod.spec.gang is not None else "")
+def bind_requests(placements: Sequence[Placement], now: float,
+                  quotas: Callable[[PodInfo], tuple[str, ...]] = lambda pod: ()) -> list[BindRequest]:
+    """The store binds of ``placements`` at ``now``, each charged to ``quotas(pod)`` (its quota chain);
+    a gang member's carries ``group`` = its gang group's key (:func:`group_key`)."""
+    return [BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now, quotas(p.pod),
+                        group_key(p.pod.spec.gang) if p.pod.spec.gang is not None else "")
             for p in placements]
 
 

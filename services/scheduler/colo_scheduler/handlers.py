@@ -160,6 +160,9 @@ class SchedulerEventHandlers:
             placed = self.core.release(st.uid, now)
         for watch in self._releases_watch:
             watch.add(st.uid)
+        if released and self.core.reservations.reusable:
+            self._dirty |= nodes  # a pod on a reusable reservation gave its part back to it, not to the node
+            await self._sync_reservations()
         self._last_unschedulable.pop(st.uid, None)
         if placed is None or not released or self._allocation_reads_open:
             # a pod we did not place (another replica; our sums may count it), one another replica

@@ -4,7 +4,8 @@ Consumes ``pod.admitted`` in batches (each batch persisted as Pending PodRecords
 pipeline before the messages are acked, so a crash never loses a pod), ``node.registered``,
 ``node.resource``, ``node.metric``, ``pod.status`` (Succeeded/Failed → release; reason
 Evicted/Descheduled → requeue) and, when other processes bind too (replicas, leader
-election), ``pod.bound``. A cycle of :class:`colo_scheduler.core.Scheduler` binds its
+election), ``pod.bound``, and ``reservation.submitted`` (placed at the start of the leader's cycles:
+:mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
 placements with one pipelined :meth:`colo.store.Store.bind_many` and publishes the PodBound
 events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock, also
 ``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.
@@ -46,7 +47,9 @@ from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.publishing import SchedulerEventPublisher
+from colo_scheduler.quota_events import QuotaEvents
 from colo_scheduler.replicas import Replica
+from colo_scheduler.reservations_intake import ReservationIntake
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.validation import node_problem as _node_problem
 from colo_scheduler.validation import pod_problem as _pod_problem
@@ -60,7 +63,7 @@ MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
+class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEvents):
     """The ``scheduler`` service (colo.runtime Service protocol).
 
     Raises ValueError at construction when ``settings.problems()`` is not empty.
@@ -104,6 +107,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         """Sets of uids released while a ``pod.bound`` batch waits for the store (see :meth:`_on_bound`)."""
         self.heap = HeapFreezer(settings.heap_freeze_interval_s, settings.heap_full_collect_interval_s)
         self._reservation_store: ReservationStore | None = None
+        self._quota_max_sent: dict[str, dict[str, int]] = {}
+        self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -122,6 +127,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
             self.heap.freeze()  # the loaded cluster is long-lived
         bus = ctx.bus
         durable = self.replica.durable
+        await self._subscribe_quotas(durable("quotas"))
         bus.subscribe_batch(subjects.POD_ADMITTED, self._on_admitted, durable=durable("admitted"))
         bus.subscribe(subjects.NODE_REGISTERED, self._on_node, durable=durable("nodes"))
         bus.subscribe(subjects.NODE_RESOURCE, self._on_node_resource, durable=durable("resources"))
@@ -130,6 +136,9 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         if self.replica.sees_foreign_binds:
             bus.subscribe_batch(subjects.POD_BOUND, self._on_bound, durable=durable("bound"))
         bus.subscribe(subjects.MIGRATION, self._on_migration, durable=durable("migration"))
+        self.reservation_intake.attach(ctx, self.replica, self._wake)
+        bus.subscribe(subjects.RESERVATION_SUBMITTED, self.reservation_intake.on_submitted,
+                      durable=durable("reservations"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:
@@ -345,6 +354,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         leading = self.leading()
         if leading and self._take_over_pending:
             await self._take_over(now)
+        if leading and await self.reservation_intake.place_due(now):
+            await self._sync_reservations()  # marks the nodes of the reservations placed: re-read below
         if now - self._last_resync >= self.settings.resync_interval_s:
             await self._resync(now)
         elif self._dirty:
@@ -364,6 +375,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         if leading and self._announce:
             events.extend(self._announcements())
         bound = await self._bind(out, now, events) if out.placements else 0
+        if leading:
+            events.extend(self._quota_events(out, now))
         for p in out.placements:
             self._last_unschedulable.pop(p.pod.uid, None)
         for f in out.failures:
@@ -452,7 +465,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
         plain = [k for k, p in enumerate(placements) if not p.reservation]
         results: list[Any] = [None] * len(placements)
         if plain:
-            got = await store.bind_many(bind_requests([placements[k] for k in plain], now), fence=fence)
+            chain = self.core.quota.chain_of if self.core.quota is not None else (lambda pod: ())
+            got = await store.bind_many(bind_requests([placements[k] for k in plain], now, chain), fence=fence)
             for k, r in zip(plain, got):
                 results[k] = r
         for k, p in enumerate(placements):
@@ -466,8 +480,9 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
     def debug(self) -> dict[str, object]:
         """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
         replica (``index``, ``replicas``, ``instance``), ``leader``: whether it schedules, and
-        with leader election the lease, holder, fencing token, transitions and election time, and
-        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`."""
+        with leader election the lease, holder, fencing token, transitions and election time,
+        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`, and ``reservations``:
+        :meth:`colo_scheduler.reservations_intake.ReservationIntake.status`."""
         unsched = list(self.core.queue.unschedulable.values())[:50]
         leader: dict[str, object] = ({"leader": True, "election": False} if self.elector is None
                                      else {**self.elector.status(), "election": True})
@@ -481,6 +496,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher):
                         "instance": self.replica.instance},
             "leader": leader,
             "heap": self.heap.stats(),
+            "reservations": self.reservation_intake.status(),
         }
 
     async def _decision_route(self, request: web.Request) -> web.Response:

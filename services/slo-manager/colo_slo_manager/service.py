@@ -1,6 +1,7 @@
 """The slo-manager service: admission, batch/mid allocatable per node, NodeSLO per node.
 
-Consumes ``pod.submitted`` (admission → ``pod.admitted`` / ``pod.rejected``),
+Consumes ``pod.submitted`` (admission → ``pod.admitted`` / ``pod.rejected``), ``workload.submitted`` and
+``podgroup.submitted`` (:mod:`colo_slo_manager.workloads`: workloads expanded into pods, the Job controller),
 ``node.registered``, ``node.metric``, ``profile.node``, ``pod.bound`` and ``pod.status``.
 ``tick(now)`` recomputes every node's batch/mid allocatable (REFERENCE.md §3), writes and
 publishes ``node.resource`` where :func:`colo_slo_manager.publish.decide` says so, and
@@ -36,6 +37,7 @@ from colo.messages import (
     NodeSpec,
     PodAdmitted,
     PodBound,
+    PodRejected,
     PodSpec,
     PodStatus,
     Usage,
@@ -50,6 +52,7 @@ from colo_slo_manager.reload import ConfigWatcher
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 from colo_slo_manager.state import ClusterState
 from colo_slo_manager.thresholds import settings_warnings
+from colo_slo_manager.workloads import WorkloadAdmission
 
 if TYPE_CHECKING:
     from colo.runtime import ServiceContext
@@ -129,6 +132,8 @@ class SloManagerService:
         under unchanged settings renders the same policy and is not rendered again."""
         self._ctx: ServiceContext | None = None
         self._ready = False
+        self.workloads = WorkloadAdmission(lambda: self.settings, self._publish_admissions)
+        """Workloads, PodGroups and the Job controller (:mod:`colo_slo_manager.workloads`)."""
         self._publishing = asyncio.Lock()
         """Held while NodeResources are decided and published (a tick, a BE memory pressure change), so
         that neither publishes a decision the other has overtaken."""
@@ -164,6 +169,7 @@ class SloManagerService:
         bus.subscribe(subjects.PROFILE_NODE, self.on_node_profile, durable="profiles")
         bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable="bound")
         bus.subscribe(subjects.POD_STATUS, self.on_pod_status, durable="status")
+        await self.workloads.start(ctx, bus)
         self._ready = True
         await self._announce("start", self.config.current)
 
@@ -226,16 +232,30 @@ class SloManagerService:
     async def _reject_invalid(self, info: MessageInfo, msg: Any, reason: str) -> None:
         await self.ctx.bus.reject(info, msg, reason)
 
-    async def on_pod_submitted(self, pod: PodSpec) -> None:
-        """Admission: publish PodAdmitted (msg id ``admitted-<uid>``) or PodRejected (``rejected-<uid>``)."""
-        result = admit(pod, self.settings, self.ctx.clock.now())
-        if isinstance(result, PodAdmitted):
-            await self.ctx.bus.publish(subjects.POD_ADMITTED, result, msg_id=_msg_id("admitted", pod.uid))
-            self.admitted += 1
-        else:
-            log.info("rejected pod %s/%s: %s", pod.namespace, pod.name, result.reason)
-            await self.ctx.bus.publish(subjects.POD_REJECTED, result, msg_id=_msg_id("rejected", pod.uid))
-            self.rejected += 1
+    async def on_pod_submitted(self, pod: PodSpec, info: MessageInfo) -> None:
+        """Admission: publish PodAdmitted (msg id ``admitted-<uid>``) or PodRejected (``rejected-<uid>``). A pod
+        naming a PodGroup gets its gang first, or is rejected when the group is unknown
+        (:meth:`colo_slo_manager.workloads.WorkloadAdmission.pod_with_gang`)."""
+        joined = await self.workloads.pod_with_gang(pod, info)
+        now = self.ctx.clock.now()
+        await self._publish_admission(joined if isinstance(joined, PodRejected) else admit(joined, self.settings, now))
+
+    async def _publish_admission(self, result: PodAdmitted | PodRejected) -> None:
+        await self._publish_admissions([result])
+
+    async def _publish_admissions(self, results: list[PodAdmitted | PodRejected]) -> None:
+        """Each result on ``pod.admitted`` / ``pod.rejected`` in one batch of publishes, counted."""
+        items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
+        for result in results:
+            if isinstance(result, PodAdmitted):
+                items.append((subjects.POD_ADMITTED, result, _msg_id("admitted", result.spec.uid), {}))
+            else:
+                log.info("rejected pod %s: %s", result.name, result.reason)
+                items.append((subjects.POD_REJECTED, result, _msg_id("rejected", result.uid), {}))
+        await self.ctx.bus.publish_many(items)
+        rejected = sum(1 for r in results if isinstance(r, PodRejected))
+        self.admitted += len(results) - rejected
+        self.rejected += rejected
 
     async def _put_node(self, node: NodeSpec) -> bool:
         problems = node_problems(node)
@@ -306,6 +326,7 @@ class SloManagerService:
             await self._reject_invalid(info, msg, "status without pod uid or node")
             return
         self.state.on_status(msg)
+        await self.workloads.on_pod_status(msg)
 
     # ------------------------------------------------------------------ tick
 
@@ -416,6 +437,8 @@ class SloManagerService:
             "pods_admitted": self.admitted,
             "pods_rejected": self.rejected,
             "invalid_nodes": dict(self.invalid_nodes),
+            "workloads": len(self.workloads.records),
+            "pod_groups": len(self.workloads.groups),
             "nodes": nodes,
         }
 

@@ -1,4 +1,5 @@
-"""``colo get nodes|pods|migrations``: tables from the Redis snapshot (docs/cli.md)."""
+"""``colo get nodes|pods|migrations|workloads|podgroups|reservations``: tables from the Redis snapshot;
+``colo get quotas`` from the quota stream (:mod:`colo.cli.quotas`; docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -115,10 +116,24 @@ def pods_table(records: list[PodRecord], messages: dict[str, str]) -> Table:
     return t
 
 
+async def _workloads(what: str, store: Store) -> Table:
+    from colo.cli.get_workloads import podgroups_table, workloads_table
+    from colo.workloads import decode_record
+
+    pods = await store.list_pods()
+    if what == "podgroups":
+        return podgroups_table(await store.list_pod_groups(), pods)
+    return workloads_table([decode_record(b) for b in (await store.list_workload_records()).values()], pods)
+
+
 async def _get(what: str, conn: Connection) -> Table:
     from colo.store import Store
 
     settings = conn.settings
+    if what == "quotas":
+        from colo.cli.quotas import latest_quota_statuses, quotas_table
+
+        return quotas_table(await latest_quota_statuses(settings.nats_url))
     store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
     try:
         if what == "nodes":
@@ -128,6 +143,12 @@ async def _get(what: str, conn: Connection) -> Table:
             from colo.migrations import list_jobs
 
             return migrations_table(await list_jobs(store), time.time())
+        if what in ("workloads", "podgroups"):
+            return await _workloads(what, store)
+        if what == "reservations":
+            from colo.cli.reserve import get_reservations
+
+            return await get_reservations(store)
         records = await store.list_pods()
     finally:
         await store.close()

@@ -1,4 +1,4 @@
-"""The ``colo`` command: up, submit, get, events, traces fetch, sim (docs/cli.md).
+"""The ``colo`` command: up, submit, reserve, get, events, traces fetch, sim (docs/cli.md).
 
 Connection settings come from the common runtime settings (``COLO_NATS_URL``,
 ``COLO_REDIS_URL``, ``COLO_STORE_PREFIX``), see :mod:`colo.settings`. While ``colo up`` runs it
@@ -36,7 +36,7 @@ from colo.cli.get import (  # noqa: F401 (colo get's tables live in get.py; re-e
     waiting_pods,
 )
 from colo.cli.output import _mem, console, err_console
-from colo.cli.podfile import PodFileError, load_pod_file
+from colo.cli.reserve import add_reserve_parser
 from colo.codec import DecodeError, decode, to_builtins
 from colo.messages import (
     ConfigApplied,
@@ -187,38 +187,11 @@ def _settings() -> RuntimeSettings:
 # --------------------------------------------------------------------------- submit
 
 
-async def _publish(pods: list, nats_url: str) -> None:  # type: ignore[type-arg]
-    from colo.bus import Bus
-
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
-    try:
-        await bus.ensure_streams()
-        await bus.publish_many([(S.POD_SUBMITTED, p, p.uid, {}) for p in pods])
-    finally:
-        await bus.close()
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
-    """Validate the whole file, then publish every pod (msg_id = uid); nothing on any error."""
-    try:
-        pods = load_pod_file(Path(args.file), now=time.time())
-    except PodFileError as exc:
-        for e in exc.errors:
-            console.print(f"[red]{e}[/]", highlight=False, soft_wrap=True)
-        console.print(f"[red]{len(exc.errors)} error(s); nothing submitted[/]")
-        return 1
-    if args.dry_run:
-        for p in pods:
-            console.print(f"{p.namespace}/{p.name} ({p.uid}) valid")
-        return 0
-    try:
-        asyncio.run(_publish(pods, connection("nats").settings.nats_url))
-    except Exception as exc:  # connection problems: report, do not trace back
-        err_console.print(f"[red]cannot publish: {escape(str(exc))}[/]", highlight=False)
-        return 1
-    for p in pods:
-        console.print(f"pod/{p.name} submitted ({p.uid})")
-    return 0
+    """``colo submit FILE``: every object of a manifest on its subject (:mod:`colo.cli.submit`)."""
+    from colo.cli.submit import cmd_submit as run
+
+    return run(args, console, err_console, lambda: connection("nats").settings.nats_url, CONNECT_ATTEMPTS)
 
 
 # --------------------------------------------------------------------------- get
@@ -227,7 +200,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_get(args: argparse.Namespace) -> int:
     """Print nodes, pods or migration jobs from the Redis snapshot as a table (pods: with the scheduler's last message for
     the waiting ones, when a scheduler URL is known)."""
-    conn = connection("redis")
+    conn = connection("nats" if args.what == "quotas" else "redis")
     try:
         console.print(asyncio.run(_get(args.what, conn)))
     except Exception as exc:
@@ -561,13 +534,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "(e.g. examples/nodes-a.json)")
     p.add_argument("--work-dir", default="out/up")
     p.set_defaults(func=cmd_up)
-    p = sub.add_parser("submit", help="submit pods from a YAML/JSON manifest")
+    p = sub.add_parser("submit", help="submit pods, workloads, PodGroups, quotas, reservations from a manifest")
     p.add_argument("file")
-    p.add_argument("--dry-run", action="store_true", help="validate only")
+    p.add_argument("--dry-run", action="store_true", help="validate and show the pods each workload expands into")
     p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("get", help="list nodes, pods or migration jobs from the store")
-    p.add_argument("what", choices=("nodes", "pods", "migrations"))
+    p = sub.add_parser("get", help="list nodes, pods, migration jobs, workloads, pod groups or reservations "
+                       "from the store, or quotas from the quota stream")
+    p.add_argument("what", choices=("nodes", "pods", "migrations", "workloads", "podgroups", "reservations",
+                                    "quotas"))
     p.set_defaults(func=cmd_get)
+    add_reserve_parser(sub)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")
     p.add_argument("uid", help="pod uid, or NAMESPACE/NAME of a pod submitted without an explicit uid")
     p.add_argument("--scheduler", default="", help="scheduler base URL (default: $COLO_SCHEDULER_URL or colo up's)")

@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="target share of cluster CPU requested by LS pods (default %(default)s)")
     parser.add_argument("--batch-scale", type=float, default=d.batch_scale,
                         help="multiplier on the nodes/1313 batch scaling (default %(default)s)")
+    parser.add_argument("--jobs", action=argparse.BooleanOptionalAction, default=True,
+                        help="batch tasks enter as Jobs (gangs) of teams with elastic quotas, a few at high "
+                             "priority; --no-jobs submits them as bare pods (default: jobs)")
+    parser.add_argument("--teams", type=int, default=d.teams, help="teams sharing the batch tasks (default %(default)s)")
     parser.add_argument("--scenario-only", action="store_true", help="print the scenario description and exit")
 
 
@@ -40,7 +44,8 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
     # not a terminal (a pipe, a CI log): wide lines, so that paths and the progress bars stay whole
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     params = ScenarioParams(nodes=args.nodes, hours=args.hours, seed=args.seed,
-                            ls_cpu_fraction=args.ls_cpu_fraction, batch_scale=args.batch_scale)
+                            ls_cpu_fraction=args.ls_cpu_fraction, batch_scale=args.batch_scale,
+                            jobs=args.jobs, teams=args.teams)
     try:
         scenario = build_scenario(params)
     except (ValueError, TraceError) as exc:
@@ -52,7 +57,8 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
     d = scenario.description
     console.print(f"scenario: {d['nodes']} nodes, {d['ls_pods']} LS pods "
                   f"({d['ls_cpu_requested_fraction']:.0%} of CPU requested), "
-                  f"{d['batch_pods']} batch pods over {params.hours:g} h")
+                  f"{d['batch_pods']} batch pods over {params.hours:g} h"
+                  + (f" as {d['jobs']} jobs ({d['gangs']} gangs) of {params.teams} teams" if params.jobs else ""))
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     args.out.mkdir(parents=True, exist_ok=True)
     try:
@@ -69,13 +75,21 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
         # the descheduler's jobs, one JSON object a line, as on the bus (docs/descheduler.md "Migration jobs")
         (args.out / f"{r.metrics.name}-migrations.jsonl").write_bytes(
             b"".join(encode(ev) + b"\n" for ev in r.metrics.migration_events))
+        # each team's quota at the end of every step (docs/scenario.md "Jobs in the report")
+        (args.out / f"{r.metrics.name}-quotas.jsonl").write_text(
+            "".join(json.dumps(row, sort_keys=True) + "\n" for row in r.metrics.jobs.quota_rows()))
+    for r in results:
+        if r.metrics.workload_at and not r.metrics.owner_of:
+            console.print(f"[red]{r.metrics.name}: none of {len(r.metrics.workload_at)} workloads was expanded into "
+                          "pods (no admission of workload.submitted?); --no-jobs submits bare pods[/]",
+                          highlight=False, soft_wrap=True)
     bad = 0
     for r in results:
         for v in r.violations[:20]:
             console.print(f"[red]{r.metrics.name}: invariant violated: {v}[/]")
         bad += len(r.violations)
     console.print(f"report: {args.out / 'report.html'}  summary: {args.out / 'summary.json'}  "
-                  f"migrations: {args.out}/<run>-migrations.jsonl")
+                  f"migrations: {args.out}/<run>-migrations.jsonl  quotas: {args.out}/<run>-quotas.jsonl")
     return 1 if bad or not summary else 0
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from colo.messages import (
+    EvictionCommand,
+    PodAdmitted,
     PodBound,
     PodMigrationJob,
     PodRejected,
@@ -22,8 +24,12 @@ from colo.messages import (
     PodStatus,
     PodUnschedulable,
     QoSEvent,
+    QuotaStatus,
     TickAck,
+    WorkloadRejected,
+    WorkloadSpec,
 )
+from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -31,7 +37,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
-    "pods_pending", "batch_mid_cpu_offered_cores", "wall_s",
+    "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
+    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
@@ -42,7 +49,9 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "migrations_aborted": False,
     "evict_rebind_cycles": False, "sched_latency_p50_ms": False,
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
-    "pods_pending": False, "batch_mid_cpu_offered_cores": True, "wall_s": False,
+    "pods_pending": False, "batch_mid_cpu_offered_cores": True, "gangs_placed": True, "gangs_waiting": False,
+    "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
+    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
 }
 
 MILLI_PER_CORE = 1000.0
@@ -112,6 +121,12 @@ class RunMetrics:
     """Batch pods in ``completed_at``."""
     loops: EvictRebindCounter = field(default_factory=EvictRebindCounter)
     """BE memory evict→rebind cycles (:mod:`colo.sim.loops`)."""
+    jobs: JobMetrics = field(default_factory=JobMetrics)
+    """Gang waits, scheduler evictions and quota use (:mod:`colo.sim.job_metrics`)."""
+    workload_at: dict[str, float] = field(default_factory=dict)
+    """Workload uid → virtual time it was published; its pods count as submitted then."""
+    owner_of: dict[str, str] = field(default_factory=dict)
+    """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -126,6 +141,39 @@ class RunMetrics:
     def submitted(self, pod: PodSpec, at: float) -> None:
         """A pod published at virtual time ``at`` (seconds)."""
         self.submitted_at[pod.uid] = at
+        self._register_batch(pod)
+
+    def submitted_workload(self, workload: WorkloadSpec, at: float) -> None:
+        """A workload published at virtual time ``at``; its pods are counted when admission expands them
+        (:meth:`on_admitted`), as submitted at ``at``."""
+        self.workload_at[workload.uid] = at
+
+    def on_admitted(self, msg: PodAdmitted) -> None:
+        """A pod admitted. A workload's pod (unknown until admission names it) counts as submitted when its
+        workload was; gang members start their gang's wait."""
+        pod = msg.spec
+        if pod.owner is not None:
+            self.owner_of[pod.uid] = pod.owner.uid
+        if pod.uid not in self.submitted_at:
+            owner = pod.owner
+            at = self.workload_at.get(owner.uid) if owner is not None else None
+            self.submitted_at[pod.uid] = at if at is not None else msg.at
+            self._register_batch(pod)
+        self.jobs.on_admitted(msg)
+
+    def on_evict(self, msg: EvictionCommand) -> None:
+        """An eviction order (the scheduler's are preemptions or quota reclaims)."""
+        self.jobs.on_evict(msg)
+
+    def on_quota(self, msg: QuotaStatus) -> None:
+        """A quota status (sampled each tick)."""
+        self.jobs.on_quota(msg)
+
+    def on_workload_rejected(self, msg: WorkloadRejected) -> None:
+        """A workload refused by admission."""
+        self.jobs.on_workload_rejected(msg)
+
+    def _register_batch(self, pod: PodSpec) -> None:
         if pod.sim is not None and pod.sim.kind == "batch":
             if pod.uid not in self.batch_duration_s and pod.uid in self.completed_at:
                 self._batch_completed += 1
@@ -142,6 +190,7 @@ class RunMetrics:
         self.unschedulable.pop(uid, None)
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
+        self.jobs.on_bound(msg)
 
     def on_unschedulable(self, msg: PodUnschedulable) -> None:
         """A failed scheduling attempt with its reasons."""
@@ -222,6 +271,7 @@ class RunMetrics:
             batch_memory_gib=offered.get("batch_memory", 0.0) / BYTES_PER_GIB,
             mid_memory_gib=offered.get("mid_memory", 0.0) / BYTES_PER_GIB,
         ))
+        self.jobs.sample(t)
 
     # ------------------------------------------------------------------ results
 
@@ -242,6 +292,12 @@ class RunMetrics:
         """Pods submitted but never bound (or evicted and not bound again) at the end."""
         return [uid for uid in self.submitted_at
                 if uid not in self.bound_node and self.phase.get(uid) not in ("Succeeded",)]
+
+    def unadmitted_workloads(self) -> list[str]:
+        """Workloads published with no pod admitted and not rejected by the end (admission never answered)."""
+        owners = set(self.owner_of.values())
+        return sorted(uid for uid in self.workload_at
+                      if uid not in owners and uid not in self.jobs.workloads_rejected)
 
     def offered(self) -> dict[str, float]:
         """Means over the run's ticks of the batch/mid resources offered: ``batch_cpu_cores``,
@@ -279,5 +335,7 @@ class RunMetrics:
             "pods_unschedulable": float(len(unsched)),
             "pods_pending": float(len(self.pending())),
             "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
+            **self.jobs.summary(),
+            "workloads_unadmitted": float(len(self.unadmitted_workloads())),
             "wall_s": self.wall_s,
         }

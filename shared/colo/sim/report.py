@@ -20,15 +20,19 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from colo.sim.job_metrics import cpu_key
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 
 COLORS = {"baseline": "#7f7f7f", "colo": "#1f77b4"}
+TEAM_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 METRIC_NOTES: dict[str, str] = {
     "be_evictions": "BE memory eviction (node memory ≥ 70 %) runs in both; baseline may pack BE by native requests past it",
     "be_suppress_events": "follow LS usage only (same trace in both runs): the BE cpuset is resized with or without BE",
     "pods_pending": "pods_unschedulable + pods not yet (re)tried or rejected; equal once every waiting pod had a try",
     "batch_mid_cpu_offered_cores": "batch + mid cores offered; both come from the same unused capacity",
+    "gang_wait_p50_s": "first member admitted → min_member bound, virtual s; gang rows are 0 when tasks enter as bare pods",
+    "preemptions": "scheduler evictions for priority (reason 'Preempted by …'); quota_reclaims: those naming the quota",
 }
 """One line for each metric whose value reads wrong without it, printed under the table and on the page;
 docs/scenario.md "Reading the table" gives the whole argument with its sources (REFERENCE.md §3, §5)."""
@@ -57,6 +61,10 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
             k: ratio(metrics["colo"][k], metrics["baseline"][k]) for k in METRIC_NAMES
         }
     out["offered"] = {r.name: r.offered() for r in runs}
+    out["quotas"] = {r.name: r.jobs.quota_table() for r in runs}
+    out["scheduler_evictions"] = {r.name: dict(sorted(r.jobs.eviction_reasons.items())) for r in runs}
+    out["gang_waits_s"] = {r.name: sorted(r.jobs.gang_waits()) for r in runs}
+    out["workloads_rejected"] = {r.name: dict(list(r.jobs.workloads_rejected.items())[:20]) for r in runs}
     out["series"] = {r.name: [asdict(s) for s in r.series] for r in runs}
     out["tick_errors"] = {r.name: r.tick_errors[:50] for r in runs}
     out["tick_wall_s"] = {r.name: {k: round(v, 2) for k, v in r.tick_wall_s.items()} for r in runs}
@@ -101,6 +109,33 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
     for metric, note in METRIC_NOTES.items():
         if metric in METRIC_NAMES:
             console.print(f"[bold]{metric}[/]: {note}", highlight=False, soft_wrap=True)
+    quotas: dict[str, dict[str, dict[str, Any]]] = summary.get("quotas") or {}
+    if any(quotas.values()):
+        console.print(quota_table(quotas))
+
+
+QUOTA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("min_cores", "min cores"), ("used_avg_cores", "used avg"), ("used_max_cores", "used max"),
+    ("runtime_avg_cores", "runtime avg"), ("min_gib", "min GiB"), ("used_avg_gib", "used avg GiB"),
+    ("used_max_gib", "used max GiB"), ("runtime_avg_gib", "runtime avg GiB"), ("borrowed_ticks", "ticks > min"),
+)
+"""The per-team quota table's columns: (key of :meth:`JobMetrics.quota_table`, heading)."""
+
+
+def quota_table(quotas: dict[str, dict[str, dict[str, Any]]]) -> Table:
+    """Per run and team: min, used (mean and max over the steps) and runtime (mean) of the quota's CPU and
+    memory resource (batch-cpu/batch-memory in colo, cpu/memory in baseline), and the steps it borrowed."""
+    table = Table(title="Team quotas (QuotaStatus sampled every step)")
+    table.add_column("run")
+    table.add_column("quota")
+    table.add_column("resources")
+    for _, head in QUOTA_COLUMNS:
+        table.add_column(head, justify="right")
+    for run, teams in quotas.items():
+        for team, row in teams.items():
+            table.add_row(run, team, str(row["resources"]),
+                          *(f"{row[k]:.0f}" if k == "borrowed_ticks" else f"{row[k]:.1f}" for k, _ in QUOTA_COLUMNS))
+    return table
 
 
 def nice_step(span: float, target: int = 4) -> float:
@@ -180,6 +215,19 @@ def _charts(runs: Sequence[RunMetrics]) -> list[str]:
             series[f"{r.name} mid"], styles[f"{r.name} mid"] = pts(r, mid_attr), (color, "5,3")
         return _svg_chart(title, series, label, styles=styles)
 
+    def quota_used(r: RunMetrics) -> str:
+        series: dict[str, list[tuple[float, float]]] = {}
+        styles: dict[str, tuple[str, str]] = {}
+        for s in r.jobs.quota_series:
+            key = cpu_key(s.min)
+            for part, amounts, dash in (("used", s.used, ""), ("runtime", s.runtime, "5,3")):
+                name = f"{s.quota} {part}"
+                series.setdefault(name, []).append((s.t / 3600.0, amounts.get(key, 0) / 1000.0))
+                styles[name] = (TEAM_COLORS[sorted({q.quota for q in r.jobs.quota_series}).index(s.quota)
+                                            % len(TEAM_COLORS)], dash)
+        return _svg_chart(f"{r.name}: team quota CPU used and runtime (cores)", series, "cores", styles=styles)
+
+    quota_charts = [quota_used(r) for r in runs if r.jobs.quota_series]
     return [
         chart("CPU utilization (used / capacity)", "cpu_util", "fraction", 1.0),
         chart("Memory utilization (used / capacity)", "mem_util", "fraction", 1.0),
@@ -190,6 +238,7 @@ def _charts(runs: Sequence[RunMetrics]) -> list[str]:
         chart("BE evictions (cumulative)", "evictions", "pods"),
         offered("Batch and mid resources offered (cores)", "batch_cpu_cores", "mid_cpu_cores", "cores"),
         offered("Batch and mid memory offered (GiB)", "batch_memory_gib", "mid_memory_gib", "GiB"),
+        *quota_charts,
     ]
 
 
@@ -206,6 +255,13 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
     head = ("<th>better</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names)
             + ("<th>colo / baseline</th>" if ratios else ""))
     notes = "".join(f"<li><b>{m}</b>: {html.escape(t)}</li>" for m, t in METRIC_NOTES.items() if m in METRIC_NAMES)
+    quota_rows = "".join(
+        f"<tr><th>{html.escape(run)}</th><th>{html.escape(team)}</th><td>{html.escape(str(row['resources']))}</td>"
+        + "".join(f"<td>{row[k]:.1f}</td>" for k, _ in QUOTA_COLUMNS) + "</tr>"
+        for run, teams in (summary.get("quotas") or {}).items() for team, row in teams.items())
+    quota_html = ("<h2>Team quotas</h2><table><tr><th>run</th><th>quota</th><th>resources</th>"
+                  + "".join(f"<th>{h}</th>" for _, h in QUOTA_COLUMNS) + f"</tr>{quota_rows}</table>"
+                  if quota_rows else "")
     desc = html.escape(json.dumps(summary["scenario"], indent=2, default=str))
     charts = "\n".join(f"<div class='chart'>{c}</div>" for c in _charts(runs))
     errors = summary.get("tick_errors", {})
@@ -220,6 +276,7 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}} th{{text-align:
 (no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile.</p>
 <table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>
 <ul class="notes">{notes}</ul>
+{quota_html}
 <h2>Over time</h2>{charts}
 <h2>Scenario</h2><p>{html.escape(scenario_text)}</p><pre>{desc}</pre>
 {f'<h2>Tick errors</h2><ul>{err_html}</ul>' if err_html else ''}

@@ -2,8 +2,9 @@
 
 For each run (``baseline``, ``colo``) it starts NATS and Redis (embedded unless
 ``COLO_NATS_URL``/``COLO_REDIS_URL`` are set), writes the node agent's nodes file, starts
-the services with ``COLO_SIM=1`` and the run's settings (:data:`RUN_ENV`), then steps
-virtual time: publish the pods that arrived (``pod.submitted``, msg_id = uid), tick the
+the services with ``COLO_SIM=1`` and the run's settings (:data:`RUN_ENV`), publishes the
+teams' quotas (``quota.spec``), then steps virtual time: publish the pods and workloads that
+arrived (``pod.submitted``/``workload.submitted``, msg_id = uid; :mod:`colo.sim.submit`), tick the
 services in order node-agent → profiler → slo-manager → scheduler → descheduler, wait
 for the coordinator's own consumers to settle and record metrics
 (:class:`colo.sim.metrics.RunMetrics`). At the end it checks invariants in Redis and
@@ -28,22 +29,26 @@ from colo.bus import Bus, BusError
 from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
+    EvictionCommand,
     NodeResource,
     NodeSpec,
+    PodAdmitted,
     PodBound,
     PodMigrationJob,
     PodRejected,
-    PodSpec,
     PodStatus,
     PodUnschedulable,
     QoSEvent,
+    QuotaStatus,
     Resources,
     Tick,
+    WorkloadRejected,
 )
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
 from colo.sim.services import TICK_ORDER, Supervisor
+from colo.sim.submit import Submissions
 from colo.store import Store
 
 STEP_S = 60.0
@@ -104,6 +109,18 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
         watch.offered(msg)
         metrics.loops.on_resource(msg)
 
+    async def admitted(msg: PodAdmitted) -> None:
+        metrics.on_admitted(msg)
+
+    async def evict(msg: EvictionCommand) -> None:
+        metrics.on_evict(msg)
+
+    async def quota(msg: QuotaStatus) -> None:
+        metrics.on_quota(msg)
+
+    async def workload_rejected(msg: WorkloadRejected) -> None:
+        metrics.on_workload_rejected(msg)
+
     await bus.subscribe(S.POD_BOUND, bound, durable=f"bound-{run}")
     await bus.subscribe(S.POD_UNSCHEDULABLE, unsched, durable=f"unsched-{run}")
     await bus.subscribe(S.POD_STATUS, status, durable=f"status-{run}")
@@ -111,6 +128,10 @@ async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: s
     await bus.subscribe(S.POD_REJECTED, rejected, durable=f"rejected-{run}")
     await bus.subscribe(S.NODE_RESOURCE, resource, durable=f"resource-{run}")
     await bus.subscribe(S.MIGRATION, migration, durable=f"migration-{run}")
+    await bus.subscribe(S.POD_ADMITTED, admitted, durable=f"admitted-{run}")
+    await bus.subscribe(S.POD_EVICT, evict, durable=f"evict-{run}")
+    await bus.subscribe(S.QUOTA_STATUS, quota, durable=f"quota-{run}")
+    await bus.subscribe(S.WORKLOAD_REJECTED, workload_rejected, durable=f"workload-rejected-{run}")
 
 
 def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
@@ -149,18 +170,11 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         await sup.start_all()
         steps = int(scenario.duration_s // STEP_S)
         task = progress.add_task(run, total=steps + 1, status="") if progress else None
-        pending = list(scenario.arrivals)
-        cursor = 0
+        submissions = Submissions(scenario, env, metrics)
+        await submissions.start(bus)  # the teams' quotas are in place before any of their jobs arrives
         for step in range(steps + 1):
             now = step * STEP_S
-            batch: list[tuple[S.Subject[PodSpec], PodSpec, str, dict[str, str]]] = []
-            while cursor < len(pending) and pending[cursor].at <= now:
-                a = pending[cursor]
-                batch.append((S.POD_SUBMITTED, a.pod, a.pod.uid, {}))
-                metrics.submitted(a.pod, a.at)
-                cursor += 1
-            if batch:
-                await bus.publish_many(batch)
+            await submissions.publish_due(bus, now)
             if hook is not None:
                 await hook(step, now, sup)
             tick = Tick(seq=step, now=now, step_s=STEP_S)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from colo.messages import NodeSpec, PodSpec, Resources, SimWorkload
+from colo.messages import ElasticQuota, NodeSpec, PodSpec, Resources, SimWorkload, WorkloadSpec
+from colo.sim import jobs as jb
 from colo.sim import traces as tr
 
 V2017_MACHINES = 1313
@@ -46,6 +47,13 @@ class ScenarioParams:
     ``max_batch_pod_cpu_milli`` caps the CPU of a pod made of grouped instances;
     ``batch_warmup_s`` delays every batch arrival so that the long-running online services
     (which pre-exist in a real cluster) are placed first.
+
+    Jobs (docs/scenario.md "Jobs, gangs and teams"): with ``jobs`` every batch task enters as one ``Job``
+    (:mod:`colo.sim.jobs`) instead of bare pods; its pods form one gang of ``min_member`` = all of them up
+    to ``gang_large_members``, else ``gang_large_min_fraction`` of them; tasks are split among ``teams``
+    teams, each with an elastic quota of min = an equal share of ``quota_min_fraction`` of the batch capacity
+    the run offers and max = ``quota_max_factor`` × min; ``high_priority_fraction`` of the tasks arriving after
+    ``high_priority_after_fraction`` of the run are koord-prod jobs (at least one when > 0).
     """
 
     nodes: int = 100
@@ -58,6 +66,14 @@ class ScenarioParams:
     min_batch_duration_s: int = 600
     max_batch_pod_cpu_milli: int = 8000
     batch_warmup_s: int = 300
+    jobs: bool = False
+    teams: int = 2
+    gang_large_members: int = 64
+    gang_large_min_fraction: float = 0.5
+    high_priority_fraction: float = 0.01
+    high_priority_after_fraction: float = 0.25
+    quota_min_fraction: float = 0.8
+    quota_max_factor: float = 1.5
 
     def problems(self) -> list[str]:
         """Every invalid parameter (empty when valid)."""
@@ -76,7 +92,30 @@ class ScenarioParams:
             out.append(f"batch_warmup_s must be within 0..hours×3600, got {self.batch_warmup_s}")
         if self.max_batch_pod_cpu_milli < 1:
             out.append("max_batch_pod_cpu_milli must be ≥ 1")
+        if not 1 <= self.teams <= 26:
+            out.append(f"teams must be within 1..26, got {self.teams}")
+        if self.gang_large_members < 1:
+            out.append(f"gang_large_members must be ≥ 1, got {self.gang_large_members}")
+        if not 0 < self.gang_large_min_fraction <= 1:
+            out.append(f"gang_large_min_fraction must be within (0, 1], got {self.gang_large_min_fraction}")
+        if not 0 <= self.high_priority_fraction <= 1:
+            out.append(f"high_priority_fraction must be within 0..1, got {self.high_priority_fraction}")
+        if not 0 <= self.high_priority_after_fraction < 1:
+            out.append(f"high_priority_after_fraction must be within [0, 1), got {self.high_priority_after_fraction}")
+        if not 0 < self.quota_min_fraction <= 1:
+            out.append(f"quota_min_fraction must be within (0, 1], got {self.quota_min_fraction}")
+        if self.quota_max_factor < 1:
+            out.append(f"quota_max_factor must be ≥ 1 (max below min), got {self.quota_max_factor}")
         return out
+
+    def job_params(self) -> jb.JobParams:
+        """The job modelling's parameters."""
+        return jb.JobParams(teams=self.teams, gang_large_members=self.gang_large_members,
+                            gang_large_min_fraction=self.gang_large_min_fraction,
+                            high_priority_fraction=self.high_priority_fraction,
+                            high_priority_after_fraction=self.high_priority_after_fraction,
+                            quota_min_fraction=self.quota_min_fraction, quota_max_factor=self.quota_max_factor,
+                            seed=self.seed)
 
 
 @dataclass(frozen=True)
@@ -87,14 +126,28 @@ class Arrival:
     pod: PodSpec
 
 
+@dataclass(frozen=True)
+class WorkloadArrival:
+    """A workload (a batch task's ``Job``) submitted at virtual time ``at`` (seconds from the start of the run)."""
+
+    at: float
+    workload: WorkloadSpec
+
+
 @dataclass
 class Scenario:
-    """Nodes and pod arrivals (sorted by time, then uid) plus a description for the report."""
+    """Nodes and pod arrivals (sorted by time, then uid) plus a description for the report; with
+    ``params.jobs`` the batch tasks are ``workloads`` (sorted by time, then uid) and the teams' ``quotas``
+    (on batch-cpu/batch-memory, shares of the estimated batch offer) and ``baseline_quotas`` (on cpu/memory,
+    shares of what the LS requests leave) for a run without co-location."""
 
     params: ScenarioParams
     nodes: list[NodeSpec]
     arrivals: list[Arrival]
     description: dict[str, object] = field(default_factory=dict)
+    workloads: list[WorkloadArrival] = field(default_factory=list)
+    quotas: list[ElasticQuota] = field(default_factory=list)
+    baseline_quotas: list[ElasticQuota] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -106,8 +159,12 @@ class Scenario:
         return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "ls"]
 
     def batch_pods(self) -> list[PodSpec]:
-        """The batch pods."""
+        """The batch pods submitted bare (none with ``params.jobs``: see :meth:`jobs`)."""
         return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "batch"]
+
+    def jobs(self) -> list[WorkloadSpec]:
+        """The batch tasks' Jobs (empty without ``params.jobs``)."""
+        return [w.workload for w in self.workloads]
 
 
 def _nodes(params: ScenarioParams, rng: random.Random, root: Path | None) -> list[NodeSpec]:
@@ -212,8 +269,18 @@ def _ls_pods(params: ScenarioParams, nodes: list[NodeSpec], rng: random.Random,
     return arrivals, desc
 
 
+@dataclass(frozen=True)
+class _TaskPods:
+    """The pods of one batch task (identical, ``batch-<job>-<task>-<k>``) and their arrival."""
+
+    job_id: str
+    task_id: str
+    at: float
+    pods: list[PodSpec]
+
+
 def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
-                root: Path | None) -> tuple[list[Arrival], dict[str, object]]:
+                root: Path | None) -> tuple[list[_TaskPods], dict[str, object]]:
     tasks = tr.load_batch_tasks(root)
     m_norm = tr.v2017_median_machine_memory(root)
     cluster_cpu = sum(n.allocatable.cpu for n in nodes)
@@ -226,7 +293,8 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
               and t.duration_s >= params.min_batch_duration_s and t.plan_cpu > 0]
     window.sort(key=lambda t: (t.create_s, t.job_id, t.task_id))
     scale = params.nodes / V2017_MACHINES * params.batch_scale
-    arrivals: list[Arrival] = []
+    out: list[_TaskPods] = []
+    pods_total = 0
     offered_milli_s = 0.0
     offered_byte_s = 0.0
     for t in window:
@@ -238,30 +306,72 @@ def _batch_pods(params: ScenarioParams, nodes: list[NodeSpec],
         cpu = cpu_inst * group
         memory = round(t.plan_mem / m_norm * machine_bytes) * group
         res = Resources(cpu=cpu, memory=memory)
+        at = float(t.create_s - start + params.batch_warmup_s)
+        pods: list[PodSpec] = []
         for k in range(count):
             uid = f"batch-{t.job_id}-{t.task_id}-{k}"
             pod = PodSpec(
                 uid=uid, name=uid, namespace="batch",
                 labels={"app": f"job-{t.job_id}", "colo.sim/kind": "batch"},
                 priority=BATCH_PRIORITY, qos_class="BE", requests=res, limits=res,
-                app=f"job-{t.job_id}", created_at=float(t.create_s - start + params.batch_warmup_s),
+                app=f"job-{t.job_id}", created_at=at,
                 sim=SimWorkload(kind="batch", cpu_milli=cpu, memory_bytes=memory,
                                 duration_s=float(t.duration_s)),
             )
-            arrivals.append(Arrival(float(t.create_s - start + params.batch_warmup_s), pod))
+            pods.append(pod)
             offered_milli_s += cpu * t.duration_s
             offered_byte_s += memory * t.duration_s
+        if pods:
+            out.append(_TaskPods(str(t.job_id), str(t.task_id), at, pods))
+            pods_total += len(pods)
     desc: dict[str, object] = {
         "batch_tasks_in_trace": len(tasks),
         "batch_tasks_in_window": len(window),
-        "batch_pods": len(arrivals),
+        "batch_pods": pods_total,
         "batch_instance_scale": round(scale, 6),
         "v2017_machine_memory_normalized": round(m_norm, 4),
         "v2017_machine_memory_bytes": round(machine_bytes),
         "batch_offered_cpu_fraction": round(offered_milli_s / (cluster_cpu * params.hours * 3600), 4),
         "batch_offered_memory_fraction": round(offered_byte_s / (cluster_mem * params.hours * 3600), 4),
     }
-    return arrivals, desc
+    return out, desc
+
+
+def _as_jobs(params: ScenarioParams, tasks: list[_TaskPods], nodes: list[NodeSpec], ls: list[Arrival],
+             ) -> tuple[list[WorkloadArrival], list[ElasticQuota], list[ElasticQuota], dict[str, object]]:
+    """Each task's pods as one Job of its team, the teams' quotas and their description (docs/scenario.md)."""
+    jp = params.job_params()
+    after_s = params.high_priority_after_fraction * params.hours * 3600
+    high = jb.high_priority_tasks([(f"{t.job_id}-{t.task_id}", t.at) for t in tasks],
+                                  jp.high_priority_fraction, after_s, jp.seed)
+    workloads = []
+    for t in tasks:
+        team = jb.team_of(t.job_id, jp.teams)
+        w = jb.make_job(t.pods, t.job_id, t.task_id, team, f"{t.job_id}-{t.task_id}" in high, t.at, jp)
+        workloads.append(WorkloadArrival(t.at, w))
+    workloads.sort(key=lambda w: (w.at, w.workload.uid))
+    offer = jb.batch_offer_estimate(nodes, [a.pod for a in ls])
+    pool = jb.batch_pool(nodes, [a.pod for a in ls])
+    quotas = jb.team_quotas(offer, jp.teams, jp.quota_min_fraction, jp.quota_max_factor, jb.BATCH_KEYS)
+    baseline_quotas = jb.team_quotas(pool, jp.teams, jp.quota_min_fraction, jp.quota_max_factor, jb.NATIVE_KEYS)
+    gangs = [w.workload for w in workloads if w.workload.pod_group is not None]
+    desc: dict[str, object] = {
+        "jobs": len(workloads),
+        "gangs": len(gangs),
+        "gang_pods": sum(w.parallelism for w in gangs),
+        "gang_largest": max((w.parallelism for w in gangs), default=0),
+        "gangs_partial_min_member": sum(1 for w in gangs if w.pod_group and w.pod_group.min_member < w.parallelism),
+        "high_priority_jobs": sorted(w.workload.name for w in workloads if w.workload.template.priority == jb.HIGH_PRIORITY),
+        "jobs_per_team": {team: sum(1 for w in workloads if w.workload.labels[jb.TEAM_LABEL] == team)
+                          for team in jb.team_names(jp.teams)},
+        "batch_offer_estimate_cpu_milli": offer.cpu,
+        "batch_offer_estimate_memory_bytes": offer.memory,
+        "batch_pool_cpu_milli": pool.cpu,
+        "batch_pool_memory_bytes": pool.memory,
+        "quotas": {q.name: {"min": q.min, "max": q.max} for q in quotas},
+        "baseline_quotas": {q.name: {"min": q.min, "max": q.max} for q in baseline_quotas},
+    }
+    return workloads, quotas, baseline_quotas, desc
 
 
 def build_scenario(params: ScenarioParams | None = None, root: Path | None = None) -> Scenario:
@@ -277,7 +387,16 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
     rng = random.Random(params.seed)
     nodes = _nodes(params, rng, root)
     ls, ls_desc = _ls_pods(params, nodes, rng, root)
-    batch, batch_desc = _batch_pods(params, nodes, root)
+    tasks, batch_desc = _batch_pods(params, nodes, root)
+    workloads: list[WorkloadArrival] = []
+    quotas: list[ElasticQuota] = []
+    baseline_quotas: list[ElasticQuota] = []
+    job_desc: dict[str, object] = {}
+    if params.jobs:
+        workloads, quotas, baseline_quotas, job_desc = _as_jobs(params, tasks, nodes, ls)
+        batch = []
+    else:
+        batch = [Arrival(t.at, pod) for t in tasks for pod in t.pods]
     arrivals = sorted(ls + batch, key=lambda a: (a.at, a.pod.uid))
     desc: dict[str, object] = {
         "params": asdict(params),
@@ -287,5 +406,7 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
         "cluster_memory_bytes": sum(n.allocatable.memory for n in nodes),
         **ls_desc,
         **batch_desc,
+        **job_desc,
     }
-    return Scenario(params=params, nodes=nodes, arrivals=arrivals, description=desc)
+    return Scenario(params=params, nodes=nodes, arrivals=arrivals, description=desc, workloads=workloads,
+                    quotas=quotas, baseline_quotas=baseline_quotas)

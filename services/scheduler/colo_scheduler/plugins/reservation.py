@@ -12,8 +12,11 @@ pod fits the row's free room *plus* the held room and every other filter of the 
 reference's "very high weight", §9). Among several matching reservations the one expiring first is
 taken. A pod with no feasible reservation is scheduled by the profile as any other.
 
-A pod matches by uid or by workload (:meth:`colo.reservations.Reservation.matches`): two dict
-look-ups, so a pod with no reservation costs nothing more and no per-node Python loop runs.
+A pod matches by uid, workload, controller (kind/name), namespace or labels
+(:meth:`colo.reservations.Reservation.matches`, :func:`colo.reservation_spec.owner_matches`): reservations
+are indexed by the most selective field each owner sets (uid, workload, controller name), so a pod costs
+three dict look-ups plus a check of the few reservations whose owners select only by namespace, kind or
+labels, and no per-node Python loop runs.
 
 Several pods of one owner (the replicas of a workload) may be pending in one cycle. A pod placed on a
 reservation and not bound yet **claims** the part of the held room it uses (:meth:`Reservation.claim`):
@@ -63,6 +66,10 @@ class Reservation:
         self._filters = [f for f in filters if f.name != fit_name]
         self.by_uid: dict[str, list[StoredReservation]] = {}
         self.by_workload: dict[str, list[StoredReservation]] = {}
+        self.by_controller: dict[str, list[StoredReservation]] = {}
+        """Owner controller name (``owner_name``) → reservations with an owner selecting by it first."""
+        self.by_selector: list[StoredReservation] = []
+        """Reservations with an owner selecting only by namespace, controller kind or labels."""
         self.reservations: dict[str, StoredReservation] = {}
         self.claims: dict[str, tuple[int, IntArray]] = {}
         """Reservation name → (pods placed on it and not bound, Σ their ``use`` (7,) int64)."""
@@ -80,13 +87,27 @@ class Reservation:
         changed = {r.node for n, r in old.items() if new.get(n) != r} | {
             r.node for n, r in new.items() if old.get(n) != r}
         self.reservations = new
-        self.by_uid, self.by_workload = {}, {}
+        self.by_uid, self.by_workload, self.by_controller, self.by_selector = {}, {}, {}, []
         for r in sorted(new.values(), key=lambda r: (r.expires_at, r.name)):
             if r.owner_uid:
-                self.by_uid.setdefault(r.owner_uid, []).append(r)
+                _add(self.by_uid, r.owner_uid, r)
             if r.owner_workload:
-                self.by_workload.setdefault(r.owner_workload, []).append(r)
+                _add(self.by_workload, r.owner_workload, r)
+            for o in r.owners:
+                if o.uid:
+                    _add(self.by_uid, o.uid, r)
+                elif o.workload:
+                    _add(self.by_workload, o.workload, r)
+                elif o.owner_name:
+                    _add(self.by_controller, o.owner_name, r)
+                elif r not in self.by_selector:
+                    self.by_selector.append(r)
         return changed
+
+    @property
+    def reusable(self) -> bool:
+        """Whether a known reservation is reusable (a pod ending gives room back to it: re-read then)."""
+        return any(not r.allocate_once for r in self.reservations.values())
 
     def forget(self, name: str) -> None:
         """Drop one reservation (consumed by a bind, or refused by the store)."""
@@ -94,14 +115,23 @@ class Reservation:
             self.set_reservations(r for n, r in self.reservations.items() if n != name)
 
     def matching(self, pod: PodInfo) -> list[StoredReservation]:
-        """Available reservations the pod owns, soonest expiry first (uid owners before workload ones);
+        """Available reservations the pod owns, soonest expiry first (those naming its uid before the others);
         an allocate-once reservation another placed, unbound pod claims is not offered."""
         if not self.reservations:
             return []
-        out = list(self.by_uid.get(pod.uid, ()))
-        workload = owner_workload(pod.spec)
+        spec = pod.spec
+        out = [r for r in self.by_uid.get(pod.uid, ()) if r.matches(spec)]
+        rest: list[StoredReservation] = []
+        workload = owner_workload(spec)
         if workload:
-            out += [r for r in self.by_workload.get(workload, ()) if r not in out]
+            rest += self.by_workload.get(workload, ())
+        if spec.owner is not None:
+            rest += self.by_controller.get(spec.owner.name, ())
+        rest += self.by_selector
+        if rest:
+            seen = set(r.name for r in out)
+            more = {r.name: r for r in rest if r.name not in seen and r.matches(spec)}
+            out += sorted(more.values(), key=lambda r: (r.expires_at, r.name))
         if self.claims:
             out = [r for r in out if not (r.allocate_once and r.name in self.claims)]
         return out
@@ -163,6 +193,12 @@ class Reservation:
                     use[-1] = 0  # a reusable reservation keeps its pod slot: each pod takes its own
                 return Nomination(i, r.name, use)
         return None
+
+
+def _add(index: dict[str, list[StoredReservation]], key: str, r: StoredReservation) -> None:
+    entries = index.setdefault(key, [])
+    if r not in entries:
+        entries.append(r)
 
 
 def _passes(plugin: Any, state: CycleState, pod: PodInfo, i: int) -> bool:
