@@ -273,3 +273,20 @@ def test_room_held_at_permit_survives_a_resync_of_the_stores_sums() -> None:
     assert not s.schedule_cycle(2.0).placements  # the held room is not handed to another pod
     s.schedule_cycle(1.0 + 600.0)  # released at the deadline: the room is free again
     assert allocated_cpu(s) == 0
+
+
+def test_strict_member_refused_by_another_prefilter_sends_the_gang_back() -> None:
+    """A member another PreFilter rejects (here QoSAdmission: batch-cpu asked by a prod pod; a quota
+    would do the same) runs no PostFilter: the cycle's end still sends a Strict gang back."""
+    import msgspec
+
+    s = cluster(1, cpu=8000)
+    g = gang("g", 4, "Strict")
+    add_members(s, g, 3, 1.0)
+    bad = msgspec.structs.replace(member("g-bad", g), priority_class="prod",
+                                  requests=msgspec.structs.replace(member("x", None).requests, batch_cpu=100))
+    s.add_pod(bad, 1.0)
+    out = s.schedule_cycle(2.0)
+    assert not out.placements and not s.waiting and allocated_cpu(s) == 0
+    assert {next(iter(u.reasons)) for uid, u in s.queue.unschedulable.items() if uid != "g-bad"} == {
+        "gang default/g: member g-bad was not placed; the gang was sent back"}

@@ -140,9 +140,16 @@ class Coscheduling:
         return g
 
     def end_batch(self, now: float) -> None:
-        """Park the members of gangs sent back (under ``Coscheduling``) or short of members (under
-        :data:`MEMBERS_REJECTOR`) in this cycle; forget gangs with no member left."""
+        """Send back a ``Strict`` gang, not satisfied, with a member of the batch left unplaced for any
+        reason (a PreFilter of another plugin, e.g. a quota, runs no PostFilter); park the members of
+        gangs sent back (under ``Coscheduling``) or short of members (under :data:`MEMBERS_REJECTOR`)
+        in this cycle; forget gangs with no member left."""
         handle = self._handle
+        for g in list(self._touched.values()):  # a Strict member left unplaced by any plugin (a quota, say)
+            if g.spec.mode == "Strict" and g.waiting and g.sent_back_cycle != self._cycle:
+                missed = next((u for u in g.batch if u not in g.placed), None)
+                if missed is not None and not all(x is not None and x.satisfied for x in self.cache.group(g.spec)):
+                    self._send_back(g.spec, now, f"gang {g.name}: member {missed} was not placed; the gang was sent back")
         for g in self._touched.values():
             if handle is not None and g.sent_back_cycle == self._cycle:
                 rejectors, reasons = frozenset({NAME}), {g.sent_back_reason: 1}
