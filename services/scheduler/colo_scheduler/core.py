@@ -40,6 +40,8 @@ from colo_scheduler.plugins.nodeaffinity import NodeAffinity
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from colo_scheduler.plugins.preemption import DefaultPreemption, Nominator
+from colo_scheduler.plugins.preemption.victims import passes
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.reservation import Nomination, Reservation
 from colo_scheduler.plugins.tainttoleration import TaintToleration
@@ -59,6 +61,11 @@ NOMINATION = "reservation"
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`) within a
 cycle (Coscheduling: the gang is part of the spec, and its verdict holds for every member of a cycle)."""
+
+
+def preempted_by(preemptor: PodInfo) -> str:
+    """The eviction reason of a preemption's victims: ``Preempted by <namespace>/<name>``."""
+    return f"Preempted by {preemptor.spec.namespace}/{preemptor.spec.name}"
 
 
 def equivalence_key(pod: PodInfo) -> bytes:
@@ -89,7 +96,8 @@ class Failure:
 
 @dataclass(slots=True)
 class Eviction:
-    """A placed pod to evict from ``node`` (name), and why (the service publishes it on ``pod.evict``)."""
+    """A placed pod to evict from ``node`` (name) for ``reason`` (``Preempted by <ns>/<name>``, or a quota's
+    reclaim of its lent min); the service publishes it on ``pod.evict``."""
 
     pod: PodInfo
     node: str
@@ -99,7 +107,7 @@ class Eviction:
 @dataclass(slots=True)
 class CycleOutcome:
     """What one cycle did: placements (reserved, to bind), failures (now unschedulable) and evictions
-    (pods to take off their nodes, e.g. to give a quota its lent min back)."""
+    (victims of preemption, and pods taken off their nodes to give a quota its lent min back)."""
 
     placements: list[Placement] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -147,6 +155,10 @@ class Scheduler:
         self._batch_plugins = [p for p in profile_obj.plugins.values() if isinstance(p, BatchPlugin)]
         for bp in self._batch_plugins:
             bp.attach(self)
+        self.nominator: Nominator | None = next(
+            (p.attach(self.table, profile_obj.filter, list(profile_obj.plugins.values()), self.waiting)
+             for p in profile_obj.post_filter if isinstance(p, DefaultPreemption)), None)
+        """Preemptors' nominations (:mod:`colo_scheduler.plugins.preemption`), None without DefaultPreemption."""
         self.hint_stats = {"woken": 0, "skipped": 0, "equivalent_failures": 0}
         """Counters: pods woken by hints, unschedulable pods left parked after a change, and
         failures decided by an equivalent pod's failure in the same cycle."""
@@ -187,6 +199,8 @@ class Scheduler:
         if i is None or spec.uid in self.framework.placed:
             return False
         self.queue.remove(spec.uid)
+        if self.nominator:
+            self.nominator.drop(spec.uid)  # bound elsewhere: its held room is free again
         self.framework.reserve(self.pod_info(spec, bound_at), i, bound_at)
         return True
 
@@ -236,10 +250,12 @@ class Scheduler:
         return True
 
     def forget(self, uid: str) -> None:
-        """Drop a pod from the queue (e.g. bound by another scheduler replica)."""
+        """Drop a pod from the queue (e.g. bound by another scheduler replica), and its nomination."""
         self.queue.remove(uid)
         if self.quota is not None:
             self.quota.drop_pending(uid)
+        if self.nominator:
+            self.nominator.drop(uid)
 
     def on_quota(self, spec: ElasticQuotaSpec) -> list[str]:
         """Add, change or delete an elastic quota; the problems when refused ([] when applied, or when no
@@ -286,6 +302,9 @@ class Scheduler:
         for pod in self._held_on().get(i, ()):  # held at Permit: reserved here, not in the store's sums yet
             nominated = pod.extra.get(NOMINATION)
             self.table.add_allocated(i, pod.request - nominated.use if isinstance(nominated, Nomination) else pod.request)
+        held = self.nominator.held_on(i) if self.nominator else None
+        if held is not None:  # the store does not know the room held for preemptors
+            self.table.add_allocated(i, held)
         if bool((self.table.free[i] > before).any()):
             self.node_changed(i, POD_DELETE)
 
@@ -360,6 +379,8 @@ class Scheduler:
     def _schedule_cycle(self, now: float) -> CycleOutcome:
         state = self.framework.begin_cycle(now)
         out = CycleOutcome()
+        if self.nominator:
+            self.nominator.expire(now)
         self._resolve_waiting(now, out)
         if self.quota is not None:
             self._quota_cycle(now, out)
@@ -378,10 +399,19 @@ class Scheduler:
             pod.attempts += 1
             pod.last_attempt_at = now
             key = equivalence_key(pod) if self._equivalence else None
-            known = failed.get(key) if key is not None else None
             nominated = self._nominate(state, pod) if self.reservations.active else None
+            preempted = -1
+            if self.nominator and pod.uid in self.nominator.nominations:  # (a Nominator is falsy when empty)
+                preempted = self._nominated_row(state, pod) if nominated is None else -1
+                key = None  # its PostFilter must run: it keeps the nomination and holds the room again
+            known = failed.get(key) if key is not None else None
             if nominated is not None:
                 result = ScheduleResult(nominated.row, feasible=1)
+                key = None
+            elif preempted >= 0:  # the room its victims freed (Kubernetes: the nominated node first)
+                result = ScheduleResult(preempted, feasible=1)
+                if record is not None and self.nominator is not None:
+                    result.record = self.nominator.placed_record(pod, preempted, now, record)
                 key = None
             elif known is not None:
                 # An equal pod found no node earlier in this cycle; the table only filled since.
@@ -399,6 +429,8 @@ class Scheduler:
                 result.record.decision_ms = ms
                 self.decisions.add(result.record)
             if result.node >= 0:
+                if self.nominator:
+                    self.nominator.drop(pod.uid)
                 self.framework.reserve(pod, result.node, now)
                 if nominated is not None:  # the held room (in the allocation already) covers this part
                     self.table.add_allocated(result.node, nominated.use, -1)
@@ -423,6 +455,9 @@ class Scheduler:
             elif result.nominated >= 0:
                 self.queue.add_backoff(pod)  # a PostFilter made room: retry soon
                 out.failures.append(Failure(pod, result, ms))
+                if self.nominator:
+                    out.evictions.extend(Eviction(e.victim, names[e.row], preempted_by(e.preemptor))
+                                         for e in self.nominator.take_evictions())
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
@@ -447,6 +482,19 @@ class Scheduler:
                 self.reject_waiting(r.member.pod.uid, now, r.reason)
             else:
                 out.evictions.append(Eviction(r.member.pod, names[r.member.row], r.reason))
+
+    def _nominated_row(self, state: CycleState, pod: PodInfo) -> int:
+        """The row a preemption nominated the pod to when it passes every PreFilter and Filter there now
+        (its held room released first), else −1; ``_diagnose`` then keeps or ends the nomination."""
+        assert self.nominator is not None
+        row = self.nominator.release(pod.uid)
+        if row < 0:
+            return -1
+        for pre in self.framework.profile.pre_filter:
+            st = pre.pre_filter(state, pod)
+            if st is not None and not st.ok:
+                return -1
+        return row if passes(self.framework.profile.filter, state, pod, row) else -1
 
     def _nominate(self, state: CycleState, pod: PodInfo) -> Nomination | None:
         """The pod's reserved row when it owns a feasible reservation and passes the PreFilters."""

@@ -35,7 +35,7 @@ from colo_scheduler.validation import metric_problem as _metric_problem
 from colo_scheduler.validation import node_problem as _node_problem
 from colo_scheduler.validation import pod_problem as _pod_problem
 
-REQUEUE_REASONS = frozenset({"Evicted", "Descheduled"})
+REQUEUE_REASONS = frozenset({"Evicted", "Descheduled", "Preempted"})
 """PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
 
 

@@ -10,9 +10,9 @@ import logging
 from typing import Any
 
 from colo import subjects
-from colo.messages import PodBound, PodSpec
+from colo.messages import EvictionCommand, PodBound, PodSpec
 from colo.runtime import ServiceContext
-from colo_scheduler.core import Scheduler
+from colo_scheduler.core import Eviction, Scheduler
 from colo_scheduler.settings import SchedulerSettings
 
 log = logging.getLogger("colo.scheduler")
@@ -41,6 +41,7 @@ class SchedulerEventPublisher:
     _announce: dict[str, tuple[PodSpec, str, float]]
     _last_unschedulable: dict[str, tuple[dict[str, int], str, float]]
     _unpublished: list[tuple[Any, Any, str | None, dict[str, str]]]
+    totals: dict[str, int]
 
     def _announcements(self) -> list[tuple[Any, Any, str | None, dict[str, str]]]:
         """PodBound events of :attr:`_announce` whose binding is still this scheduler's view (placed on
@@ -56,6 +57,18 @@ class SchedulerEventPublisher:
                                f"bound-{uid}-{at!r}", {"node": node}))
         self._announce.clear()
         return events
+
+    def _eviction_events(self, evictions: list[Eviction], now: float) -> list[tuple[Any, Any, str | None,
+                                                                                 dict[str, str]]]:
+        """``pod.evict.<node>`` orders (by ``"scheduler"``) for the victims of the cycle's preemptions and
+        quota reclaims (counted apart: a reclaim's reason starts with ``quota``); the node agents answer with
+        a Failed/Evicted PodStatus, which requeues them (handlers.py)."""
+        reclaims = sum(1 for e in evictions if e.reason.startswith("quota"))
+        self.totals["quota_evictions"] = self.totals.get("quota_evictions", 0) + reclaims
+        self.totals["preemption_evictions"] = self.totals.get("preemption_evictions", 0) + len(evictions) - reclaims
+        return [(subjects.POD_EVICT, EvictionCommand(uid=e.pod.uid, node=e.node, reason=e.reason, at=now,
+                                                     by="scheduler"),
+                 f"preempt-{e.pod.uid}-{e.node}-{now!r}", {"node": e.node}) for e in evictions]
 
     def _report_unschedulable(self, uid: str, reasons: dict[str, int], message: str, now: float) -> bool:
         """Whether this failed attempt is published: a new or changed verdict at once, a repeat of the

@@ -22,7 +22,7 @@ import nats.js.errors
 from colo import subjects
 from colo.bus import MessageInfo, Subscription
 from colo.clock import WallClock
-from colo.messages import ElasticQuota, EvictionCommand
+from colo.messages import ElasticQuota
 from colo.runtime import ServiceContext
 from colo_scheduler.core import CycleOutcome, Scheduler
 
@@ -103,12 +103,9 @@ class QuotaEvents:
             del sent[name]
 
     def _quota_events(self, out: CycleOutcome, now: float) -> list[Event]:
-        """The cycle's evictions (reclaimed quota) and changed quota statuses as events."""
+        """The cycle's changed quota statuses as events (its evictions, reclaims included, are published
+        with the preemptions' by :meth:`~colo_scheduler.publishing.Publishing._eviction_events`)."""
         events: list[Event] = []
-        for e in out.evictions:
-            cmd = EvictionCommand(uid=e.pod.uid, node=e.node, reason=e.reason, at=now, by="scheduler")
-            events.append((subjects.POD_EVICT, cmd, f"evict-{e.pod.uid}-{e.node}-{now!r}", {"node": e.node}))
-        self.totals["quota_evictions"] = self.totals.get("quota_evictions", 0) + len(out.evictions)
         if self.core.quota is not None:
             for st in self.core.quota.statuses(now):
                 events.append((subjects.QUOTA_STATUS, st, None, {"name": st.name}))

@@ -89,7 +89,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
         # uid → (reasons, message, clock time) of the last PodUnschedulable published for it
         self._last_unschedulable: dict[str, tuple[dict[str, int], str, float]] = {}
         self.totals = {"pods_bound": 0, "bind_conflicts": 0, "unschedulable_attempts": 0,
-                       "dead_letters": 0, "cycles": 0, "prompt_cycles": 0, "foreign_binds": 0}
+                       "dead_letters": 0, "cycles": 0, "prompt_cycles": 0, "foreign_binds": 0,
+                       "preemption_evictions": 0}
         self.replica = Replica(settings.replica_index, settings.replicas)
         """Completed at start with the runtime's instance name (:meth:`Replica.from_settings`)."""
         self.elector: LeaderElector | None = None
@@ -385,6 +386,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
             failed = PodUnschedulable(uid=f.pod.uid, name=f.pod.spec.name, reasons=f.result.reasons,
                                       message=f.result.message, at=now, attempts=f.pod.attempts)
             events.append((subjects.POD_UNSCHEDULABLE, failed, f"unschedulable-{f.pod.uid}-{now!r}", {}))
+        if out.evictions:
+            events.extend(self._eviction_events(out.evictions, now))
         self.totals["pods_bound"] += bound
         self.totals["unschedulable_attempts"] += len(out.failures)
         if background_publish and events:

@@ -132,6 +132,7 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
             t.add_row(p, *cells)
         t.add_row("[bold]total[/]", *[f"[bold]{d['scores'][n]['total']}[/]" for n in nodes])
         console.print(t)
+    render_preemption(d, console)
     rejected = d["rejected_nodes"]
     if rejected:
         shown = list(rejected.items()) if max_nodes <= 0 else list(rejected.items())[:max_nodes]
@@ -147,6 +148,28 @@ def render(decision: dict[str, Any], console: Console, max_nodes: int = 20) -> N
         if counted:
             t.caption = "per-node reasons: --live (a dry run now) or the scheduler's decision_detail: nodes"
         console.print(t)
+
+
+def render_preemption(d: dict[str, Any], console: Console) -> None:
+    """Print the preemption behind a nomination (``preemption`` of the record, absent in older schedulers):
+    the nominated node, the victims (uid, priority, start) and the node-choice criteria of the nominated
+    node against the runner-up."""
+    pre = d.get("preemption")
+    if not pre:
+        return
+    kept = " (kept: its victims are still leaving)" if pre.get("kept") else ""
+    console.print(f"  preemption: nominated to [green]{_v(pre['node'])}[/]{kept}, "
+                  f"{pre['candidates']} candidate node(s) evaluated")
+    t = Table("victim", "priority", "started", title=f"Victims on {_v(pre['node'])}")
+    for v in pre["victims"]:
+        t.add_row(v["uid"], str(v["priority"]), _when(v["started_at"]))
+    console.print(t)
+    runner = pre.get("runner_up_criteria") or {}
+    t = Table("criterion (smaller wins; start: later wins)", f"{_v(pre['node'])}", f"runner-up {_v(pre['runner_up'])}",
+              title="Why this node (Kubernetes pickOneNodeForPreemption order)")
+    for name, value in pre["criteria"].items():
+        t.add_row(name, _v(value), _v(runner.get(name)) if runner else "-")
+    console.print(t)
 
 
 async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, Any]:

@@ -49,6 +49,54 @@ class FilterRecord:
         return out
 
 
+PREEMPTION_RECORD = "framework.preemption_record"
+"""``CycleState.data`` key under which a PostFilter leaves the :class:`PreemptionRecord` of its
+nomination; the framework moves it into the attempt's record."""
+
+
+@dataclass(frozen=True, slots=True)
+class VictimRecord:
+    """A pod evicted to make room: ``uid``, ``name``, ``priority``, ``started_at`` (clock seconds)."""
+
+    uid: str
+    name: str
+    priority: int
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """Why a preemptor was nominated where it was: the nominated ``node`` row and its ``victims``;
+    ``criteria`` names and the values of the chosen node (``values``) and of the runner-up
+    (``runner_up`` row, −1 when none, ``runner_up_values``); ``candidates`` the nodes evaluated;
+    ``kept`` True when an earlier nomination whose victims are still leaving was kept (no new
+    evictions)."""
+
+    node: int
+    victims: tuple[VictimRecord, ...]
+    criteria: tuple[str, ...]
+    values: tuple[float, ...]
+    runner_up: int = -1
+    runner_up_values: tuple[float, ...] = ()
+    candidates: int = 0
+    kept: bool = False
+
+    def to_json(self, names: list[str]) -> dict[str, object]:
+        """JSON form; ``names`` maps rows to node names."""
+        def values(v: tuple[float, ...]) -> dict[str, float | None]:
+            return {k: (None if x == float("inf") else x) for k, x in zip(self.criteria, v)}
+
+        return {
+            "node": names[self.node] if 0 <= self.node < len(names) else None,
+            "victims": [{"uid": v.uid, "name": v.name, "priority": v.priority, "started_at": v.started_at}
+                        for v in self.victims],
+            "criteria": values(self.values),
+            "runner_up": names[self.runner_up] if 0 <= self.runner_up < len(names) else None,
+            "runner_up_criteria": values(self.runner_up_values) if self.runner_up_values else None,
+            "candidates": self.candidates, "kept": self.kept,
+        }
+
+
 @dataclass(slots=True)
 class DecisionRecord:
     """One scheduling attempt of pod ``uid`` at clock time ``at`` (seconds).
@@ -76,13 +124,17 @@ class DecisionRecord:
     raw_scores: dict[int, tuple[int, ...]] = field(default_factory=dict)
     scores: dict[int, tuple[int, ...]] = field(default_factory=dict)
     decision_ms: float = 0.0
+    nominated: int = -1
+    """The row a PostFilter nominated the pod to (−1 when none)."""
+    preemption: PreemptionRecord | None = None
+    """The preemption behind the nomination (victims, criteria), when one was made or kept."""
 
     def for_attempt(self, uid: str, attempt: int) -> DecisionRecord:
         """This record as pod ``uid``'s attempt ``attempt`` (an equivalent pod decided the same): a
         shallow copy sharing filters and scores, at a tenth of ``copy.copy``'s cost on a slots class."""
         return DecisionRecord(uid, attempt, self.at, self.node, self.runner_up, self.nodes, self.feasible,
                               self.status, self.message, self.detail, self.filters, self.score_plugins,
-                              self.raw_scores, self.scores, self.decision_ms)
+                              self.raw_scores, self.scores, self.decision_ms, self.nominated, self.preemption)
 
     def score_table(self, row: int) -> dict[str, dict[str, int]]:
         """Plugin → raw, normalized, weight, weighted score on ``row`` (chosen node or runner-up)."""
@@ -133,6 +185,8 @@ class DecisionRecord:
             "nodes": self.nodes, "feasible": self.feasible, "message": message,
             "detail": self.detail, "decision_ms": round(self.decision_ms, 4),
             "filters": filters, "rejected_nodes": rejected, "scores": scores,
+            "nominated_node": name(self.nominated),
+            "preemption": self.preemption.to_json(names) if self.preemption is not None else None,
         }
 
 

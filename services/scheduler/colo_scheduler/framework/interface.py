@@ -40,6 +40,14 @@ POD_DELETE = "PodDelete"
 """A pod released its node (succeeded, failed, evicted)."""
 
 
+DRY_RUN = "framework.dry_run"
+"""``CycleState.data`` key set while the framework explains a pod without deciding (``colo explain``):
+a PostFilter then computes its answer but changes nothing (no nomination, no eviction)."""
+
+FILTER_MASKS = "framework.filter_masks"
+"""``CycleState.data`` key under which the framework lends the PostFilters the failed pod's filter masks: one
+per profile filter, in profile order, (n,) bool or None where the filter passes every node (read only)."""
+
 IntpArray = npt.NDArray[np.intp]
 """Row indices into the node table."""
 
@@ -196,6 +204,20 @@ class PostFilterPlugin(Protocol):
 
     def post_filter(self, state: CycleState, pod: PodInfo, reasons: dict[str, int]) -> int | None:
         """A row the pod may be nominated to after the plugin made room, or None."""
+        ...
+
+
+@runtime_checkable
+class PreemptionVictimFilter(Protocol):
+    """Optional for any plugin of a profile: whether ``preemptor`` may preempt ``victim`` (e.g. the
+    ElasticQuota plugin: a pod never takes room from another quota's pods while that quota is
+    within its min). Preemption (:mod:`colo_scheduler.plugins.preemption`) asks every plugin of the
+    profile that has it; one False keeps the victim."""
+
+    name: str
+
+    def victim_allowed(self, state: CycleState, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """True when ``victim`` may be evicted to make room for ``preemptor``."""
         ...
 
 

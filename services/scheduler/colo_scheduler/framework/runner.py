@@ -25,11 +25,15 @@ from colo_scheduler.framework.buckets import MOVE_LIMIT, ScoreBuckets
 from colo_scheduler.framework.classcache import ClassCache, ClassEntry, check_range, class_key
 from colo_scheduler.framework.decision import (
     DETAIL_NODES,
+    PREEMPTION_RECORD,
     DecisionRecord,
     FilterRecord,
+    PreemptionRecord,
 )
 from colo_scheduler.framework.interface import (
+    DRY_RUN,
     ERROR,
+    FILTER_MASKS,
     SUCCESS,
     UNSCHEDULABLE,
     WAIT,
@@ -343,15 +347,20 @@ class Framework:
                     reasons[reason] = reasons.get(reason, 0) + count
             remaining &= ok
         result = self._failed(pod, state, self.table.n, reasons, frozenset(rejectors), UNSCHEDULABLE, None)
+        state.data[FILTER_MASKS] = entry.masks
         for post in self.profile.post_filter:
             row = post.post_filter(state, pod, reasons)
             if row is not None:
                 result.nominated = row
                 break
+        del state.data[FILTER_MASKS]
+        preemption = state.data.pop(PREEMPTION_RECORD, None)
         if record is not None:
             result.record = self._record(state, pod, entry, {}, -1, -1, record, UNSCHEDULABLE, result.message)
             for fr in result.record.filters:  # the diagnosis' reason counts, whatever the detail
                 fr.reasons = fr.reasons or per_filter.get(fr.plugin, {})
+            result.record.nominated = result.nominated
+            result.record.preemption = preemption if isinstance(preemption, PreemptionRecord) else None
         return result
 
     # ------------------------------------------------------------------ explainability
@@ -437,9 +446,11 @@ class Framework:
         Neither the tie-break generator nor the sampling window's rotating start moves, so asking
         changes no later placement."""
         saved, start = self.rng.getstate(), self._next_start
+        state.data[DRY_RUN] = True
         try:
             result = self.schedule_one(state, pod, DETAIL_NODES)
         finally:
+            del state.data[DRY_RUN]
             self.rng.setstate(saved)
             self._next_start = start
         assert result.record is not None

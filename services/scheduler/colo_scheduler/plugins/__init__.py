@@ -21,6 +21,7 @@ from colo_scheduler.plugins.noderesources import (
 )
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from colo_scheduler.plugins.preemption import DefaultPreemption, DefaultPreemptionArgs
 from colo_scheduler.plugins.prioritysort import PrioritySort
 from colo_scheduler.plugins.qosadmission import QoSAdmission
 from colo_scheduler.plugins.selectorspread import SelectorSpread
@@ -54,6 +55,7 @@ def new_in_tree_registry() -> Registry:
     r.register(BEMemoryPressure.name, lambda a, s: BEMemoryPressure())
     r.register(Coscheduling.name, lambda a, s: Coscheduling())
     r.register(ElasticQuota.name, lambda a, s: ElasticQuota())
+    r.register(DefaultPreemption.name, lambda a, s: DefaultPreemption(a), DefaultPreemptionArgs)
     return r
 
 
@@ -68,13 +70,14 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights): LoadAware
     (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
+    PostFilter: DefaultPreemption (as the Kubernetes default profile), then Coscheduling (a Strict gang sent back).
     """
     return ProfileConfig(
         queue_sort=Coscheduling.name,
         pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name),
-        post_filter=(Coscheduling.name,),
         filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
                 MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
+        post_filter=(DefaultPreemption.name, Coscheduling.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
