@@ -50,6 +50,12 @@ def _parse(value: str | int | float) -> Decimal:
     return number * _SUFFIX[match.group(2) or ""]
 
 
+def parse_quantity(value: str | int | float) -> Decimal:
+    """A quantity's exact value in its base unit (``"500m"`` → ``Decimal("0.500")``, ``"2Ki"`` → 2048), not
+    rounded. Raises QuantityError on malformed or negative input."""
+    return _parse(value)
+
+
 def parse_cpu(value: str | int | float) -> int:
     """CPU quantity → milli-cores, rounded up as Kubernetes does (``"0.1"`` → 100, ``"250m"`` → 250).
 

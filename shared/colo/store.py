@@ -63,6 +63,7 @@ from colo.store_lua import (
     RENEW_LUA,
 )
 from colo.store_quota import QuotaOps
+from colo.store_rejected import RejectionOps
 from colo.store_workloads import WorkloadOps
 
 __all__ = ["BIND_CHUNK", "REASON_ALREADY_BOUND", "REASON_GANG_MEMBER_REFUSED", "REASON_LEASE_LOST",
@@ -85,7 +86,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps, WorkloadOps):
+class Store(QuotaOps, WorkloadOps, RejectionOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.

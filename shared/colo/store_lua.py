@@ -190,8 +190,11 @@ for i, uid in ipairs(uids) do
   out[i] = '0'
   if redis.call('EXISTS', stem.binding .. uid) == 0 then
     local state = stem.podstate .. uid
-    local st = redis.call('HMGET', state, 'phase', 'node')
-    if not (st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= ''))) then
+    local st = redis.call('HMGET', state, 'phase', 'node', 'reason')
+    local reason = st[3] or ''
+    local replaceable = st[1] == 'Failed' and (string.sub(reason, 1, 9) == 'Rejected:' or reason == 'Deleted'
+                                               or string.sub(reason, 1, 8) == 'Deleted:')
+    if replaceable or not (st[1] and (st[1] ~= 'Pending' or (st[2] and st[2] ~= ''))) then
       redis.call('SET', stem.pod .. uid, ARGV[3 + i])
       redis.call('HSET', state, 'phase', 'Pending', 'node', '', 'reason', '', 'updated_at', ARGV[2], 'bound_at', '0.0')
       redis.call('SADD', stem.pods, uid)
@@ -201,7 +204,8 @@ for i, uid in ipairs(uids) do
 end
 return table.concat(out)
 """
-"""Writes each pod as Pending unless bound or ran/finished. ARGV: key stems (JSON), time, uids (JSON),
+"""Writes each pod as Pending unless bound or ran/finished (a record admission refused or a deleted pod,
+``Failed`` with reason ``Rejected: …``, ``Deleted: …`` or ``Deleted`` (:mod:`colo.store_rejected`), is replaced). ARGV: key stems (JSON), time, uids (JSON),
 then one spec JSON per uid. Returns one character per pod: '1' written, '0' not."""
 
 ALLOCATED_LUA = """#!lua flags=no-cluster

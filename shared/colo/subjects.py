@@ -91,6 +91,7 @@ POD_BOUND = _s("pod.bound.{node}", m.PodBound, PODS, "pods bound to a node")
 POD_UNSCHEDULABLE = _s("pod.unschedulable", m.PodUnschedulable, PODS, "failed scheduling attempts")
 POD_STATUS = _s("pod.status.{node}", m.PodStatus, PODS, "pod lifecycle reported by node agents")
 POD_EVICT = _s("pod.evict.{node}", m.EvictionCommand, PODS, "eviction orders to a node agent")
+POD_DELETED = _s("pod.deleted", m.PodDeleted, PODS, "pod deletions (colo delete): the scheduler drops or evicts")
 
 NODE_REGISTERED = _s("node.registered.{node}", m.NodeSpec, NODES, "node registrations")
 NODE_RESOURCE = _s("node.resource.{node}", m.NodeResource, NODES, "batch/mid allocatable")

@@ -282,3 +282,20 @@ async def test_memory_pressure_is_reported_at_once_between_reports(bus_factory: 
     assert any(s.uid == "be-hog" and s.reason == "Evicted" for s in h.seen["status"])
     await h.tick(T0 + 100)  # still under pressure, nothing new: no extra report
     assert len(h.seen["metric"]) == reported + 1
+
+
+@pytest.mark.parametrize(("order_reason", "status_reason"), [
+    pytest.param("Deleted", "Deleted", id="deletion"),
+    pytest.param("LowNodeLoad", "Evicted", id="descheduler-eviction"),
+])
+async def test_status_reason_of_an_order(bus_factory: BusFactory, store: Store, order_reason: str,
+                                         status_reason: str) -> None:
+    """A deletion (``colo delete pod``: the scheduler's order with reason ``Deleted``) ends the pod with reason
+    ``Deleted``, which the scheduler does not requeue; any other order stays an ``Evicted`` (requeued)."""
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    await h.bind(ls_pod("web"), "n1")
+    await h.client.publish(subjects.POD_EVICT, EvictionCommand(uid="web", node="n1", reason=order_reason, at=T0,
+                                                               by="colo delete"), node="n1")
+    await h.settle()
+    assert [(s.uid, s.phase, s.reason) for s in h.seen["status"]] == [
+        ("web", "Running", ""), ("web", "Failed", status_reason)]

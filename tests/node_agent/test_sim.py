@@ -216,3 +216,28 @@ def test_hundred_nodes_sixty_pods_tick_is_fast() -> None:
         b.advance(t)
         best = min(best, time.perf_counter() - t0)
     assert best < 0.1, f"a 60 s tick of 100 nodes x 60 pods took {best * 1000:.0f} ms"
+
+
+def test_a_pod_file_gives_a_batch_pod_its_work() -> None:
+    """Issue 14 "batch pods on the sim backend can carry their workload": the colo.io/sim-* annotations of a pod
+    file run as that work under the sim backend (completes after its duration, uses its CPU meanwhile)."""
+    from colo.manifests import parse_manifest
+
+    (spec,) = parse_manifest("""
+metadata:
+  name: spark
+  labels: {koordinator.sh/qosClass: BE}
+  annotations: {colo.io/sim-duration: 2m, colo.io/sim-cpu: 1500m}
+spec:
+  priorityClassName: koord-batch
+  containers: [{resources: {requests: {kubernetes.io/batch-cpu: "2000", kubernetes.io/batch-memory: 1Gi}}}]
+""").pods
+    b = backend(NodeSLO(node=""))
+    assert b.start_pod(spec, "n1")
+    first = b.advance(60)
+    assert first.ended == []
+    (usage,) = [p for m in b.node_metrics(60) for p in m.pods if p.uid == spec.uid]
+    assert 1400 <= usage.cpu <= 1500
+    ended = [e for t in range(120, 301, 60) for e in b.advance(t).ended]
+    assert [(e.uid, e.phase, e.reason) for e in ended] == [("default-spark", "Succeeded", "Completed")]
+    assert 120.0 <= ended[0].at <= 130.0

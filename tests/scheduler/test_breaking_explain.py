@@ -194,3 +194,42 @@ def test_a_dry_run_leaves_the_sampling_window_where_it_was() -> None:
         return placed
 
     assert run(True) == run(False)
+
+
+@pytest.mark.integration
+async def test_explain_by_name_without_the_namespace(bus_factory: BusFactory, store: Any, nats_url: str,
+                                                      redis_url: str) -> None:
+    """Issue 14, observation 3: ``colo explain web-0`` said unknown; the name is found in the store (any
+    namespace holding the only pod of that name, or ``-n``), whatever the pod's uid."""
+    import msgspec
+
+    from colo.cli.connection import Connection
+    from colo.settings import load_runtime_settings
+
+    svc, server, base, bus = await _scheduler(bus_factory, store)
+    try:
+        tester = await bus_factory("tester")
+        spec = node("big", cpu=64_000, memory=128 * GI)
+        await store.put_node(spec)
+        await tester.publish(subjects.NODE_REGISTERED, spec, node="big")
+        web = msgspec.structs.replace(pod("uid-17", 100, GI), name="web-0", namespace="shop")
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=web, at=1000.0))
+        await bus.settle()
+        await svc.tick(1000.0)
+        conn = Connection(load_runtime_settings({"COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url,
+                                                 "COLO_STORE_PREFIX": store.keys.prefix}), "env", ())
+
+        def run(ref: str, namespace: str) -> tuple[int, str]:
+            console = Console(record=True, width=200)
+            args = argparse.Namespace(uid=ref, namespace=namespace, scheduler=base, live=False, json=False,
+                                      max_nodes=20)
+            return cmd_explain(args, console, {}, lambda: conn), console.export_text()
+
+        for ref, namespace in (("web-0", ""), ("web-0", "shop"), ("shop/web-0", "")):
+            code, text = await asyncio.to_thread(run, ref, namespace)
+            assert code == 0 and "pod uid-17" in text and "Success" in text, (ref, text)
+        code, text = await asyncio.to_thread(run, "web-0", "ml")
+        assert code == 1 and "no pod 'web-0' in namespace 'ml'" in " ".join(text.split())
+    finally:
+        await server.close()
+        await svc.stop()

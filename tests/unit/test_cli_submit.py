@@ -9,6 +9,8 @@ import pytest
 from colo import subjects
 from colo.cli import main as cli
 from colo.cli import submit
+from colo.manifests import Manifest
+from colo.submission import Outcome, publications
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -17,10 +19,11 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, object, object, object]]:
     out: list[tuple[object, object, object, object]] = []
 
-    async def fake_publish(items: list[tuple[object, object, object, object]], url: str, attempts: int) -> None:
-        out.extend(items)
+    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None) -> list[Outcome]:
+        out.extend(publications(manifest))
+        return []
 
-    monkeypatch.setattr(submit, "publish", fake_publish)
+    monkeypatch.setattr(submit, "submit", fake_submit)
     monkeypatch.setenv("COLO_NATS_URL", "nats://127.0.0.1:1")
     return out
 

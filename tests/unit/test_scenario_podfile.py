@@ -9,9 +9,10 @@ import pytest
 
 from colo.cli import main as cli
 from colo.cli import submit
+from colo.manifests import Manifest, load_manifest, parse_manifest
 from colo.manifests import ManifestError as PodFileError
-from colo.manifests import load_manifest, parse_manifest
 from colo.messages import PodSpec
+from colo.submission import publications
 
 
 def parse_pods(text: str, now: float = 0.0) -> list[PodSpec]:
@@ -120,10 +121,12 @@ def test_every_error_listed() -> None:
 def test_submit_publishes_nothing_when_any_pod_is_invalid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     published: list[object] = []
 
-    async def fake_publish(items: list[tuple[object, object, object, object]], url: str, attempts: int) -> None:
-        published.extend(item[1] for item in items)
+    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None) -> list[object]:
+        published.extend(item[1] for item in publications(manifest))
+        return []
 
-    monkeypatch.setattr(submit, "publish", fake_publish)
+    monkeypatch.setattr(submit, "submit", fake_submit)
+    monkeypatch.setenv("COLO_NATS_URL", "nats://127.0.0.1:1")
     bad = tmp_path / "bad.yaml"
     bad.write_text(_list(OK, "{metadata: {name: c}, spec: {containers: [{resources: {requests: {cpu: 5x}}}]}}"))
     assert cli.main(["submit", str(bad)]) == 1

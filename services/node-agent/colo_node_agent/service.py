@@ -21,7 +21,16 @@ import msgspec
 from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.classes import priority_class_of, qos_class_of
-from colo.messages import EvictionCommand, NodeSLO, NodeSpec, PodBound, PodSpec, PodStatus, QoSEvent
+from colo.messages import (
+    DELETE_EVICTION_REASON,
+    EvictionCommand,
+    NodeSLO,
+    NodeSpec,
+    PodBound,
+    PodSpec,
+    PodStatus,
+    QoSEvent,
+)
 from colo.runtime import ServiceContext
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
@@ -273,7 +282,9 @@ class NodeAgentService:
             await self._reject(msg, info, f"eviction for pod {msg.uid!r} on node {msg.node!r} not hosted here")
             return
         now = self.ctx.clock.now()
-        end = self.backend.evict_pod(msg.uid, "Evicted", msg.reason or f"evicted by {msg.by}", now)
+        # a deletion ends the pod for good (reason Deleted); any other order is an eviction the scheduler requeues
+        reason = DELETE_EVICTION_REASON if msg.reason == DELETE_EVICTION_REASON else "Evicted"
+        end = self.backend.evict_pod(msg.uid, reason, msg.reason or f"evicted by {msg.by}", now)
         if end is None:
             return
         event = QoSEvent(node=end.node, kind="evict", at=now, reason=msg.reason, pods=[msg.uid],

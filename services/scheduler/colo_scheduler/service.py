@@ -42,6 +42,7 @@ from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
+from colo_scheduler.deletion import PodDeletion
 from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
@@ -110,6 +111,7 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
         self._reservation_store: ReservationStore | None = None
         self._quota_max_sent: dict[str, dict[str, int]] = {}
         self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
+        self.deletion = PodDeletion(self.core)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,6 +142,8 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
         self.reservation_intake.attach(ctx, self.replica, self._wake)
         bus.subscribe(subjects.RESERVATION_SUBMITTED, self.reservation_intake.on_submitted,
                       durable=durable("reservations"))
+        self.deletion.attach(ctx, self.replica, self._wake)
+        bus.subscribe(subjects.POD_DELETED, self.deletion.on_deleted, durable=durable("deleted"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:

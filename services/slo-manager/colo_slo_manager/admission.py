@@ -1,4 +1,5 @@
-"""Pod admission: colocation profiles and class validation (REFERENCE.md §1). Pure functions.
+"""Pod admission: colocation profiles and class validation (REFERENCE.md §1). Pure functions; the checks
+themselves are :mod:`colo.validation` (shared with ``colo submit --dry-run`` and the API).
 
 A submitted :class:`~colo.messages.PodSpec` is either admitted — with the first
 matching colocation profile applied — or rejected with every problem found.
@@ -7,7 +8,6 @@ matching colocation profile applied — or rejected with every problem found.
 from __future__ import annotations
 
 import hashlib
-import re
 
 import msgspec
 
@@ -17,24 +17,18 @@ from colo.classes import (
     PRIORITY_RANGES,
     QOS_CLASS_LABEL,
     priority_class_of,
-    priority_class_of_value,
     qos_class_of,
-    resource_kind_problems,
-    validate_classes,
 )
 from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
+from colo.validation import MAX_QUANTITY, RESOURCE_FIELDS, basic_problems, class_problems
 from colo_slo_manager.settings import NAMESPACE_NAME_LABEL, ColocationProfile, SloManagerSettings
 
 KOORDINATOR_PRIORITY_LABEL = "koordinator.sh/priority"
 """Pod label of the sub-priority within a priority class (Koordinator ``koordinatorPriority``)."""
 
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
-"""uid / name / namespace: a letter or digit, then letters, digits, ``_ . -`` (usable as a message id)."""
-
-MAX_QUANTITY = 2**50
-"""Largest accepted resource amount (milli-cores, bytes, count); larger would overflow the
-scheduler's int64 sums (the scheduler rejects the same bound)."""
-_RESOURCE_FIELDS = ("cpu", "memory", "batch_cpu", "batch_memory", "mid_cpu", "mid_memory")
+__all__ = ["KOORDINATOR_PRIORITY_LABEL", "MAX_QUANTITY", "admit", "apply_profile", "basic_problems",
+           "probability_bucket", "profile_matches", "translate_resources"]
+_RESOURCE_FIELDS = RESOURCE_FIELDS
 
 
 def probability_bucket(profile_name: str, uid: str) -> int:
@@ -136,35 +130,6 @@ def apply_profile(profile: ColocationProfile, pod: PodSpec) -> PodSpec:
     )
 
 
-def basic_problems(pod: PodSpec) -> list[str]:
-    """Problems independent of classes: identifiers, negative or absurd (> MAX_QUANTITY) quantities,
-    non-int32 priority, request above limit."""
-    out: list[str] = []
-    for field in ("uid", "name", "namespace"):
-        value = getattr(pod, field)
-        if not value:
-            out.append(f"{field} must not be empty")
-        elif not _IDENT.fullmatch(value):  # fullmatch: `$` lets a trailing newline through
-            out.append(f"{field} {value!r} is not a valid identifier (letters, digits, '_', '.', '-')")
-    for kind, res in (("request", pod.requests), ("limit", pod.limits)):
-        for f in (*_RESOURCE_FIELDS, "pods"):
-            if getattr(res, f) < 0:
-                out.append(f"{kind} {f} must not be negative, got {getattr(res, f)}")
-            elif getattr(res, f) > MAX_QUANTITY:
-                out.append(f"{kind} {f} must not exceed {MAX_QUANTITY}, got {getattr(res, f)}")
-    if pod.priority is not None and not -(2**31) <= pod.priority < 2**31:
-        out.append(f"priority {pod.priority} is outside the int32 range")
-    for f in _RESOURCE_FIELDS:
-        req, lim = getattr(pod.requests, f), getattr(pod.limits, f)
-        if lim > 0 and req > lim:
-            out.append(f"request {f} {req} exceeds limit {lim}")
-    if pod.priority_class is not None and pod.priority is not None:
-        by_value = priority_class_of_value(pod.priority)
-        if pod.priority_class != "none" and by_value != pod.priority_class:
-            out.append(f"priority {pod.priority} is outside the {pod.priority_class} range")
-    return out
-
-
 def admit(pod: PodSpec, settings: SloManagerSettings, now: float) -> PodAdmitted | PodRejected:
     """Admission of one submitted pod at clock time ``now`` (seconds).
 
@@ -185,7 +150,7 @@ def admit(pod: PodSpec, settings: SloManagerSettings, now: float) -> PodAdmitted
                 admitted = apply_profile(profile, pod)
                 profile_name = profile.name
                 break
-    problems += validate_classes(admitted) + resource_kind_problems(admitted)
+    problems += class_problems(admitted)
     if problems:
         prefix = f"profile {profile_name}: " if profile_name else ""
         return PodRejected(uid=pod.uid, name=pod.name, reason=prefix + "; ".join(problems), at=now)

@@ -42,6 +42,7 @@ from colo.messages import (
     PodStatus,
     Usage,
 )
+from colo.validation import identity_problems
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.config import Composed
@@ -70,6 +71,12 @@ def _msg_id(prefix: str, key: str) -> str:
     if key and all(c.isalnum() or c in "-_." for c in key) and len(key) <= 200:
         return f"{prefix}-{key}"
     return f"{prefix}-h{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+
+
+def _admission_id(prefix: str, uid: str, created_at: float) -> str:
+    """The de-duplication id of an admission outcome: per submission (uid and its ``created_at``), so that a
+    redelivered submission is announced once while a corrected resubmission of the uid is announced again."""
+    return _msg_id(prefix, f"{uid}-{created_at!r}" if created_at else uid)
 
 
 MAX_ANNOUNCED_ERRORS = 100
@@ -238,7 +245,12 @@ class SloManagerService:
         (:meth:`colo_slo_manager.workloads.WorkloadAdmission.pod_with_gang`)."""
         joined = await self.workloads.pod_with_gang(pod, info)
         now = self.ctx.clock.now()
-        await self._publish_admission(joined if isinstance(joined, PodRejected) else admit(joined, self.settings, now))
+        result = joined if isinstance(joined, PodRejected) else admit(joined, self.settings, now)
+        if isinstance(result, PodRejected):
+            result = msgspec.structs.replace(result, namespace=pod.namespace, created_at=pod.created_at)
+            if not identity_problems(pod):  # the store keys it by uid: a refused pod stays visible (colo get pods)
+                await self.ctx.store.record_rejected(pod, result.reason, now)
+        await self._publish_admission(result)
 
     async def _publish_admission(self, result: PodAdmitted | PodRejected) -> None:
         await self._publish_admissions([result])
@@ -248,10 +260,12 @@ class SloManagerService:
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         for result in results:
             if isinstance(result, PodAdmitted):
-                items.append((subjects.POD_ADMITTED, result, _msg_id("admitted", result.spec.uid), {}))
+                items.append((subjects.POD_ADMITTED, result, _admission_id("admitted", result.spec.uid,
+                                                                            result.spec.created_at), {}))
             else:
                 log.info("rejected pod %s: %s", result.name, result.reason)
-                items.append((subjects.POD_REJECTED, result, _msg_id("rejected", result.uid), {}))
+                items.append((subjects.POD_REJECTED, result, _admission_id("rejected", result.uid,
+                                                                            result.created_at), {}))
         await self.ctx.bus.publish_many(items)
         rejected = sum(1 for r in results if isinstance(r, PodRejected))
         self.admitted += len(results) - rejected

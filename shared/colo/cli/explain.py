@@ -10,14 +10,19 @@ import argparse
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from colo.cli.connection import Connection
+    from colo.messages import PodRecord
 
 
 class ExplainError(Exception):
@@ -188,15 +193,81 @@ async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, An
             raise first from None
 
 
-def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str]) -> int:
-    """Run ``colo explain``; exit 0 when shown, 1 when the decision cannot be fetched."""
+class NeverScheduled(ExplainError):
+    """The pod never reached the scheduler: admission refused it, or it was deleted while pending."""
+
+
+async def pod_from_store(conn: Connection, ref: str, namespace: str) -> PodRecord:
+    """The record of the pod ``ref`` names in the store (:func:`colo.podref.select_pods`: uid, ``NS/NAME``, or a
+    NAME in ``namespace`` or in the only namespace holding it). Raises ExplainError when none (or several) match
+    or the store cannot be read."""
+    from colo.podref import RefError, select_pods
+    from colo.store import Store
+
+    try:
+        store = await Store.connect(conn.settings.redis_url, prefix=conn.settings.store_prefix)
+        try:
+            (rec,) = select_pods(await store.list_pods(), ref, namespace)
+        finally:
+            await store.close()
+    except RefError as exc:
+        raise ExplainError(str(exc)) from None
+    except Exception as exc:
+        raise ExplainError(f"cannot read the store to find pod {ref!r}: {exc}") from None
+    return rec
+
+
+def never_scheduled(rec: PodRecord) -> str:
+    """Why a pod has no decision record although the store knows it (``""`` when it should have one): refused by
+    admission, with every problem, or deleted before a node was found."""
+    from colo.cli.get import pod_reason, pod_status
+
+    status = pod_status(rec)
+    what = f"pod {rec.spec.namespace}/{rec.spec.name} ({rec.spec.uid})"
+    if status == "Rejected":
+        return f"{what} never reached the scheduler: admission rejected it: {pod_reason(rec, {})}"
+    if status == "Deleted" and not rec.node:
+        return f"{what} was deleted before it was scheduled ({pod_reason(rec, {})})"
+    return ""
+
+
+def _decision(url: str, ref: str, namespace: str, live: bool,
+              store_connection: Callable[[], Connection] | None) -> dict[str, Any]:
+    """The decision of ``ref`` (:func:`fetch_ref`), else of the pod the store finds by that name; raises
+    NeverScheduled (exit 0: an answer) for a pod that never reached the scheduler."""
+    full = f"{namespace}/{ref}" if namespace and "/" not in ref else ref
+    try:
+        return asyncio.run(fetch_ref(url, full, live))
+    except ExplainError as first:
+        if store_connection is None:
+            raise
+        try:
+            rec = asyncio.run(pod_from_store(store_connection(), ref, namespace))
+        except ExplainError as second:
+            raise ExplainError(f"{first}; {second}") from None
+        why = never_scheduled(rec)
+        if why:
+            raise NeverScheduled(why) from None
+        return asyncio.run(fetch_decision(url, rec.spec.uid, live))
+
+
+def cmd_explain(args: argparse.Namespace, console: Console, up_services: dict[str, str],
+                store_connection: Callable[[], Connection] | None = None) -> int:
+    """Run ``colo explain UID | NAMESPACE/NAME | NAME [-n NAMESPACE]``; exit 0 when shown (or when the store says
+    the pod never reached the scheduler: rejected by admission, or deleted while pending — the reason is printed),
+    1 when the decision cannot be fetched. A ref the scheduler does not know as a uid (nor as
+    ``NAMESPACE-NAME``) is looked up by name in the store (``store_connection``), so ``colo explain web-0`` finds
+    ``shop/web-0``."""
     err = Console(stderr=True)
     try:
         url = scheduler_url(args.scheduler, up_services)
         source = ("--scheduler" if args.scheduler else
                   "COLO_SCHEDULER_URL" if os.environ.get("COLO_SCHEDULER_URL") else "the running `colo up`")
         err.print(f"[dim]using scheduler {escape(url)} from {source}[/]", highlight=False, soft_wrap=True)
-        decision = asyncio.run(fetch_ref(url, args.uid, args.live))
+        decision = _decision(url, args.uid, getattr(args, "namespace", "") or "", args.live, store_connection)
+    except NeverScheduled as exc:
+        console.print(f"[yellow]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        return 0
     except ExplainError as exc:
         console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 1

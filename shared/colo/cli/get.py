@@ -1,43 +1,76 @@
-"""``colo get nodes|pods|migrations|workloads|podgroups|reservations``: tables from the Redis snapshot;
-``colo get quotas`` from the quota stream (:mod:`colo.cli.quotas`; docs/cli.md)."""
+"""``colo get nodes|pods|migrations|workloads|podgroups|reservations [NAME]``: tables from the Redis snapshot
+(docs/cli.md "Reading the cluster"); ``colo get quotas`` from the quota stream (:mod:`colo.cli.quotas`). Pods and
+nodes also as ``-o wide`` (more columns), ``-o json`` and ``-o yaml`` (the store's records); pods filtered by
+``-n NAMESPACE`` (every namespace by default, as ``-A``)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from colo.cli.output import _mem, err_console
-from colo.messages import PodRecord
+from colo.cli.output import _mem, console, err_console
+from colo.codec import to_builtins
+from colo.messages import NodeResource, NodeSpec, PodRecord, Resources
+from colo.podref import RefError, select_pods
 from colo.quantity import format_cpu, format_memory
+from colo.store_rejected import DELETED_REASON, REJECTED_REASON
 
 if TYPE_CHECKING:
-    from colo.cli.main import Connection
+    from colo.cli.connection import Connection
     from colo.store import Store
 
 
-async def _nodes_table(store: Store) -> Table:
+async def _nodes_table(store: Store, wide: bool = False, name: str = "") -> Table:
     nodes = await store.list_nodes()
-    res = await store.list_node_resources()
-    alloc = await store.all_allocated()
+    if name:
+        nodes = [n for n in nodes if n.name == name]
+        if not nodes:
+            raise RefError(f"no node {name!r} in the store")
+    return nodes_table(nodes, await store.list_node_resources(), await store.all_allocated(), wide)
+
+
+def nodes_table(nodes: list[NodeSpec], res: dict[str, NodeResource], alloc: dict[str, Resources],
+                wide: bool = False) -> Table:
+    """The ``colo get nodes`` table: ``cordoned`` (Kubernetes ``spec.unschedulable``: ``yes`` = no new pods),
+    allocatable (what pods may request), requested (Σ requests of the pods bound there, kubectl's "Allocated
+    resources"), batch offered (the slo-manager's NodeResource) and batch requested (its use); ``wide`` adds
+    mid-cpu/mid-memory offered, the taints and the labels."""
     t = Table(title=f"{len(nodes)} nodes")
-    # allocatable = what pods may request; requested = Σ requests of the pods bound there (kubectl's
-    # "Allocated resources"); batch offered = the slo-manager's NodeResource, batch requested its use
-    for col in ("name", "cpu allocatable", "mem allocatable", "cpu requested", "mem requested", "pods",
-                "batch-cpu offered", "batch-mem offered", "batch-cpu requested"):
-        t.add_column(col, justify="left" if col == "name" else "right")
+    cols = ["name", "cordoned", "cpu allocatable", "mem allocatable", "cpu requested", "mem requested", "pods",
+            "batch-cpu offered", "batch-mem offered", "batch-cpu requested"]
+    if wide:
+        cols += ["mid-cpu offered", "mid-mem offered", "taints", "labels"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("name", "cordoned", "taints", "labels") else "right",
+                     overflow="fold")
     for n in sorted(nodes, key=lambda n: n.name):
         a = alloc.get(n.name)
         r = res.get(n.name)
-        t.add_row(n.name, format_cpu(n.allocatable.cpu), format_memory(n.allocatable.memory),
-                  format_cpu(a.cpu) if a else "0", _mem(a.memory) if a else "0",
-                  f"{a.pods if a else 0}/{n.allocatable.pods}",
-                  format_cpu(r.batch_cpu) if r else "-", _mem(r.batch_memory) if r else "-",
-                  format_cpu(a.batch_cpu) if a else "0")
+        row = [n.name, "yes" if n.unschedulable else "no", format_cpu(n.allocatable.cpu),
+               format_memory(n.allocatable.memory), format_cpu(a.cpu) if a else "0", _mem(a.memory) if a else "0",
+               f"{a.pods if a else 0}/{n.allocatable.pods}",
+               format_cpu(r.batch_cpu) if r else "-", _mem(r.batch_memory) if r else "-",
+               format_cpu(a.batch_cpu) if a else "0"]
+        if wide:
+            row += [format_cpu(r.mid_cpu) if r else "-", _mem(r.mid_memory) if r else "-",
+                    ", ".join(f"{x.key}={x.value}:{x.effect}" if x.value else f"{x.key}:{x.effect}"
+                              for x in n.taints) or "-",
+                    ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items())) or "-"]
+        t.add_row(*row)
     return t
+
+
+GET_KINDS = {"pods": "pods", "pod": "pods", "po": "pods", "nodes": "nodes", "node": "nodes", "no": "nodes",
+             "migrations": "migrations", "migration": "migrations", "workloads": "workloads",
+             "workload": "workloads", "podgroups": "podgroups", "podgroup": "podgroups",
+             "reservations": "reservations", "reservation": "reservations", "quotas": "quotas", "quota": "quotas"}
+"""``colo get`` kinds, singular, plural and kubectl's short names, → the table."""
 
 
 MAX_DECISION_LOOKUPS = 200
@@ -86,33 +119,71 @@ async def unschedulable_messages(base_url: str, uids: list[str],
     return dict(f for f in found if f is not None)
 
 
+def pod_status(record: PodRecord) -> str:
+    """The status cell (kubectl's STATUS): ``Rejected`` for a pod admission refused, ``Deleted`` for one deleted
+    while pending (:mod:`colo.store_rejected`), else the phase."""
+    if record.phase == "Failed":
+        for word in (REJECTED_REASON, DELETED_REASON):
+            if record.reason.startswith(word + ":"):
+                return word
+    return record.phase
+
+
 def pod_reason(record: PodRecord, messages: dict[str, str]) -> str:
     """The reason cell: ``Unschedulable: <message>`` for a waiting pod the scheduler last found no node for,
-    else the store record's reason (``Evicted``, ``OOMKilled``, ``Completed`` …), else ``-``."""
+    else the store record's reason (``Evicted``, ``OOMKilled``, ``Completed``, admission's problems of a
+    ``Rejected`` pod …, without the word :func:`pod_status` already shows), else ``-``."""
     msg = messages.get(record.spec.uid)
     if msg is not None and record.phase == "Pending" and not record.node:
         return f"Unschedulable: {msg}" if msg else "Unschedulable"
+    status = pod_status(record)
+    if status != record.phase:
+        return record.reason.removeprefix(status + ":").strip() or "-"
     return record.reason or "-"
 
 
-def pods_table(records: list[PodRecord], messages: dict[str, str]) -> Table:
+def requests_cell(r: Resources) -> str:
+    """A pod's requests labelled by kind: ``cpu=500m mem=1Gi``, ``batch-cpu=2 batch-mem=4Gi`` (a BE pod's cores
+    are batch-cpu, never shown as cpu), ``mid-cpu=…``; ``-`` when none."""
+    parts = [f"{label}={fmt(getattr(r, field))}" for field, label, fmt in (
+        ("cpu", "cpu", format_cpu), ("memory", "mem", _mem), ("batch_cpu", "batch-cpu", format_cpu),
+        ("batch_memory", "batch-mem", _mem), ("mid_cpu", "mid-cpu", format_cpu), ("mid_memory", "mid-mem", _mem))
+        if getattr(r, field)]
+    return " ".join(parts) or "-"
+
+
+def _age(at: float, now: float) -> str:
+    from colo.cli.events import format_time
+
+    return format_time(at, now, "ago").removesuffix(" ago") if at else "-"
+
+
+def pods_table(records: list[PodRecord], messages: dict[str, str], wide: bool = False,
+               now: float | None = None) -> Table:
     """The ``colo get pods`` table: one row per record, sorted by namespace and name.
 
-    ``qos`` is the effective class (:func:`colo.classes.qos_class_of`: field, label
-    ``koordinator.sh/qosClass``, else derived from requests/limits as Kubernetes does, REFERENCE.md §1);
-    ``cpu``/``memory`` are the requests (native, else batch, else mid); ``reason`` is :func:`pod_reason`.
+    ``status`` is :func:`pod_status`; ``qos`` the effective class (:func:`colo.classes.qos_class_of`: field,
+    label ``koordinator.sh/qosClass``, else derived from requests/limits as Kubernetes does, REFERENCE.md §1);
+    ``requests`` labelled by kind (:func:`requests_cell`); ``reason`` is :func:`pod_reason`. ``wide`` adds the
+    priority class and value, the owner, the age (since the last change) and the limits.
     """
-    from colo.classes import qos_class_of
+    from colo.classes import priority_class_of, qos_class_of
 
+    now = time.time() if now is None else now
     t = Table(title=f"{len(records)} pods")
-    for col in ("namespace", "name", "uid", "phase", "node", "qos", "cpu", "memory", "reason"):
+    cols = ["namespace", "name", "uid", "status", "node", "qos", "requests"]
+    if wide:
+        cols += ["priority", "owner", "age", "limits"]
+    for col in (*cols, "reason"):
         t.add_column(col, overflow="fold")
     for p in sorted(records, key=lambda p: (p.spec.namespace, p.spec.name, p.spec.uid)):
-        req = p.spec.requests
-        cpu = req.cpu or req.batch_cpu or req.mid_cpu
-        mem = req.memory or req.batch_memory or req.mid_memory
-        t.add_row(p.spec.namespace, p.spec.name, p.spec.uid, p.phase, p.node or "-", qos_class_of(p.spec),
-                  format_cpu(cpu), _mem(mem), pod_reason(p, messages))
+        s = p.spec
+        row = [s.namespace, s.name, s.uid, pod_status(p), p.node or "-", qos_class_of(s), requests_cell(s.requests)]
+        if wide:
+            prio = f"{priority_class_of(s)}/{s.priority}" if s.priority is not None else priority_class_of(s)
+            owner = f"{s.owner.kind.lower()}/{s.owner.name}" if s.owner else "-"
+            row += [prio, owner, _age(p.updated_at, now), requests_cell(s.limits)]
+        t.add_row(*row, pod_reason(p, messages))
     return t
 
 
@@ -126,7 +197,7 @@ async def _workloads(what: str, store: Store) -> Table:
     return workloads_table([decode_record(b) for b in (await store.list_workload_records()).values()], pods)
 
 
-async def _get(what: str, conn: Connection) -> Table:
+async def _get(what: str, conn: Connection, namespace: str = "", name: str = "", wide: bool = False) -> Table:
     from colo.store import Store
 
     settings = conn.settings
@@ -137,7 +208,7 @@ async def _get(what: str, conn: Connection) -> Table:
     store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
     try:
         if what == "nodes":
-            return await _nodes_table(store)
+            return await _nodes_table(store, wide, name)
         if what == "migrations":
             from colo.cli.migrations import migrations_table
             from colo.migrations import list_jobs
@@ -149,7 +220,7 @@ async def _get(what: str, conn: Connection) -> Table:
             from colo.cli.reserve import get_reservations
 
             return await get_reservations(store)
-        records = await store.list_pods()
+        records = select_pods(await store.list_pods(), name, namespace)
     finally:
         await store.close()
     messages: dict[str, str] = {}
@@ -168,4 +239,60 @@ async def _get(what: str, conn: Connection) -> Table:
     elif waiting:
         err_console.print("[dim]no scheduler URL (COLO_SCHEDULER_URL or colo up's): waiting pods show the "
                           "store's reason, not the scheduler's message[/]", highlight=False, soft_wrap=True)
-    return pods_table(records, messages)
+    return pods_table(records, messages, wide)
+
+
+async def records(what: str, conn: Connection, namespace: str = "", name: str = "") -> Any:
+    """The store's records of pods or nodes as plain data, for ``-o json|yaml``: one object for a ``name``, else
+    ``{"kind": "List", "items": [...]}``. A pod is its record (spec, phase, node, reason, times); a node its
+    NodeSpec with ``resource`` (the NodeResource offered) and ``allocated`` (Σ requests bound there)."""
+    from colo.store import Store
+
+    settings = conn.settings
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+    try:
+        if what == "pods":
+            items = [to_builtins(r) for r in sorted(select_pods(await store.list_pods(), name, namespace),
+                                                    key=lambda r: (r.spec.namespace, r.spec.name))]
+        else:
+            nodes = [n for n in await store.list_nodes() if not name or n.name == name]
+            if name and not nodes:
+                raise RefError(f"no node {name!r} in the store")
+            res, alloc = await store.list_node_resources(), await store.all_allocated()
+            items = [{**to_builtins(n), "resource": to_builtins(res[n.name]) if n.name in res else None,
+                      "allocated": to_builtins(alloc.get(n.name, Resources()))}
+                     for n in sorted(nodes, key=lambda n: n.name)]
+    finally:
+        await store.close()
+    return items[0] if name else {"kind": "List", "items": items}
+
+
+def dump(data: Any, fmt: str) -> str:
+    """``data`` as indented JSON or block YAML."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False)
+    import yaml
+
+    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+
+
+def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
+    """Run ``colo get``: exit 0 when shown, 1 when the store cannot be read or NAME is not found."""
+    what = GET_KINDS[args.what]
+    namespace = "" if getattr(args, "all_namespaces", False) else getattr(args, "namespace", "")
+    name, output = getattr(args, "name", ""), getattr(args, "output", "table")
+    if what not in ("pods", "nodes") and (name or output != "table"):
+        err_console.print(f"[red]colo get {what}: NAME and -o are for pods and nodes[/]")
+        return 2
+    try:
+        if output in ("json", "yaml"):
+            print(dump(asyncio.run(records(what, conn, namespace, name)), output))
+        else:
+            console.print(asyncio.run(_get(what, conn, namespace, name, output == "wide")))
+    except RefError as exc:
+        err_console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        return 1
+    except Exception as exc:
+        err_console.print(f"[red]cannot read the store: {escape(str(exc))}[/]", highlight=False)
+        return 1
+    return 0

@@ -93,7 +93,7 @@ async def _publish(spec: ReservationSpec, nats_url: str, attempts: int) -> None:
 
 def cmd_reserve(args: argparse.Namespace) -> int:
     """Check the arguments, then publish the reservation; nothing on any error (exit 1)."""
-    from colo.cli.main import CONNECT_ATTEMPTS, connection
+    from colo.cli.connection import CONNECT_ATTEMPTS, connection
 
     spec, problems = build_spec(args, time.time())
     if spec is None:

@@ -1,18 +1,10 @@
-"""``colo submit FILE``: validate a whole manifest (:mod:`colo.manifests`), then publish each object on its
-subject, in the order of :meth:`colo.manifests.Manifest.ordered`; nothing is published when any object is
-invalid. Message ids carry the submission time (a pod's is its uid, as before): a corrected manifest
-resubmitted under the same names is not dropped as a duplicate; admission makes a repeated workload uid a
-no-op.
+"""``colo submit FILE``: validate a whole manifest (:mod:`colo.manifests`, with admission's own checks), then
+publish each object on its subject (:mod:`colo.submission`); nothing is published when any object is invalid.
+Then it waits (``--wait-s``, default :data:`colo.submission.DEFAULT_WAIT_S`; ``--no-wait`` skips) for admission's
+answer for every pod, workload and PodGroup and prints it; a rejection prints its reason.
 
-=================  =================================  ======================
-object             subject                            message id
-=================  =================================  ======================
-ElasticQuota       ``quota.spec.{name}``              ``quota-<name>-<at>``
-PodGroup           ``podgroup.submitted``             ``podgroup-<uid>-<at>``
-Reservation        ``reservation.submitted``          ``reservation-<ns>-<name>-<at>``
-Deployment, …      ``workload.submitted``             ``workload-<uid>-<at>``
-Pod                ``pod.submitted``                  ``<uid>``
-=================  =================================  ======================
+Exit codes: 0 all admitted (or published, with ``--no-wait``); 1 invalid file, a publish failure or anything
+rejected; 3 some object got no answer within the wait (is the slo-manager running?).
 """
 
 from __future__ import annotations
@@ -22,34 +14,17 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from colo import subjects as S
-from colo.manifests import Manifest, ManifestError, load_manifest
+from colo.manifests import ManifestError, load_manifest
 from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
+from colo.submission import DEFAULT_WAIT_S, Item, Outcome, publications, submit
 from colo.workloads import expand, initial_pods, referenced_group
 
-Item = tuple[Any, Any, str | None, dict[str, str]]
-
-
-def publications(manifest: Manifest) -> list[Item]:
-    """``(subject, message, msg id, subject keys)`` of every object, in publishing order."""
-    out: list[Item] = []
-    for obj in manifest.ordered():
-        if isinstance(obj, ElasticQuota):
-            out.append((S.QUOTA_SPEC, obj, f"quota-{obj.name}-{obj.created_at!r}", {"name": obj.name}))
-        elif isinstance(obj, PodGroupSpec):
-            out.append((S.PODGROUP_SUBMITTED, obj, f"podgroup-{obj.uid}-{obj.created_at!r}", {}))
-        elif isinstance(obj, ReservationSpec):
-            out.append((S.RESERVATION_SUBMITTED, obj, f"reservation-{obj.namespace}-{obj.name}-{obj.created_at!r}", {}))
-        elif isinstance(obj, WorkloadSpec):
-            out.append((S.WORKLOAD_SUBMITTED, obj, f"workload-{obj.uid}-{obj.created_at!r}", {}))
-        elif isinstance(obj, PodSpec):
-            out.append((S.POD_SUBMITTED, obj, obj.uid, {}))
-    return out
+__all__ = ["DEFAULT_WAIT_S", "Item", "cmd_submit", "describe", "expansion", "outcome_line", "publications",
+           "publish"]
 
 
 def describe(obj: object) -> str:
@@ -91,6 +66,16 @@ async def publish(items: list[Item], nats_url: str, connect_attempts: int) -> No
         await bus.close()
 
 
+def outcome_line(o: Outcome, wait_s: float) -> str:
+    """``pod/web admitted``, ``job/train rejected: <reason>`` or ``pod/x: no admission answer within 5 s``."""
+    what = f"{o.kind.lower()}/{o.name}"
+    if o.state == "admitted":
+        return f"{what} admitted" + (f" ({len(o.pods)} pods)" if o.pods else "")
+    if o.state == "rejected":
+        return f"{what} rejected: {o.reason}"
+    return f"{what}: no admission answer within {wait_s:g} s (is the slo-manager running? `colo get pods` later)"
+
+
 def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
                nats_url: Callable[[], str], connect_attempts: int) -> int:
     """Validate the whole file, then publish every object; nothing on any error. Returns the exit code."""
@@ -102,6 +87,8 @@ def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
         console.print(f"[red]{len(exc.errors)} error(s); nothing submitted[/]")
         return 1
     objects = manifest.ordered()
+    for w in manifest.warnings:
+        err_console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False, soft_wrap=True)
     if args.dry_run:
         for obj in objects:
             console.print(f"{escape(describe(obj))} valid", highlight=False)
@@ -109,11 +96,17 @@ def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
                 for line in expansion(obj):
                     console.print(escape(line), highlight=False)
         return 0
+    wait_s = None if args.no_wait else args.wait_s
     try:
-        asyncio.run(publish(publications(manifest), nats_url(), connect_attempts))
+        outcomes = asyncio.run(submit(manifest, nats_url(), connect_attempts, wait_s))
     except Exception as exc:  # connection problems: report, do not trace back
         err_console.print(f"[red]cannot publish: {escape(str(exc))}[/]", highlight=False)
         return 1
     for obj in objects:
         console.print(f"{escape(describe(obj))} submitted", highlight=False)
-    return 0
+    code = 0
+    for o in outcomes:
+        style = "green" if o.state == "admitted" else "red" if o.rejected else "yellow"
+        console.print(f"[{style}]{escape(outcome_line(o, wait_s or 0.0))}[/]", highlight=False, soft_wrap=True)
+        code = 1 if o.rejected else code or (3 if o.state == "unknown" else 0)
+    return code

@@ -16,7 +16,10 @@ Reservation     scheduling.koordinator.sh/v1alpha1          :class:`~colo.messag
 
 A document without ``kind`` is a Pod. Every problem is reported with its field path (``[2].spec.template.spec.
 containers[0].resources.requests.cpu: not a quantity: '5x'``) and :func:`parse_manifest` returns objects only
-when the whole file is valid, so that nothing is half-submitted.
+when the whole file is valid, so that nothing is half-submitted. Parsing is strict: a field Colo does not read
+is an error naming the nearest known field, and pods (and workload templates) must pass admission's own checks
+(:mod:`colo.validation`), so that what a dry run accepts is what admission admits. Warnings (accepted but
+suspicious values) are in :attr:`Manifest.warnings`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from colo.manifests.base import Ctx, ManifestError, join
+from colo.manifests.base import METADATA_FIELDS, TOP_FIELDS, Ctx, ManifestError, check_prefixed_keys, join
 from colo.manifests.pod import parse_pod
 from colo.manifests.podgroup import parse_pod_group
 from colo.manifests.quota import parse_quota
@@ -55,6 +58,8 @@ class Manifest:
     pod_groups: list[PodGroupSpec] = field(default_factory=list)
     quotas: list[ElasticQuota] = field(default_factory=list)
     reservations: list[ReservationSpec] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """``"<field path>: <warning>"`` of accepted but suspicious values (``kubernetes.io/batch-cpu: "2"``)."""
 
     def ordered(self) -> list[object]:
         """The objects in the order ``colo submit`` publishes them: quotas, PodGroups and reservations
@@ -154,6 +159,11 @@ def parse_manifest(text: str, now: float = 0.0, kinds: tuple[str, ...] = tuple(A
         if kind not in kinds:
             ctx.err(join(path, "kind"), f"unknown kind {kind!r} (known: {', '.join(kinds)})")
             continue
+        ctx.known(doc, path, TOP_FIELDS)
+        if isinstance(doc.get("metadata"), dict):
+            ctx.known(doc["metadata"], join(path, "metadata"), METADATA_FIELDS)
+            for key in ("labels", "annotations"):
+                check_prefixed_keys(ctx, doc["metadata"].get(key), join(join(path, "metadata"), key))
         version = doc.get("apiVersion")
         if version is not None and version != API_VERSIONS[kind]:
             ctx.err(join(path, "apiVersion"), f"expected {API_VERSIONS[kind]} for {kind}, got {version!r}")
@@ -164,6 +174,7 @@ def parse_manifest(text: str, now: float = 0.0, kinds: tuple[str, ...] = tuple(A
     collector.check_tree(quota_paths)
     if ctx.errors:
         raise ManifestError(ctx.errors)
+    collector.out.warnings = ctx.warnings
     return collector.out
 
 

@@ -3,11 +3,13 @@ durations. Kubernetes conventions: names are lowercase DNS names, quantities ``"
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from colo.messages import KUBERNETES_RESOURCE_NAMES
-from colo.quantity import QuantityError, parse_cpu, parse_memory
+from colo.quantity import QuantityError, parse_cpu, parse_memory, parse_quantity
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 """A Kubernetes object name (DNS subdomain)."""
@@ -15,6 +17,15 @@ LABEL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 """A DNS label: an object whose name is also a subject token (no ``.``), e.g. an ElasticQuota."""
 MAX_QUANTITY = 2**50
 """Largest accepted resource amount (milli-cores, bytes, count), as admission and the scheduler bound it."""
+METADATA_FIELDS = ("name", "namespace", "uid", "labels", "annotations")
+"""The ``metadata`` fields Colo reads (of every kind); any other is an error."""
+TOP_FIELDS = ("apiVersion", "kind", "metadata", "spec")
+"""The fields of a document (of every kind)."""
+MILLI_RESOURCES = ("batch_cpu", "mid_cpu")
+"""Resources written as integer milli-cores (Koordinator's ``kubernetes.io/batch-cpu: "500"`` is half a core)."""
+SMALL_MILLI_WARNING = 100
+"""A batch-/mid-cpu amount below this many milli-cores is accepted with a warning: ``"2"`` is 2 milli-cores,
+most likely meant as 2 cores (``"2000"``)."""
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 KNOWN_RESOURCES = ", ".join(KUBERNETES_RESOURCE_NAMES)
 
@@ -34,15 +45,36 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+def nearest(word: str, names: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the name of ``names`` nearest to ``word``, else `` (known: a, b)``."""
+    known = tuple(names)
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+
+
 class Ctx:
     """The problems found so far in one file, and readers that record a problem instead of raising."""
 
     def __init__(self) -> None:
         self.errors: list[str] = []
+        self.warnings: list[str] = []
 
     def err(self, path: str, msg: str) -> None:
         """Record ``msg`` at ``path`` (``<root>`` when empty)."""
         self.errors.append(f"{path or '<root>'}: {msg}")
+
+    def warn(self, path: str, msg: str) -> None:
+        """Record a warning (printed, not fatal) at ``path``."""
+        self.warnings.append(f"{path or '<root>'}: {msg}")
+
+    def known(self, obj: dict[str, Any], path: str, fields: Iterable[str]) -> None:
+        """Every key of ``obj`` not in ``fields`` is an error at its path, with the nearest known name
+        (:func:`difflib.get_close_matches`, cutoff 0.6) or, when none is near, the list of known ones:
+        ``spec.containers[0].resoures: unknown field (did you mean 'resources'?)``."""
+        names = tuple(fields)
+        for key in obj:
+            if key not in names:
+                self.err(join(path, str(key)), f"unknown field{nearest(str(key), names)}")
 
     def mapping(self, obj: Any, path: str, required: bool = False) -> dict[str, Any]:
         """``obj`` when a mapping; {} (and a problem unless absent and optional) otherwise."""
@@ -139,23 +171,63 @@ def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
     return value
 
 
+PREFIXED_KEYS: dict[str, tuple[str, ...]] = {
+    "gang.scheduling.koordinator.sh/": ("name", "min-available", "waiting-time", "mode", "groups"),
+    "quota.scheduling.koordinator.sh/": ("name", "parent", "is-parent", "preemptible", "shared-weight",
+                                         "allow-lent-resource"),
+    "colo.io/": ("max-unavailable", "sim-duration", "sim-cpu", "sim-memory"),
+}
+"""Label and annotation prefixes whose keys Colo reads, and the keys it knows under each (Koordinator's gang and
+quota protocols, Colo's own): any other key under one of these prefixes is a typo, reported with the nearest."""
+
+
+def check_prefixed_keys(ctx: Ctx, obj: Any, path: str) -> None:
+    """Every key of the mapping ``obj`` (labels or annotations at ``path``) under a :data:`PREFIXED_KEYS` prefix
+    must be a known one: ``…/gang.scheduling.koordinator.sh/min-availabel: unknown key (did you mean …?)``."""
+    if not isinstance(obj, dict):
+        return
+    for key in obj:
+        for prefix, names in PREFIXED_KEYS.items():
+            if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] not in names:
+                ctx.err(join(path, key), f"unknown key{nearest(key, [prefix + n for n in names])}")
+
+
+def format_cores(milli: int) -> str:
+    """``500`` → ``"0.5 cores"``, ``1000`` → ``"1 core"``."""
+    cores = milli / 1000
+    return f"{cores:g} core" + ("" if cores == 1 else "s")
+
+
 def resource_list(ctx: Ctx, obj: Any, path: str, allow_pods: bool = False) -> dict[str, int]:
     """A Kubernetes resource list → :class:`colo.messages.Resources` field → amount (milli-cores for cpu
     kinds, bytes for memory kinds, a count for pods). ``kubernetes.io/batch-cpu`` and ``mid-cpu`` are
-    integer milli-cores as Koordinator writes them (REFERENCE.md §1); the others are quantities."""
+    integer milli-cores as Koordinator writes them (REFERENCE.md §1); the others are quantities. An amount
+    that is not a whole number of its unit (``kubernetes.io/batch-cpu: 500m`` is half a milli-core,
+    ``memory: 0.5``) is an error, never rounded; a batch-/mid-cpu below :data:`SMALL_MILLI_WARNING` is
+    a warning. An unknown resource name is an error with the nearest known one."""
     out: dict[str, int] = {}
     for name, value in ctx.mapping(obj, path).items():
         p = join(path, str(name))
         field = KUBERNETES_RESOURCE_NAMES.get(str(name))
         if field is None or (field == "pods" and not allow_pods):
-            known = KNOWN_RESOURCES if allow_pods else KNOWN_RESOURCES.replace(", pods", "")
-            ctx.err(p, f"unknown resource {name!r} (known: {known})")
+            names = [n for n in KUBERNETES_RESOURCE_NAMES if allow_pods or n != "pods"]
+            ctx.err(p, f"unknown resource {name!r}{nearest(str(name), names)}")
             continue
         try:
+            exact = parse_quantity(value)
             amount = parse_cpu(value) if field == "cpu" else parse_memory(value)
         except QuantityError as exc:
             ctx.err(p, str(exc))
             continue
+        if field != "cpu" and exact != exact.to_integral_value():
+            unit = "milli-cores" if field in MILLI_RESOURCES else "a count" if field == "pods" else "bytes"
+            hint = (f"; {name} is integer milli-cores (Koordinator): write \"{int(exact * 1000)}\" for "
+                    f"{format_cores(int(exact * 1000))}" if field in MILLI_RESOURCES else "")
+            ctx.err(p, f"{value!r} is {exact.normalize()} {unit}, not a whole number{hint}")
+            continue
+        if field in MILLI_RESOURCES and 0 < amount < SMALL_MILLI_WARNING:
+            ctx.warn(p, f"{value!r} is {amount} milli-cores ({amount / 1000:g} cores); "
+                        f"{name} is integer milli-cores: {amount} cores would be \"{amount * 1000}\"")
         if amount > MAX_QUANTITY:
             ctx.err(p, f"must not exceed {MAX_QUANTITY}, got {amount}")
             continue

@@ -73,6 +73,7 @@ def parse_pod_group(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Pod
     annotations = ctx.str_map(meta.get("annotations"), join(mp, "annotations"))
     sp = join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp)
+    ctx.known(spec, sp, ("minMember", "scheduleTimeoutSeconds"))
     min_member = ctx.integer(spec.get("minMember"), join(sp, "minMember"), 1, 1)
     timeout_s = duration_s(ctx, spec.get("scheduleTimeoutSeconds"), join(sp, "scheduleTimeoutSeconds"),
                            DEFAULT_GANG_TIMEOUT_S)

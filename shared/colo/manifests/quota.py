@@ -52,6 +52,7 @@ def parse_quota(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> tuple[E
     annotations = ctx.str_map(meta.get("annotations"), join(mp, "annotations"))
     lp, ap, sp = join(mp, "labels"), join(mp, "annotations"), join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp, required=True)
+    ctx.known(spec, sp, ("min", "max", "namespaces", "selector"))
     parent = labels.get(PARENT_LABEL, "")
     if parent and parent != ROOT_QUOTA and not LABEL_NAME.match(parent):
         ctx.err(join(lp, PARENT_LABEL), f"not a valid quota name: {parent!r}")

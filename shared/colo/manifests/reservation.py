@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from colo.manifests.base import NAME, Ctx, duration_s, join
+from colo.manifests.base import NAME, Ctx, duration_s, join, nearest
 from colo.manifests.pod import parse_template
 from colo.messages import ReservationOwner, ReservationSpec
 
@@ -24,7 +24,7 @@ def _owner(ctx: Ctx, obj: Any, path: str) -> ReservationOwner | None:
     kinds = [k for k in _OWNER_KINDS if k in entry]
     for key in entry:
         if key not in (*_OWNER_KINDS, "namespace"):
-            ctx.err(join(path, str(key)), f"unknown owner field (known: {', '.join(_OWNER_KINDS)}, namespace)")
+            ctx.err(join(path, str(key)), f"unknown owner field{nearest(str(key), (*_OWNER_KINDS, 'namespace'))}")
     if len(kinds) != 1:
         ctx.err(path, f"expected exactly one of {', '.join(_OWNER_KINDS)}, got {len(kinds)}")
         return None
@@ -66,6 +66,7 @@ def parse_reservation(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> R
     namespace = str(meta.get("namespace", "default"))
     sp = join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp, required=True)
+    ctx.known(spec, sp, ("template", "owners", "ttl", "allocateOnce", "nodeName"))
     template = parse_template(ctx, spec.get("template"), join(sp, "template"), now) if spec else None
     op = join(sp, "owners")
     raw_owners = spec.get("owners")

@@ -20,6 +20,7 @@ from colo.manifests.base import Ctx, join
 from colo.manifests.pod import parse_template
 from colo.manifests.podgroup import GANG_PREFIX, MIN_AVAILABLE_ANNOTATION, embedded_gang
 from colo.messages import POD_GROUP_LABEL, WorkloadKind, WorkloadSpec
+from colo.validation import IDENT
 from colo.workloads import MAX_UID_CHARS, MAX_WORKLOAD_PODS
 
 API_VERSIONS: dict[str, str] = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
@@ -44,6 +45,17 @@ def _max_unavailable(ctx: Ctx, raw: str | None, path: str, pods: int) -> int:
     return ctx.integer(raw, path, -1, 0)
 
 
+def _selector(ctx: Ctx, obj: Any, path: str, template_labels: dict[str, str]) -> None:
+    """``spec.selector`` of a Deployment/StatefulSet: ``matchLabels`` the template's labels must satisfy
+    (Kubernetes refuses a selector that does not select the template; Colo tracks pods by owner, not by it)."""
+    selector = ctx.mapping(obj, path)
+    ctx.known(selector, path, ("matchLabels",))
+    for key, value in ctx.str_map(selector.get("matchLabels"), join(path, "matchLabels")).items():
+        if template_labels.get(key) != value:
+            ctx.err(join(join(path, "matchLabels"), key), f"does not select the template (its labels have "
+                                                         f"{key}={template_labels.get(key)!r})")
+
+
 def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> WorkloadSpec | None:
     """A Deployment, StatefulSet or Job document → WorkloadSpec (uid ``metadata.uid`` or
     ``<namespace>-<name>``, ``created_at = now`` seconds); None after recording problems."""
@@ -58,7 +70,13 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Work
     annotations = ctx.str_map(meta.get("annotations"), join(mp, "annotations"))
     sp = join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp, required=True)
+    ctx.known(spec, sp, ("parallelism", "completions", "template") if kind == "Job"
+              else ("replicas", "selector", "template"))
     replicas = parallelism = completions = 1
+    if not IDENT.fullmatch(uid) or not IDENT.fullmatch(namespace):
+        bad = "uid" if not IDENT.fullmatch(uid) else "namespace"
+        ctx.err(join(mp, bad if meta.get(bad) else "name"),
+                f"{bad} {uid if bad == 'uid' else namespace!r} is not a valid identifier (letters, digits, '_', '.', '-')")
     if len(uid) > MAX_UID_CHARS:
         ctx.err(join(mp, "uid" if meta.get("uid") else "name"),
                 f"the workload's uid {uid!r} is longer than {MAX_UID_CHARS} characters")
@@ -90,6 +108,8 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Work
         if pod_group is not None and pod_group.min_member > pods:
             ctx.err(join(paths[MIN_AVAILABLE_ANNOTATION], MIN_AVAILABLE_ANNOTATION),
                     f"must be at most the workload's {pods} pods, got {pod_group.min_member}")
+    if template is not None and "selector" in spec:
+        _selector(ctx, spec["selector"], join(sp, "selector"), template.labels)
     max_unavailable = _max_unavailable(ctx, annotations.get(MAX_UNAVAILABLE_ANNOTATION),
                                        join(join(mp, "annotations"), MAX_UNAVAILABLE_ANNOTATION),
                                        pods)

@@ -51,9 +51,11 @@ from colo.messages.nodes import (
     Toleration,
 )
 from colo.messages.pods import (
+    DELETE_EVICTION_REASON,
     EvictionCommand,
     PodAdmitted,
     PodBound,
+    PodDeleted,
     PodRecord,
     PodRejected,
     PodSpec,
@@ -147,6 +149,7 @@ __all__ = [
     "PodUnschedulable",
     "PodStatus",
     "EvictionCommand",
+    "PodDeleted",
     "PodRecord",
     "CPUSuppressStrategy",
     "MemoryEvictStrategy",
@@ -179,6 +182,7 @@ __all__ = [
     "PodGroupSpec",
     "POD_GROUP_LABEL",
     "DEFAULT_GANG_TIMEOUT_S",
+    "DELETE_EVICTION_REASON",
     "WorkloadKind",
     "WorkloadSpec",
     "WorkloadAdmitted",

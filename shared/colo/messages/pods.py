@@ -95,12 +95,15 @@ class PodAdmitted(Message, frozen=True):
 
 
 class PodRejected(Message, frozen=True):
-    """A pod refused by admission; ``reason`` is human readable (subject ``pod.rejected``)."""
+    """A pod refused by admission; ``reason`` is human readable (subject ``pod.rejected``). ``namespace`` and
+    ``created_at`` are the refused submission's (the latter tells two submissions of one uid apart)."""
 
     uid: str
     name: str
     reason: str
     at: float
+    namespace: str = ""
+    created_at: float = 0.0
 
 
 class PodBound(Message, frozen=True):
@@ -170,3 +173,22 @@ class PodRecord(Message, frozen=True):
     reason: str = ""
     updated_at: float = 0.0
     bound_at: float = 0.0
+
+
+class PodDeleted(Message, frozen=True):
+    """An order to delete pod ``uid`` (subject ``pod.deleted``; ``colo delete pod``, docs/cli.md "Deleting a
+    pod"). The scheduler owning the uid drops it from its queue and, when it is pending, marks it ``Failed`` with
+    reason ``Deleted: <by>`` in the store; when it is bound, it orders its node agent to stop it
+    (:class:`EvictionCommand` with reason :data:`DELETE_EVICTION_REASON`), which reports it ``Failed`` with
+    reason ``Deleted`` (never requeued). ``at`` clock seconds."""
+
+    uid: str
+    at: float
+    by: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+DELETE_EVICTION_REASON = "Deleted"
+"""The :class:`EvictionCommand` reason (and then the :class:`PodStatus` reason) of a deletion: the pod ends
+for good, it is not requeued as an evicted pod is."""

@@ -1,0 +1,151 @@
+"""``colo kv put|get`` and ``colo sub``: what the README otherwise does with the ``nats`` CLI
+(docs/cli.md "Without the nats CLI").
+
+* ``colo kv put BUCKET KEY VALUE`` (or ``-f FILE``, ``-`` = stdin) — ``nats kv put BUCKET KEY VALUE``; e.g. the
+  slo-manager's policy: ``colo kv put colo-config slo-manager -f policy.yaml``. The bucket is created (16 values
+  of history per key, as the services create theirs) when missing.
+* ``colo kv get BUCKET KEY`` — the value, as stored, on stdout (exit 1 when the key does not exist).
+* ``colo sub SUBJECT [--count N]`` — ``nats sub SUBJECT``: every message's subject and raw payload, one per line
+  (``colo events`` decodes and summarizes the same messages instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from colo.cli.connection import CONNECT_ATTEMPTS, connection
+from colo.cli.output import err_console
+
+
+async def kv_put(nats_url: str, bucket: str, key: str, value: bytes) -> int:
+    """Put ``value`` under ``key`` of ``bucket`` (created when missing); returns the revision."""
+    from colo.bus import Bus
+
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
+    try:
+        kv = await bus.key_value(bucket)
+        return int(await kv.put(key, value))
+    finally:
+        await bus.close()
+
+
+async def kv_get(nats_url: str, bucket: str, key: str) -> bytes | None:
+    """The value of ``key`` in ``bucket``, or None when the bucket or the key does not exist."""
+    import nats.js.errors
+
+    from colo.bus import Bus
+
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
+    try:
+        try:
+            kv = await bus.key_value(bucket, create=False)
+            entry = await kv.get(key)
+        except (nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
+            return None
+        return entry.value or b""
+    finally:
+        await bus.close()
+
+
+async def subscribe_raw(nats_url: str, subject: str, count: int, write: Any) -> int:
+    """Write ``[#n] subject: payload`` for each message on ``subject`` until ``count`` (0 = until SIGINT/SIGTERM);
+    returns the number written."""
+    import nats
+
+    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS)
+    done = asyncio.Event()
+    seen = 0
+
+    async def on_msg(msg: Any) -> None:
+        nonlocal seen
+        if count and seen >= count:
+            return
+        seen += 1
+        write(f"[#{seen}] {msg.subject}: {msg.data.decode(errors='replace')}")
+        if count and seen >= count:
+            done.set()
+
+    sub = await nc.subscribe(subject, cb=on_msg)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    try:
+        await done.wait()
+        await sub.unsubscribe()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await nc.drain()
+    return seen
+
+
+def _value(args: argparse.Namespace) -> bytes:
+    if args.file == "-":
+        return sys.stdin.buffer.read()
+    if args.file:
+        return Path(args.file).read_bytes()
+    if args.value is None:
+        raise ValueError("give VALUE or -f FILE")
+    return str(args.value).encode()
+
+
+def cmd_kv(args: argparse.Namespace) -> int:
+    """Run ``colo kv put|get``: 0 done, 1 failure or missing key, 2 bad arguments."""
+    url = connection("nats").settings.nats_url
+    try:
+        if args.kv_command == "put":
+            try:
+                value = _value(args)
+            except (ValueError, OSError) as exc:
+                err_console.print(f"[red]{escape(str(exc))}[/]", highlight=False)
+                return 2
+            rev = asyncio.run(kv_put(url, args.bucket, args.key, value))
+            err_console.print(f"[dim]{escape(args.bucket)}/{escape(args.key)} revision {rev}[/]", highlight=False)
+            return 0
+        got = asyncio.run(kv_get(url, args.bucket, args.key))
+    except Exception as exc:
+        err_console.print(f"[red]cannot reach the key-value bucket: {escape(str(exc))}[/]", highlight=False)
+        return 1
+    if got is None:
+        err_console.print(f"[red]no key {escape(args.key)!r} in bucket {escape(args.bucket)!r}[/]", highlight=False)
+        return 1
+    sys.stdout.buffer.write(got)
+    return 0
+
+
+def cmd_sub(args: argparse.Namespace) -> int:
+    """Run ``colo sub``."""
+    url = connection("nats").settings.nats_url
+    try:
+        asyncio.run(subscribe_raw(url, args.subject, args.count, lambda line: print(line, flush=True)))
+    except Exception as exc:
+        err_console.print(f"[red]cannot subscribe: {escape(str(exc))}[/]", highlight=False)
+        return 1
+    return 0
+
+
+def add_nats_parsers(sub: Any) -> None:
+    """Add ``kv`` and ``sub`` to the ``colo`` subcommands."""
+    p = sub.add_parser("kv", help="NATS key-value buckets (the slo-manager's policy: colo-config/slo-manager)")
+    ksub = p.add_subparsers(dest="kv_command", required=True)
+    put = ksub.add_parser("put", help="put a value (created bucket when missing)")
+    put.add_argument("bucket")
+    put.add_argument("key")
+    put.add_argument("value", nargs="?", default=None)
+    put.add_argument("-f", "--file", default="", help="read the value from FILE ('-' = stdin)")
+    put.set_defaults(func=cmd_kv)
+    get = ksub.add_parser("get", help="print a value")
+    get.add_argument("bucket")
+    get.add_argument("key")
+    get.set_defaults(func=cmd_kv)
+    p = sub.add_parser("sub", help="print every message on a subject raw, like `nats sub` (wildcards * and >)")
+    p.add_argument("subject")
+    p.add_argument("--count", type=int, default=0, help="stop after N messages (0 = follow)")
+    p.set_defaults(func=cmd_sub)
