@@ -24,6 +24,7 @@ from colo_scheduler.framework.interface import (
     POD_DELETE,
     UNSCHEDULABLE,
     WAIT,
+    BatchPlugin,
     CycleState,
 )
 from colo_scheduler.framework.registry import ProfileConfig, build_profile
@@ -31,6 +32,7 @@ from colo_scheduler.framework.runner import Framework, ScheduleResult
 from colo_scheduler.hints import fits_any_row
 from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
+from colo_scheduler.plugins.coscheduling import Coscheduling
 from colo_scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
@@ -56,8 +58,9 @@ cycle only fills (Reserve adds requests, estimates and app counts; nothing is fr
 NOMINATION = "reservation"
 """Key of a pod's :class:`Nomination` in ``PodInfo.extra`` while it is placed on a reservation and not bound."""
 
-EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity)
-"""PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`)."""
+EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling)
+"""PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`) within a
+cycle (Coscheduling: the gang is part of the spec, and its verdict holds for every member of a cycle)."""
 
 
 def preempted_by(preemptor: PodInfo) -> str:
@@ -129,6 +132,8 @@ class Scheduler:
         self._record = settings.decision_detail if settings.decision_records > 0 else None
         self.waiting: dict[str, tuple[PodInfo, int, float]] = {}
         """Pods a Permit plugin holds: uid → (pod, row, deadline clock seconds); reserved meanwhile."""
+        self._held: tuple[int, dict[int, list[PodInfo]]] = (0, {})
+        self._waiting_version = 0
         self._allowed: set[str] = set()
         self._templates: dict[bytes, PodInfo] = {}
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
@@ -147,6 +152,9 @@ class Scheduler:
         self._events: set[str] = set()
         self.reservations = Reservation(profile_obj.filter)
         """Reservations from the store; a matching pod is nominated to its reserved node first."""
+        self._batch_plugins = [p for p in profile_obj.plugins.values() if isinstance(p, BatchPlugin)]
+        for bp in self._batch_plugins:
+            bp.attach(self)
         self.nominator: Nominator | None = next(
             (p.attach(self.table, profile_obj.filter, list(profile_obj.plugins.values()), self.waiting)
              for p in profile_obj.post_filter if isinstance(p, DefaultPreemption)), None)
@@ -198,7 +206,8 @@ class Scheduler:
 
     def release(self, uid: str, now: float) -> PodInfo | None:
         """Free a placed pod (Unreserve) and wake pods waiting for room; the pod's info or None."""
-        self.waiting.pop(uid, None)
+        if self.waiting.pop(uid, None) is not None:
+            self._waiting_version += 1
         entry = self.unreserve(uid)
         if self.quota is not None:
             self.quota.drop_pending(uid)
@@ -228,6 +237,17 @@ class Scheduler:
         unschedulable pods that now pass every filter on it (:meth:`wake_helped`)."""
         self._dirty_rows.add(row)
         self._events.add(event)
+
+    def take_queued(self, uid: str) -> PodInfo | None:
+        """Remove pod ``uid`` from the queue (any pool) for the current cycle's batch; None when not queued."""
+        return self.queue.remove(uid)
+
+    def park(self, uid: str, now: float, rejectors: frozenset[str], reasons: dict[str, int]) -> bool:
+        """Re-park an unschedulable pod under ``rejectors`` (which events wake it); False when not parked."""
+        if uid not in self.queue.unschedulable:
+            return False
+        self.queue.add_unschedulable(self.queue.unschedulable[uid].pod, now, rejectors, reasons)
+        return True
 
     def forget(self, uid: str) -> None:
         """Drop a pod from the queue (e.g. bound by another scheduler replica), and its nomination."""
@@ -279,11 +299,23 @@ class Scheduler:
             return
         before = self.table.free[i].copy()
         self.table.set_allocated(node, allocated, pods)
+        for pod in self._held_on().get(i, ()):  # held at Permit: reserved here, not in the store's sums yet
+            nominated = pod.extra.get(NOMINATION)
+            self.table.add_allocated(i, pod.request - nominated.use if isinstance(nominated, Nomination) else pod.request)
         held = self.nominator.held_on(i) if self.nominator else None
         if held is not None:  # the store does not know the room held for preemptors
             self.table.add_allocated(i, held)
         if bool((self.table.free[i] > before).any()):
             self.node_changed(i, POD_DELETE)
+
+    def _held_on(self) -> dict[int, list[PodInfo]]:
+        """Row → pods held at Permit on it (rebuilt when the waiting pods changed)."""
+        if self._held[0] != self._waiting_version:
+            rows: dict[int, list[PodInfo]] = {}
+            for pod, row, _ in self.waiting.values():
+                rows.setdefault(row, []).append(pod)
+            self._held = (self._waiting_version, rows)
+        return self._held[1]
 
     # ------------------------------------------------------------------ queueing hints
 
@@ -357,6 +389,8 @@ class Scheduler:
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
         if not pods:
             return out
+        for bp in self._batch_plugins:  # e.g. the rest of a gang joins its members
+            pods = bp.complete_batch(pods, now)
         names = self.table.names
         failed: dict[bytes, ScheduleResult] = {}
         record = self._record
@@ -408,6 +442,9 @@ class Scheduler:
                                                     nominated.name if nominated is not None else ""))
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
+                    self._waiting_version += 1
+                    if result.record is not None:  # the record says what the pod waits for
+                        result.record.status, result.record.message = WAIT, permit.reason
                 else:
                     self.unreserve(pod.uid)
                     failed.clear()  # room was given back: equal pods may fit after all
@@ -424,6 +461,10 @@ class Scheduler:
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))
+        for bp in self._batch_plugins:
+            bp.end_batch(now)
+        if self._allowed:  # allowed in this cycle (a gang complete): bound with this cycle's placements
+            self._place_allowed(out)
         return out
 
     def _quota_cycle(self, now: float, out: CycleOutcome) -> None:
@@ -477,21 +518,29 @@ class Scheduler:
         entry = self.waiting.pop(uid, None)
         if entry is None:
             return False
+        self._waiting_version += 1
         self._allowed.discard(uid)
         self.unreserve(uid)
         self.queue.add_unschedulable(entry[0], now, frozenset({"Permit"}), {reason: 1})
         return True
 
+    def _place_allowed(self, out: CycleOutcome) -> None:
+        for uid in [u for u in self.waiting if u in self._allowed]:
+            pod, row, _ = self.waiting.pop(uid)
+            self._waiting_version += 1
+            self._allowed.discard(uid)
+            nominated = pod.extra.get(NOMINATION)
+            out.placements.append(Placement(pod, self.table.names[row], 0.0,
+                                            nominated.name if isinstance(nominated, Nomination) else ""))
+
     def _resolve_waiting(self, now: float, out: CycleOutcome) -> None:
+        self._place_allowed(out)
         for uid in list(self.waiting):
-            pod, row, deadline = self.waiting[uid]
-            if uid in self._allowed:
-                del self.waiting[uid]
-                self._allowed.discard(uid)
-                nominated = pod.extra.get(NOMINATION)
-                out.placements.append(Placement(pod, self.table.names[row], 0.0,
-                                                nominated.name if isinstance(nominated, Nomination) else ""))
-            elif now >= deadline:
+            entry = self.waiting.get(uid)
+            if entry is None:  # released with another member (its gang sent back)
+                continue
+            pod, row, deadline = entry
+            if now >= deadline:
                 self.reject_waiting(uid, now, "permit wait timed out")
                 out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},
                                                                 frozenset({"Permit"}), 0,

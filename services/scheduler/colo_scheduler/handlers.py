@@ -83,7 +83,7 @@ class SchedulerEventHandlers:
                 await self._dead_letter(msg, info, problem)
                 continue
             uid = spec.uid
-            if uid in placed or uid in queue or uid in fresh or not self.replica.owns(uid):
+            if uid in placed or uid in queue or uid in fresh or not self.replica.owns_pod(spec):
                 continue  # redelivery, or another replica's pod
             fresh[uid] = spec
         if not fresh:
@@ -171,10 +171,10 @@ class SchedulerEventHandlers:
             self._dirty |= nodes
         if self.core.queue.unschedulable:
             self._wake.set()  # room was freed: the hints may wake a waiting pod
-        if st.reason not in REQUEUE_REASONS or not self.replica.owns(st.uid):
+        if st.reason not in REQUEUE_REASONS:
             return
         rec = await store.get_pod(st.uid)
-        if rec is None or await store.bound_node(st.uid) is not None:
+        if rec is None or not self.replica.owns_pod(rec.spec) or await store.bound_node(st.uid) is not None:
             return  # unknown, or already bound again
         if rec.phase == "Pending" and st.uid in self.core.queue:
             return  # redelivery after requeue

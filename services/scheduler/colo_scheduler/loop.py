@@ -300,6 +300,10 @@ def _pre_filter(name: str, spec: PodSpec) -> bool:
         return not (validate_classes(spec) or resource_kind_problems(spec))
     if name == "NodeAffinity":
         return not affinity_problems(spec.affinity)
+    if name == "Coscheduling":  # a pod alone passes; a gang member's verdict hangs on its gang, not on one pod
+        if spec.gang is not None:
+            raise ValueError(f"the loop decides pods alone: {spec.uid} is a member of gang {spec.gang.name}")
+        return True
     if name == "ElasticQuota":
         # not a node rule: its verdict is the quota book's (tests/scheduler/test_plugins_elasticquota.py); the
         # loop's tables define no quota, and with none every pod passes

@@ -2,7 +2,8 @@
 
 With ``replicas = N`` each replica ``i`` (0..N−1) schedules only the pods whose uid hashes to
 ``i`` (:func:`shard_of`: CRC-32 of the UTF-8 uid, mod N — stable across processes and Python
-versions, unlike :func:`hash`). Every replica still consumes every node, metric, resource,
+versions, unlike :func:`hash`); a gang's members are sharded by the gang's key instead
+(:func:`shard_key`), so one replica owns a whole gang and can hold its members at Permit. Every replica still consumes every node, metric, resource,
 status and bound event, so each keeps a full picture of the cluster; binds go through the
 store's atomic bind script, which refuses any bind that would over-commit a node or bind a pod
 twice, whatever the other replicas do.
@@ -20,6 +21,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from colo.messages import PodSpec
 from colo_scheduler.settings import SchedulerSettings
 
 _INSTANCE_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -33,6 +35,15 @@ def shard_of(uid: str, replicas: int) -> int:
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     return zlib.crc32(uid.encode()) % replicas
+
+
+def shard_key(spec: PodSpec) -> str:
+    """What a pod is sharded by: the gang's key (``namespace/name``) for a gang member, else its uid.
+    A gang group is sharded by its first key in sort order, so its gangs share a replica."""
+    gang = spec.gang
+    if gang is None:
+        return spec.uid
+    return min((gang.name, *gang.groups))
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,10 @@ class Replica:
     def owns(self, uid: str) -> bool:
         """True when this replica schedules pod ``uid``."""
         return self.replicas == 1 or shard_of(uid, self.replicas) == self.index
+
+    def owns_pod(self, spec: PodSpec) -> bool:
+        """True when this replica schedules the pod of ``spec`` (sharded by :func:`shard_key`)."""
+        return self.replicas == 1 or shard_of(shard_key(spec), self.replicas) == self.index
 
     def durable(self, base: str) -> str:
         """Durable consumer name for ``base`` (e.g. ``"admitted"`` → ``"admitted-r2-a"``)."""

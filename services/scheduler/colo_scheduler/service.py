@@ -40,9 +40,10 @@ from colo.messages import (
 from colo.reservations import ReservationStore
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
-from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindRequest, BindResult
+from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.deletion import PodDeletion
+from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.lease import LeaderElector
@@ -253,10 +254,10 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
                     if (self.core.adopt(rec.spec, rec.node, rec.bound_at) and rec.phase == "Pending"
-                            and self.replica.owns(rec.spec.uid)):
+                            and self.replica.owns_pod(rec.spec)):
                         # bound, not started: its PodBound may have died with the last scheduler
                         self._announce[rec.spec.uid] = (rec.spec, rec.node, rec.bound_at)
-                elif rec.phase == "Pending" and not rec.node and self.replica.owns(rec.spec.uid):
+                elif rec.phase == "Pending" and not rec.node and self.replica.owns_pod(rec.spec):
                     problem = _pod_problem(rec.spec)
                     if problem:
                         log.error("skipping stored pod: %s", problem)
@@ -465,24 +466,21 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
         return bound
 
     async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
-        """Bind placements in the store, both fenced by ``fence``: plain ones with one
-        :meth:`Store.bind_many`, those on a reservation one by one with :meth:`ReservationStore.bind_on`
-        (few: migrated pods); results in order."""
+        """Bind placements in the store, fenced by ``fence``: plain ones with one :meth:`Store.bind_many`, those on
+        a reservation one by one with :meth:`ReservationStore.bind_on` (few: migrated pods); results in order."""
         store = self._store()
         plain = [k for k, p in enumerate(placements) if not p.reservation]
         results: list[Any] = [None] * len(placements)
         if plain:
             chain = self.core.quota.chain_of if self.core.quota is not None else (lambda pod: ())
-            got = await store.bind_many([BindRequest(placements[k].pod.uid, placements[k].node,
-                                                     placements[k].pod.spec.requests, now, chain(placements[k].pod))
-                                         for k in plain], fence=fence)
+            got = await store.bind_many(bind_requests([placements[k] for k in plain], now, chain), fence=fence)
             for k, r in zip(plain, got):
                 results[k] = r
         for k, p in enumerate(placements):
             if p.reservation:
                 res = await self.reservation_store.bind_on(p.reservation, p.pod.spec, p.node, now, fence)
                 results[k] = BindResult(res.ok, res.reason)
-        return results
+        return await settle_gang_binds(store, placements, results, now)  # a gang binds whole or not at all
 
     # ------------------------------------------------------------------ introspection
 

@@ -320,6 +320,49 @@ class PermitPlugin(Protocol):
         ...
 
 
+class SchedulerHandle(Protocol):
+    """What the scheduler core lends a :class:`BatchPlugin` (Kubernetes framework.Handle: the
+    waiting pods and the queue)."""
+
+    def allow(self, uid: str) -> bool:
+        """Let a pod held at Permit proceed to binding (in the current cycle); False when not waiting."""
+        ...
+
+    def reject_waiting(self, uid: str, now: float, reason: str = "rejected while waiting") -> bool:
+        """Unreserve a pod held at Permit and park it as unschedulable; False when not waiting."""
+        ...
+
+    def take_queued(self, uid: str) -> PodInfo | None:
+        """Remove pod ``uid`` from whichever queue pool holds it; None when not queued."""
+        ...
+
+    def park(self, uid: str, now: float, rejectors: frozenset[str], reasons: dict[str, int]) -> bool:
+        """Re-park an unschedulable pod with other rejectors (they decide which events wake it);
+        False when the pod is not in the unschedulable pool."""
+        ...
+
+
+@runtime_checkable
+class BatchPlugin(Protocol):
+    """Shapes a cycle's batch (e.g. takes every member of a gang together) and sees the cycle end."""
+
+    name: str
+
+    def attach(self, handle: SchedulerHandle) -> None:
+        """Called once by the scheduler core with its handle."""
+        ...
+
+    def complete_batch(self, pods: list[PodInfo], now: float) -> list[PodInfo]:
+        """The batch to schedule in QueueSort order: ``pods`` (popped from the active queue, in order)
+        plus any pods the plugin takes from the queue with the handle; must return ``pods`` itself
+        when it adds nothing."""
+        ...
+
+    def end_batch(self, now: float) -> None:
+        """After the last pod of the cycle's batch (before the cycle's allowed pods are placed)."""
+        ...
+
+
 @runtime_checkable
 class PreBindPlugin(Protocol):
     """Async work before binding (e.g. provisioning); a refusal unreserves the pod and backs it off."""

@@ -55,6 +55,9 @@ from colo_scheduler.table import BoolArray, NodeTable
 Normalized = IntArray | int | SparseScores
 """What a NormalizeScore plugin returned for a decision."""
 
+_ALLOWED = Status()
+"""Every Permit plugin allowed the pod (one frozen instance: Permit runs for every placed pod)."""
+
 
 @dataclass(slots=True)
 class ScheduleResult:
@@ -483,7 +486,7 @@ class Framework:
                     waiting = Status(WAIT, f"{p.name}: {st.reason}", st.timeout_s)
             elif not st.ok:
                 return Status(st.code, f"{p.name}: {st.reason}")
-        return waiting or Status()
+        return waiting or _ALLOWED
 
     async def bind_many(self, placements: Sequence[tuple[PodInfo, str]], now: float,
                         default_bind: Callable[[Sequence[tuple[PodInfo, str]], float],

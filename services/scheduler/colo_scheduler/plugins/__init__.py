@@ -6,6 +6,7 @@ import dataclasses
 
 from colo_scheduler.framework.registry import ProfileConfig, Registry
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
+from colo_scheduler.plugins.coscheduling import Coscheduling
 from colo_scheduler.plugins.elasticquota import ElasticQuota
 from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
 from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
@@ -52,6 +53,7 @@ def new_in_tree_registry() -> Registry:
     r.register(QoSAdmission.name, lambda a, s: QoSAdmission())
     r.register(NodeUnschedulable.name, lambda a, s: NodeUnschedulable())
     r.register(BEMemoryPressure.name, lambda a, s: BEMemoryPressure())
+    r.register(Coscheduling.name, lambda a, s: Coscheduling())
     r.register(ElasticQuota.name, lambda a, s: ElasticQuota())
     r.register(DefaultPreemption.name, lambda a, s: DefaultPreemption(a), DefaultPreemptionArgs)
     return r
@@ -60,26 +62,29 @@ def new_in_tree_registry() -> Registry:
 def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     """The default profile (docs/scheduler.md "Default profile").
 
-    PreFilter: QoSAdmission, NodeAffinity (invalid pods), ElasticQuota (docs/quota.md). Filters, cheap static ones first so
+    QueueSort: Coscheduling (PrioritySort's order, a gang's members adjacent). PreFilter: QoSAdmission,
+    NodeAffinity (invalid pods), Coscheduling (gangs short of members), ElasticQuota (docs/quota.md). PostFilter,
+    Permit: Coscheduling (gangs; a pod without a gang passes at the cost of one test). Filters, cheap static ones first so
     that their rejections are reported first: NodeUnschedulable, NodeSelector, NodeAffinity, TaintToleration,
     NodeResourcesFit, MaxInstancePerNode, BEMemoryPressure, LoadAware. Reserve: NodeResourcesFit, LoadAware,
-    MaxInstancePerNode, SelectorSpread, ElasticQuota. Scores (weights): LoadAware
+    MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights): LoadAware
     (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
-    PostFilter: DefaultPreemption (as the Kubernetes default profile).
+    PostFilter: DefaultPreemption (as the Kubernetes default profile), then Coscheduling (a Strict gang sent back).
     """
     return ProfileConfig(
-        queue_sort=PrioritySort.name,
-        pre_filter=(QoSAdmission.name, NodeAffinity.name, ElasticQuota.name),
+        queue_sort=Coscheduling.name,
+        pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name),
         filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
                 MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
-        post_filter=(DefaultPreemption.name,),
+        post_filter=(DefaultPreemption.name, Coscheduling.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
                SelectorSpread.name: SELECTOR_SPREAD_WEIGHT},
         reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
-                 ElasticQuota.name),
+                 ElasticQuota.name, Coscheduling.name),
+        permit=(Coscheduling.name,),
     )
 
 
