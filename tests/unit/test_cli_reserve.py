@@ -12,7 +12,7 @@ from rich.console import Console
 from colo import subjects
 from colo.cli import main as cli
 from colo.cli.reserve import build_spec, parse_duration, reservations_table
-from colo.messages import NodeSpec, ReservationOwner, ReservationSpec, Resources
+from colo.messages import NodeResource, NodeSpec, ReservationOwner, ReservationSpec, Resources
 from colo.reservations import ReservationStore
 from colo.settings import RuntimeSettings
 from colo.store import Store
@@ -107,12 +107,46 @@ async def test_reserve_publishes_and_get_lists(bus_factory: Any, store: Store, n
     text = _text(await cli._get("reservations", cli.Connection(settings, "env", (), "")))
     rows = [[c.strip() for c in line.split("│")][1:-1] for line in text.splitlines()
             if "gpu-hold" in line or "held" in line]
-    assert rows[0][:8] == ["gpu-hold", "Pending", "-", "app=ml/train", "4", "8Gi", "once", "in 1h"]
-    assert rows[0][9].startswith("0/1 nodes are available")
-    assert rows[1][:8] == ["held", "Available", "n1", "Job/etl", "2", "1Gi", "reusable", "in 9m"]
+    assert rows[0][:10] == ["gpu-hold", "Pending", "-", "app=ml/train", "4", "8Gi", "-", "-", "once", "in 1h"]
+    assert rows[0][11].startswith("0/1 nodes are available")
+    assert rows[1][:10] == ["held", "Available", "n1", "Job/etl", "2", "1Gi", "-", "-", "reusable", "in 9m"]
     assert "2 reservations" in text
     assert cli.build_parser().parse_args(["get", "reservations"]).what == "reservations"
 
 
 def test_empty_table() -> None:
     assert "0 reservations" in _text(reservations_table([], 0.0))
+
+
+@pytest.mark.integration
+async def test_batch_room_is_listed_and_delete_reservation_aborts_and_frees_it(store: Store, redis_url: str,
+                                                                               monkeypatch: Any, capsys: Any) -> None:
+    """``colo get reservations`` shows batch amounts; ``colo delete reservation`` ends an Available one
+    (its room back on the node) and a Pending one as Aborted; an unknown name exits 1."""
+    monkeypatch.setenv("COLO_REDIS_URL", redis_url)
+    monkeypatch.setenv("COLO_STORE_PREFIX", store.keys.prefix)
+    now = time.time()
+    rs = ReservationStore(store.redis, store.keys)
+    alloc = Resources(cpu=8000, memory=16 * GI)
+    await store.put_node(NodeSpec(name="n1", capacity=alloc, allocatable=alloc))
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=32000, batch_memory=64 * GI))
+    held = Resources(batch_cpu=16000, batch_memory=32 * GI)
+    assert (await rs.reserve("batch-room", "n1", held, at=now, ttl_s=600,
+                             owners=(ReservationOwner(owner_kind="Job", owner_name="train"),))).ok
+    await rs.put_pending(ReservationSpec(name="later", owners=[ReservationOwner(workload="ml/x")],
+                                         requests=Resources(cpu=1000), created_at=now), now, "waiting")
+    settings = RuntimeSettings(redis_url=redis_url, store_prefix=store.keys.prefix)
+    text = _text(await cli._get("reservations", cli.Connection(settings, "env", (), "")))
+    (row,) = [[c.strip() for c in line.split("│")][1:-1] for line in text.splitlines() if "batch-room" in line]
+    assert row[4:8] == ["0", "0", "16", "32Gi"]
+    assert (await store.allocated("n1")).batch_cpu == 16000
+    assert await asyncio.to_thread(cli.main, ["delete", "reservation", "batch-room"]) == 0
+    rec = await rs.get("batch-room")
+    assert rec is not None and (rec.state, rec.reason) == ("Aborted", "deleted by colo delete")
+    assert (await store.allocated("n1")).batch_cpu == 0
+    assert await asyncio.to_thread(cli.main, ["delete", "reservation", "later"]) == 0
+    pending = await rs.get("later")
+    assert pending is not None and pending.state == "Aborted" and await rs.pending() == []
+    assert await asyncio.to_thread(cli.main, ["delete", "reservation", "batch-room"]) == 0
+    assert "already ended: Aborted" in capsys.readouterr().out
+    assert await asyncio.to_thread(cli.main, ["delete", "reservation", "nope"]) == 1

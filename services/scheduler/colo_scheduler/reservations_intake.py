@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 
 from colo.bus import MessageInfo
+from colo.classes import PRIORITY_CLASS_LABEL, QOS_CLASS_LABEL
 from colo.messages import PodSpec, ReservationSpec, Resources
 from colo.reservation_spec import reservation_problems
 from colo.reservations import PENDING_EXISTS, PENDING_KNOWN, ReservationStore
@@ -41,10 +42,21 @@ RESERVE_POD_PREFIX = "reserve-pod-"
 
 
 def reserve_pod(spec: ReservationSpec) -> PodSpec:
-    """The pod a reservation without a node is placed as: its requests (one pod slot implied), namespace and
-    node selector, ``preemption_policy="Never"``."""
+    """The pod a reservation without a node is placed as: its requests (one pod slot implied), namespace, node
+    selector, the template's labels, priority and classes, ``preemption_policy="Never"``.
+
+    Classes left unset are derived as for the pods the room is for (REFERENCE.md §1): ``batch-*`` requests make
+    it BE (priority class batch unless set), ``mid-*`` requests priority class mid; otherwise as for any pod
+    (:func:`colo.classes.qos_class_of`)."""
     r = spec.requests
+    qos, prio = spec.qos_class, spec.priority_class
+    if qos is None and QOS_CLASS_LABEL not in spec.labels and (r.batch_cpu or r.batch_memory):
+        qos = "BE"
+    if prio is None and PRIORITY_CLASS_LABEL not in spec.labels and spec.priority is None \
+            and (r.mid_cpu or r.mid_memory):
+        prio = "mid"
     return PodSpec(uid=RESERVE_POD_PREFIX + spec.name, name=RESERVE_POD_PREFIX + spec.name, namespace=spec.namespace,
+                   labels=dict(spec.labels), priority=spec.priority, priority_class=prio, qos_class=qos,
                    requests=Resources(cpu=r.cpu, memory=r.memory, batch_cpu=r.batch_cpu, batch_memory=r.batch_memory,
                                       mid_cpu=r.mid_cpu, mid_memory=r.mid_memory),
                    node_selector=dict(spec.node_selector), created_at=spec.created_at, preemption_policy="Never")

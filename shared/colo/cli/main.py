@@ -71,9 +71,14 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    """``colo delete pod NAME``: end a pod through the bus (:mod:`colo.cli.delete`)."""
+    """``colo delete pod NAME``: end a pod through the bus (:mod:`colo.cli.delete`); ``colo delete reservation
+    NAME``: end a reservation in the store (:func:`colo.cli.reserve.cmd_delete_reservation`)."""
     from colo.cli.delete import cmd_delete as run
 
+    if args.what in ("reservation", "reservations"):
+        from colo.cli.reserve import cmd_delete_reservation
+
+        return cmd_delete_reservation(args, connection("redis").settings)
     return run(args, connection("nats", "redis"))
 
 
@@ -141,9 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid; node name")
     _namespace_args(p, all_namespaces=False)
     p.set_defaults(func=cmd_describe)
-    p = sub.add_parser("delete", help="delete a pod: a pending one leaves the queue, a bound one is stopped")
-    p.add_argument("what", choices=("pod", "pods"))
-    p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid")
+    p = sub.add_parser("delete", help="delete a pod (a pending one leaves the queue, a bound one is stopped) or "
+                       "a reservation (Aborted: its held room returns to the node)")
+    p.add_argument("what", choices=("pod", "pods", "reservation", "reservations"))
+    p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid; reservation name")
     _namespace_args(p, all_namespaces=False)
     p.add_argument("--no-wait", action="store_true", help="do not wait until the store shows the pod ended")
     p.add_argument("--wait-s", type=float, default=10.0, help="seconds to wait for the pod to end")

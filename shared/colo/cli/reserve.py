@@ -1,5 +1,5 @@
 """``colo reserve NAME …`` (submit a Reservation on ``reservation.submitted``) and ``colo get reservations``
-(docs/cli.md "Reservations")."""
+and ``colo delete reservation NAME`` (docs/cli.md "Reservations")."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from colo.reservation_spec import reservation_problems
 
 if TYPE_CHECKING:
     from colo.reservations import Reservation
+    from colo.settings import RuntimeSettings
     from colo.store import Store
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -149,15 +150,19 @@ def owners_text(r: Reservation) -> str:
 
 
 def reservations_table(reservations: Sequence[Reservation], now: float) -> Table:
-    """One row per reservation, oldest first: name, state, node, owners, cpu and memory (held, or asked for
-    while Pending), once/reusable, expiry (from ``now``, clock seconds), last consumer, reason."""
+    """One row per reservation, oldest first: name, state, node, owners, cpu, memory, batch-cpu and
+    batch-memory (held, or asked for while Pending; ``-`` for none), once/reusable, expiry (from ``now``, clock
+    seconds), last consumer, reason."""
     t = Table(title=f"{len(reservations)} reservations")
-    for col in ("name", "state", "node", "owners", "cpu", "memory", "kind", "expires", "consumed by", "reason"):
+    for col in ("name", "state", "node", "owners", "cpu", "memory", "batch-cpu", "batch-memory", "kind", "expires",
+                "consumed by", "reason"):
         t.add_column(col, overflow="fold")
     for r in sorted(reservations, key=lambda r: (r.created_at, r.name)):
         left = r.expires_at - now
         expires = ("in " + age(left)) if left > 0 else (age(-left) + " ago")
-        t.add_row(r.name, r.state, r.node or "-", owners_text(r), format_cpu(r.held.cpu), _mem(r.held.memory),
+        h = r.held
+        t.add_row(r.name, r.state, r.node or "-", owners_text(r), format_cpu(h.cpu), _mem(h.memory),
+                  format_cpu(h.batch_cpu) if h.batch_cpu else "-", _mem(h.batch_memory) if h.batch_memory else "-",
                   "once" if r.allocate_once else "reusable", expires, r.consumed_by or "-", r.reason or "-")
     return t
 
@@ -168,3 +173,58 @@ async def get_reservations(store: Store) -> Table:
     from colo.reservations import ReservationStore
 
     return reservations_table(await ReservationStore(store.redis, store.keys).all(), time.time())
+
+
+DELETED_REASON = "deleted by colo delete"
+"""The reason an ended reservation shows after ``colo delete reservation``."""
+
+
+async def delete_reservation(store: Store, name: str, at: float) -> tuple[Reservation, Reservation | None]:
+    """End reservation ``name`` as ``Aborted`` at ``at`` (wall-clock seconds): a Pending one leaves the
+    scheduler's placement (:meth:`~colo.reservations.ReservationStore.end_pending`), an Available one gives its
+    held room back to its node (:meth:`~colo.reservations.ReservationStore.release`); one that already ended
+    changes nothing. Returns its record before and after (None after when it had ended). Raises LookupError
+    when the store has no reservation of that name."""
+    from colo.reservations import ReservationStore
+
+    rs = ReservationStore(store.redis, store.keys)
+    before = await rs.get(name)
+    if before is None:
+        raise LookupError(f"no reservation {name!r} (`colo get reservations` lists them)")
+    if before.state == "Pending":
+        await rs.end_pending(name, "Aborted", DELETED_REASON, at)
+    elif before.state == "Available":
+        await rs.release(name, at, DELETED_REASON)
+    else:
+        return before, None
+    return before, await rs.get(name)
+
+
+def cmd_delete_reservation(args: argparse.Namespace, settings: RuntimeSettings) -> int:
+    """``colo delete reservation NAME``: exit 0 when it ended now or had ended, 1 when unknown or on a store
+    error."""
+    from colo.store import Store
+
+    async def run() -> tuple[Reservation, Reservation | None]:
+        store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+        try:
+            return await delete_reservation(store, args.name, time.time())
+        finally:
+            await store.close()
+
+    try:
+        before, after = asyncio.run(run())
+    except LookupError as exc:
+        err_console.print(f"[red]{escape(str(exc.args[0]))}[/]", highlight=False, soft_wrap=True)
+        return 1
+    except Exception as exc:
+        err_console.print(f"[red]cannot delete: {escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        return 1
+    if after is None:
+        console.print(f"reservation/{escape(before.name)} already ended: {before.state} {escape(before.reason)}",
+                      highlight=False, soft_wrap=True)
+        return 0
+    freed = f"; its room on {before.node} is free again" if before.state == "Available" else ""
+    console.print(f"reservation/{escape(before.name)} deleted: {after.state}{freed}", highlight=False,
+                  soft_wrap=True)
+    return 0

@@ -2,7 +2,7 @@
 (REFERENCE.md §9).
 
 Read: ``spec.template`` (a pod template: its containers' requests, summed, are the room held; its
-``nodeSelector`` restricts the nodes), ``spec.owners`` (a non-empty list; each entry one of ``object: {uid}``
+``nodeSelector`` restricts the nodes; its labels, ``priority`` and classes are the reserve pod's), ``spec.owners`` (a non-empty list; each entry one of ``object: {uid}``
 (a pod), ``controller: {kind, name}`` (a workload's pods) or ``labelSelector: {matchLabels}``; an entry may add
 ``namespace``), ``spec.ttl`` (seconds or a duration ``"30m"``, > 0; default 3600 s), ``spec.allocateOnce``
 (default true) and ``spec.nodeName`` (default: the scheduler picks the node).
@@ -86,4 +86,5 @@ def parse_reservation(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> R
         return None
     return ReservationSpec(name=name, namespace=namespace, node=node, requests=template.requests, owners=owners,
                            allocate_once=allocate_once, ttl_s=ttl_s, node_selector=template.node_selector,
-                           created_at=now)
+                           created_at=now, labels=dict(template.labels), priority=template.priority,
+                           priority_class=template.priority_class, qos_class=template.qos_class)
