@@ -58,6 +58,8 @@ HISTORY_S = 3600
 REASON_NO_RESERVATION = "reservation not available"
 """Prefix of a consuming bind's refusal when the reservation ended, expired or is unknown."""
 REASON_NOT_OWNER = "not the reservation's owner"
+REASON_NOT_COVERED = "covers none of the pod's requests"
+""":meth:`ReservationStore.bind_on`: the reservation holds room of other resource kinds than the pod requests."""
 """Prefix of a consuming bind's refusal when the pod matches none of its owners."""
 PENDING_KNOWN = "known"
 """:meth:`ReservationStore.put_pending`: a reservation of that name was submitted at that time already."""
@@ -199,7 +201,8 @@ class ReservationStore:
         """Bind pod ``spec`` on ``node`` consuming the reservation ``name`` (module doc), atomically.
         Refused (nothing changed) when the pod is already bound, the node is unknown, the reservation
         is not available on ``node`` or has expired by ``at`` (it is then ended as Expired), the pod
-        is not an owner, the part of the requests above the held room does not fit the node, or
+        is not an owner, the reservation holds room (beyond a pod slot) and the pod takes none of it
+        (:data:`REASON_NOT_COVERED`), the part of the requests above the held room does not fit the node, or
         ``fence`` is given and its lease is no longer held with that value (``"lease lost"``, as
         :meth:`colo.store.Store.bind`), or a quota of ``quotas`` would pass its max
         (:data:`colo.store.REASON_QUOTA_EXCEEDED`): the pod's full requests are charged to each of them,

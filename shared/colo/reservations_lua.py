@@ -109,6 +109,12 @@ for i = 1, 6 do
     table.insert(bad, 'Insufficient ' .. labels[i])
   end
 end
+local covered, holds = false, false
+for i = 1, 6 do
+  if use[i] > 0 then covered = true end
+  if tonumber(held[i] or '0') > 0 then holds = true end
+end
+if holds and not covered then return "covers none of the pod's requests: " .. b.name end
 local slot = once and tonumber(held[7] or '0') > 0
 local maxpods = tonumber(lim[7] or '0')
 if not slot and maxpods > 0 and tonumber(al[7] or '0') + 1 > maxpods then table.insert(bad, 'Too many pods') end
@@ -142,7 +148,9 @@ return ''
 """Binds pod ``b.uid`` on ``b.node`` on the reservation ``b.name`` (JSON: name, the pod's
 :func:`colo.reservation_spec.pod_facts`, node, at,
 req [six decimal strings], quotas [names charged the full requests]); ARGV[3] the history seconds; ARGV[4], ARGV[5] the fencing lease's key and
-value ('' = unfenced). '' when bound, else the reason (nothing changed). On a reusable reservation the
+value ('' = unfenced). '' when bound, else the reason (nothing changed); refused with "covers none of the pod's
+requests" when the reservation holds room (other than a pod slot) and the pod takes none of it (a batch-* pod on
+native cpu/memory room: it would end the reservation while using nothing of it). On a reusable reservation the
 binding records the part of the held room the pod took (``rsv_use``), which its release gives back."""
 
 RELEASE_LUA = """#!lua flags=no-cluster

@@ -10,7 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from colo.messages import NodeResource, NodeSpec, PodSpec, Resources
-from colo.reservations import REASON_NO_RESERVATION, REASON_NOT_OWNER, ReservationStore, owner_workload
+from colo.reservations import (
+    REASON_NO_RESERVATION,
+    REASON_NOT_COVERED,
+    REASON_NOT_OWNER,
+    ReservationStore,
+    owner_workload,
+)
 from colo.store import Store
 
 pytestmark = pytest.mark.integration
@@ -57,6 +63,24 @@ async def test_held_room_is_used_for_every_other_bind(store: Store) -> None:
     assert (await rs.reserve("r1", "n1", Resources(cpu=3000, memory=GI), at=2.0, ttl_s=60,
                              owner_uid="a")).ok  # idempotent
     assert (await store.allocated("n1")).cpu == 4000
+
+
+async def test_a_pod_taking_none_of_the_held_room_does_not_consume_it(store: Store) -> None:
+    """A batch-* owner on a reservation of native cpu/memory is refused (nothing changes); a reservation holding
+    only a pod slot still takes any owner."""
+    rs = await setup(store)
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=8000, batch_memory=8 * GI))
+    await rs.reserve("r1", "n1", Resources(cpu=1000, memory=GI), at=0.0, ttl_s=60, owner_workload="shop/web")
+    batch = PodSpec(uid="b", name="b", namespace="shop", app="web", qos_class="BE", priority_class="batch",
+                    requests=Resources(batch_cpu=2000, batch_memory=GI))
+    refused = await rs.bind_on("r1", batch, "n1", 1.0)
+    assert not refused.ok and refused.reason.startswith(REASON_NOT_COVERED)
+    rec = await rs.get("r1")
+    assert rec is not None and (rec.state, rec.consumed_by) == ("Available", "")
+    assert await store.allocated("n1") == Resources(cpu=1000, memory=GI, pods=1)
+    await rs.reserve("slot", "n2", Resources(), at=0.0, ttl_s=60, owner_workload="shop/web")
+    assert (await rs.bind_on("slot", batch, "n2", 1.0)).ok is False  # n2 has no batch room: the node decides
+    assert (await rs.bind_on("slot", pod("c"), "n2", 1.0)).ok
 
 
 async def test_owner_consumes_the_room_and_allocations_add_up(store: Store) -> None:

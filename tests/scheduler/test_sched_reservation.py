@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sched_helpers import GI, MI, node, pod, scheduler
+from sched_helpers import GI, MI, node, node_resource, pod, scheduler
 
 from colo import subjects
 from colo.clock import VirtualClock
@@ -51,6 +51,17 @@ CASES = [
          rsv=Reservation(name="r1", node="n1", owner_uid="mig-pod", held=Resources(cpu=3000, pods=1),
                          expires_at=50.0)),
     Case("other-filters-still-apply", owned("mig-pod", 3000, selector={"zone": "b"}), "n2"),
+    Case("batch-owner-does-not-consume-native-room", pod("batch-1", batch_cpu=4000, batch_memory=GI, app="web"),
+         "n1", "", extra={"n1": (8000, 8 * GI)}),
+    Case("batch-owner-prefers-no-native-room", pod("batch-1", batch_cpu=4000, batch_memory=GI, app="web"),
+         "n2", "", extra={"n1": (4000, GI), "n2": (16000, 16 * GI)}),
+    Case("batch-owner-takes-batch-room", pod("batch-1", batch_cpu=4000, batch_memory=GI, app="web"), "n1", "r1",
+         rsv=Reservation(name="r1", node="n1", owner_workload="default/web",
+                         held=Resources(batch_cpu=4000, batch_memory=GI, pods=1), expires_at=500.0),
+         extra={"n1": (4000, GI), "n2": (8000, 8 * GI)}),
+    Case("slot-only-reservation-covers-any-pod", owned("replica-2", 2000), "n1", "r1",
+         rsv=Reservation(name="r1", node="n1", owner_workload="default/web", held=Resources(pods=1),
+                         expires_at=500.0)),
 ]
 
 
@@ -59,6 +70,9 @@ def test_reservation_in_the_core(case: Case) -> None:
     s = scheduler(seed=1)
     s.on_node(node("n1", cpu=4000, memory=8 * GI, labels={"zone": "a"}), 0.0)
     s.on_node(node("n2", cpu=case.n2_cpu, memory=8 * GI, labels={"zone": "b"}), 0.0)
+    for name in ("n1", "n2"):  # batch allocatable (milli-cores, bytes)
+        if name in case.extra:
+            s.on_node_resource(node_resource(name, *case.extra[name]), 0.0)
     held = case.rsv.held
     s.set_allocated("n1", held, held.pods)  # the store's sums count the held room
     s.reservations.set_reservations([case.rsv])
@@ -71,6 +85,7 @@ def test_reservation_in_the_core(case: Case) -> None:
     if case.reservation:  # the table books the pod on the held room, not on top of it
         i = s.table.index["n1"]
         assert s.table.allocated[i][0] == max(held.cpu, case.spec.requests.cpu)
+        assert s.table.allocated[i][2] == max(held.batch_cpu, case.spec.requests.batch_cpu)
         assert s.table.allocated[i][6] == 1
 
 

@@ -141,3 +141,28 @@ def test_the_example_manifest_passes_the_schedulers_checks() -> None:
     assert manifest.reservations
     for r in manifest.reservations:
         assert reservation_problems(r) == [], r
+
+
+def test_the_example_reservation_is_for_the_example_jobs_pods() -> None:
+    """examples/reservation.yaml holds what examples/job-gang.yaml's pods ask for: they own it, its room covers
+    their requests kind for kind, and its reserve pod passes the scheduler's QoS checks."""
+    from pathlib import Path
+
+    from colo.classes import resource_kind_problems, validate_classes
+    from colo.manifests import load_manifest
+    from colo.reservations import Reservation
+    from colo.workloads import expand
+    from colo_scheduler.plugins.reservation import covers
+    from colo_scheduler.podinfo import resource_vector
+    from colo_scheduler.reservations_intake import reserve_pod
+
+    examples = Path(__file__).parents[2] / "examples"
+    (spec,) = load_manifest(examples / "reservation.yaml", now=100.0).reservations
+    (job,) = load_manifest(examples / "job-gang.yaml", now=100.0).workloads
+    stored = Reservation(name=spec.name, node="n1", owners=tuple(spec.owners), held=spec.requests)
+    rp = reserve_pod(spec)
+    assert validate_classes(rp) + resource_kind_problems(rp) == []
+    for p in expand(job, range(2)):
+        assert stored.matches(p)
+        assert covers(resource_vector(p.requests), resource_vector(spec.requests), spec.requests)
+        assert spec.requests == p.requests

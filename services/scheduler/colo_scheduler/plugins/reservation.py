@@ -12,6 +12,10 @@ pod fits the row's free room *plus* the held room and every other filter of the 
 reference's "very high weight", §9). Among several matching reservations the one expiring first is
 taken. A pod with no feasible reservation is scheduled by the profile as any other.
 
+A reservation is only for a pod whose requests it covers in part (:func:`covers`: some resource kind both
+ask for; a batch-* pod takes nothing from native cpu/memory room): one that covers none is neither offered
+nor consumed.
+
 A pod matches by uid, workload, controller (kind/name), namespace or labels
 (:meth:`colo.reservations.Reservation.matches`, :func:`colo.reservation_spec.owner_matches`): reservations
 are indexed by the most selective field each owner sets (uid, workload, controller name), so a pod costs
@@ -35,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from colo.messages import Resources
 from colo.reservations import Reservation as StoredReservation
 from colo.reservations import owner_workload
 from colo_scheduler.framework.interface import POD_DELETE, CycleState, FilterPlugin
@@ -170,8 +175,11 @@ class Reservation:
                    if self._row(state, r, state.now) == i)
 
     def _fits(self, state: CycleState, pod: PodInfo, r: StoredReservation, i: int) -> bool:
+        held_room = self.held(r)
+        if not covers(pod.request, held_room, r.held):
+            return False
         free = state.table.free[i].tolist()
-        held = self.held(r).tolist()
+        held = held_room.tolist()
         request = pod.request_ints
         for c in pod.request_col_ints:
             if free[c] + held[c] < request[c]:
@@ -193,6 +201,18 @@ class Reservation:
                     use[-1] = 0  # a reusable reservation keeps its pod slot: each pod takes its own
                 return Nomination(i, r.name, use)
         return None
+
+
+def covers(request: IntArray, held: IntArray, stored: Resources) -> bool:
+    """Whether a reservation's ``held`` room (7,) (what no claim took) covers part of a pod's ``request`` (7,):
+    some resource both are non-zero in (cpu, memory, batch-*, mid-*; the pod slot does not count). A
+    reservation whose ``stored`` room holds only a pod slot covers every pod. A pod asking for batch-* room
+    takes nothing from a reservation of native cpu/memory, so it is not nominated there and does not consume
+    it (the store's bind script refuses that bind too: :data:`colo.reservations_lua.BIND_ON_LUA`)."""
+    if not any((stored.cpu, stored.memory, stored.batch_cpu, stored.batch_memory, stored.mid_cpu,
+                stored.mid_memory)):
+        return True
+    return bool((np.minimum(request[:6], held[:6]) > 0).any())
 
 
 def _add(index: dict[str, list[StoredReservation]], key: str, r: StoredReservation) -> None:
