@@ -82,3 +82,14 @@ def test_book_refuses_invalid_change_keeps_old_tree_and_defers_orphans() -> None
     assert book.tree.nodes["parent"].min[0] == 4  # unchanged
     assert book.apply(q("child", deleted=True)) == []
     assert set(book.tree.nodes) == {"parent"}
+
+
+@pytest.mark.parametrize(("first", "second"), [("team-spark", "team-dup"), ("team-a", "team-b")])
+def test_a_refused_namespace_clash_names_the_refused_quota_first(first: str, second: str) -> None:
+    """The quota that arrives second is the one refused, whatever the names' order; the one in force keeps it."""
+    book = QuotaBook()
+    assert book.apply(q(first, namespaces=["spark"])) == []
+    assert book.apply(q(second, namespaces=["spark"])) == [
+        f"quota {second}: namespaces: 'spark' is already selected by quota {first}"]
+    assert set(book.tree.nodes) == {first}
+    assert book.apply(q(first, namespaces=["spark"], max={"cpu": 8})) == []  # a change of the owner is no clash

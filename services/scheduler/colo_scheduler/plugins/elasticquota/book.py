@@ -85,7 +85,8 @@ class QuotaBook:
         if spec.deleted:
             specs.pop(spec.name, None)
             self.deferred.pop(spec.name, None)
-        else:
+        else:  # the changed quota goes last: a clash with the quotas in force is reported on it
+            specs.pop(spec.name, None)
             specs[spec.name] = spec
         try:
             tree = QuotaTree.build(specs.values())

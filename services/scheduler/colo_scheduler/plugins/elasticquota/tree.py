@@ -114,7 +114,8 @@ class QuotaTree:
 
     @classmethod
     def build(cls, specs: Iterable[ElasticQuota]) -> QuotaTree:
-        """The tree of ``specs`` (deleted ones left out); raises :class:`QuotaTreeError` listing every problem."""
+        """The tree of ``specs`` (deleted ones left out); raises :class:`QuotaTreeError` listing every problem.
+        A namespace selected by two quotas is reported on the later one of ``specs`` (the one refused)."""
         problems: list[str] = []
         nodes: dict[str, QuotaNode] = {}
         for spec in specs:
@@ -155,7 +156,7 @@ class QuotaTree:
             if pq.namespaces or pq.match_labels:
                 problems.append(f"quota {parent}: namespaces/match_labels: a quota with children selects no pods")
         owner: dict[str, str] = {}
-        for q in sorted(nodes.values(), key=lambda q: q.name):
+        for q in nodes.values():  # in the order given: a quota in force owns its namespaces before a newcomer
             for ns in q.namespaces:
                 if ns in owner:
                     problems.append(f"quota {q.name}: namespaces: {ns!r} is already selected by quota {owner[ns]}")
