@@ -3,7 +3,11 @@
 :func:`publications` lists what a :class:`colo.manifests.Manifest` becomes on the bus, :func:`submit` publishes
 it and, unless told not to wait, collects the admission outcome of every pod, workload and PodGroup it holds
 from ``pod.admitted`` / ``pod.rejected`` / ``workload.admitted`` / ``workload.rejected`` (subscribed before
-anything is published, so that no answer is missed). Quotas and reservations have no admission answer.
+anything is published, so that no answer is missed). An ElasticQuota is answered by the scheduler, which owns
+the quota tree: accepted when a :class:`~colo.messages.QuotaStatus` on ``quota.status.<name>`` carries the
+submission's ``created_at`` as ``spec_created_at`` (the scheduler publishes one at its next cycle), refused when
+a :class:`~colo.messages.DeadLetter` on ``dlq.scheduler`` holds that submission (subject ``quota.spec.<name>``,
+same ``created_at``) — its reason lists every problem. Reservations have no answer (``colo get reservations``).
 
 =================  =================================  ======================================
 object             subject                            message id
@@ -29,11 +33,13 @@ from colo import subjects as S
 from colo.codec import DecodeError, decode
 from colo.manifests import Manifest
 from colo.messages import (
+    DeadLetter,
     ElasticQuota,
     PodAdmitted,
     PodGroupSpec,
     PodRejected,
     PodSpec,
+    QuotaStatus,
     ReservationSpec,
     WorkloadAdmitted,
     WorkloadRejected,
@@ -89,7 +95,8 @@ class Outcome:
 
 
 def expected_outcomes(manifest: Manifest) -> dict[tuple[str, str], Outcome]:
-    """The objects of ``manifest`` admission answers for, by ``("pod" | "workload" | "podgroup", uid)``."""
+    """The objects of ``manifest`` admission (or, for a quota, the scheduler) answers for, by
+    ``("pod" | "workload" | "podgroup", uid)`` and ``("quota", name)``."""
     out: dict[tuple[str, str], Outcome] = {}
     for pod in manifest.pods:
         out[("pod", pod.uid)] = Outcome("Pod", pod.namespace, pod.name, pod.uid)
@@ -97,6 +104,9 @@ def expected_outcomes(manifest: Manifest) -> dict[tuple[str, str], Outcome]:
         out[("workload", w.uid)] = Outcome(w.kind, w.namespace, w.name, w.uid)
     for g in manifest.pod_groups:  # a PodGroup may share its uid (namespace-name) with a workload of the file
         out[("podgroup", g.uid)] = Outcome("PodGroup", g.namespace, g.name, g.uid)
+    for q in manifest.quotas:
+        if not q.deleted:
+            out[("quota", q.name)] = Outcome("ElasticQuota", "", q.name, "")
     return out
 
 
@@ -104,10 +114,23 @@ def _family(kind: str) -> str:
     return "podgroup" if kind == "PodGroup" else "workload"
 
 
-def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_at: dict[str, float]) -> bool:
-    """Record ``msg`` (a PodAdmitted, PodRejected, WorkloadAdmitted or WorkloadRejected) in ``expected`` when it
-    answers one of its objects still unknown (a pod's answer must be for this submission: same ``created_at``
-    as in ``created_at`` by uid, when the answer carries it). Returns whether it did."""
+def _dead_quota(msg: DeadLetter) -> ElasticQuota | None:
+    """The ElasticQuota a dead letter holds when it is one refused on ``quota.spec.<name>``, else None."""
+    if not msg.subject.startswith(S.QUOTA_SPEC.wildcard.removesuffix("*")):
+        return None
+    try:
+        return decode(msg.data.encode(), ElasticQuota)
+    except DecodeError:
+        return None
+
+
+def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_at: dict[str, float],
+                 quota_created_at: dict[str, float] | None = None) -> bool:
+    """Record ``msg`` (a PodAdmitted, PodRejected, WorkloadAdmitted, WorkloadRejected, QuotaStatus or DeadLetter)
+    in ``expected`` when it answers one of its objects still unknown (a pod's answer must be for this
+    submission: same ``created_at`` as in ``created_at`` by uid, when the answer carries it; a quota's must carry
+    the ``created_at`` in ``quota_created_at`` by name, always). Returns whether it did."""
+    quota_created_at = quota_created_at or {}
     pods: tuple[str, ...] = ()
     if isinstance(msg, PodAdmitted):
         key, state, reason = ("pod", msg.spec.uid), "admitted", ""
@@ -121,6 +144,15 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
         key, state, reason, pods = (_family(msg.kind), msg.uid), "admitted", "", tuple(msg.pods)
     elif isinstance(msg, WorkloadRejected):
         key, state, reason = (_family(msg.kind), msg.uid), "rejected", "; ".join(msg.errors)
+    elif isinstance(msg, QuotaStatus):
+        key, state, reason = ("quota", msg.name), "admitted", ""
+        if quota_created_at.get(msg.name) != msg.spec_created_at:
+            return False
+    elif isinstance(msg, DeadLetter):
+        quota = _dead_quota(msg)
+        if quota is None or quota_created_at.get(quota.name) != quota.created_at:
+            return False
+        key, state, reason = ("quota", quota.name), "rejected", msg.reason
     else:
         return False
     outcome = expected.get(key)
@@ -130,9 +162,12 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
     return True
 
 
-ANSWERS = ((S.POD_ADMITTED, PodAdmitted), (S.POD_REJECTED, PodRejected), (S.WORKLOAD_ADMITTED, WorkloadAdmitted),
+ANSWERS: tuple[tuple[S.Subject[Any], type[Any]], ...] = ((S.POD_ADMITTED, PodAdmitted), (S.POD_REJECTED, PodRejected), (S.WORKLOAD_ADMITTED, WorkloadAdmitted),
            (S.WORKLOAD_REJECTED, WorkloadRejected))
 """The subjects admission answers on and their types."""
+
+QUOTA_ANSWERS: tuple[tuple[S.Subject[Any], type[Any]], ...] = ((S.QUOTA_STATUS, QuotaStatus), (S.DEAD_LETTER, DeadLetter))
+"""The subjects the scheduler answers a quota on (module doc) and their types."""
 
 
 async def submit(manifest: Manifest, nats_url: str, connect_attempts: int = 3,
@@ -152,11 +187,13 @@ async def submit(manifest: Manifest, nats_url: str, connect_attempts: int = 3,
 async def publish_and_wait(bus: Bus, manifest: Manifest, wait_s: float | None = DEFAULT_WAIT_S) -> list[Outcome]:
     """Publish every object of ``manifest`` on ``bus`` (a connected :class:`colo.bus.Bus` whose streams exist;
     each object acknowledged by JetStream before the next) and, with ``wait_s`` (seconds; None = do not wait),
-    wait until admission answered for each pod, workload and PodGroup or ``wait_s`` passed. Returns the outcomes
+    wait until admission answered for each pod, workload and PodGroup (the scheduler for each quota) or ``wait_s``
+    passed. Returns the outcomes
     in manifest order (``unknown`` where no answer came; [] without waiting). Raises what
     :meth:`colo.bus.Bus.publish_many` raises (BusError when a stream refuses a message or acks time out)."""
     expected = expected_outcomes(manifest) if wait_s is not None else {}
     created_at = {p.uid: p.created_at for p in manifest.pods}
+    quota_created_at = {q.name: q.created_at for q in manifest.quotas}
     done = asyncio.Event()
     subs = []
     try:
@@ -166,7 +203,7 @@ async def publish_and_wait(bus: Bus, manifest: Manifest, wait_s: float | None = 
                     msg: object = decode(raw.data, type_)
                 except DecodeError:
                     return
-                if apply_answer(expected, msg, created_at) and all(o.state != "unknown" for o in expected.values()):
+                if apply_answer(expected, msg, created_at, quota_created_at) and all(o.state != "unknown" for o in expected.values()):
                     done.set()
 
             def handler(type_: type[Any]) -> Any:
@@ -174,8 +211,9 @@ async def publish_and_wait(bus: Bus, manifest: Manifest, wait_s: float | None = 
                     await on_answer(raw, type_)
                 return cb
 
-            for subject, type_ in ANSWERS:
-                subs.append(await bus.nc.subscribe(subject.pattern, cb=handler(type_)))
+            answers = ANSWERS + (QUOTA_ANSWERS if any(k[0] == "quota" for k in expected) else ())
+            for subject, type_ in answers:
+                subs.append(await bus.nc.subscribe(subject.wildcard, cb=handler(type_)))
             await bus.nc.flush()
         await bus.publish_many(publications(manifest))
         if expected and wait_s is not None:

@@ -110,7 +110,8 @@ class Handlers:
         by :func:`colo.manifests.parse_manifest`, then published as ``colo submit`` does
         (:func:`colo.submission.publish_and_wait` on the service's bus: in order, each acknowledged), waiting up
         to ``?wait=`` seconds (default ``admission_wait_s``; 0 = not at all) for admission's answer to each pod,
-        workload and PodGroup. 201 when none was refused, 422 when admission refused any (each object's
+        workload and PodGroup, and the scheduler's to each ElasticQuota (:mod:`colo.submission`). 201 when none
+        was refused, 422 when admission refused any (each object's
         ``admission`` and ``reason`` say which: the others were admitted or not answered in time); 422 listing
         every problem of an invalid manifest, nothing published; ``?dryRun=All`` validates only (200)."""
         dry_run = request.query.get("dryRun", "")
@@ -151,9 +152,10 @@ class Handlers:
             outcomes = await publish_and_wait(self.bus, manifest, wait_s if wait_s > 0 else None)
         except Exception as exc:  # the bus refused or timed out: nothing was half-reported as done
             return error(503, f"cannot publish: {exc!r}")
-        by_uid = {o.uid: o for o in outcomes}
-        objects = [o if o.uid not in by_uid else msgspec.structs.replace(
-            o, admission=by_uid[o.uid].state, reason=by_uid[o.uid].reason) for o in objects]
+        by_key = {(o.kind == "ElasticQuota", o.name if o.kind == "ElasticQuota" else o.uid): o for o in outcomes}
+        keys = [(o.kind == "ElasticQuota", o.name if o.kind == "ElasticQuota" else o.uid) for o in objects]
+        objects = [o if k not in by_key or not k[1] else msgspec.structs.replace(
+            o, admission=by_key[k].state, reason=by_key[k].reason) for o, k in zip(objects, keys)]
         rejected = sum(o.admission == "rejected" for o in objects)
         return json_response(SubmitResult(objects=objects, rejected=rejected), 422 if rejected else 201)
 

@@ -1,10 +1,11 @@
 """``colo submit FILE``: validate a whole manifest (:mod:`colo.manifests`, with admission's own checks), then
 publish each object on its subject (:mod:`colo.submission`); nothing is published when any object is invalid.
 Then it waits (``--wait-s``, default :data:`colo.submission.DEFAULT_WAIT_S`; ``--no-wait`` skips) for admission's
-answer for every pod, workload and PodGroup and prints it; a rejection prints its reason.
+answer for every pod, workload and PodGroup, and the scheduler's for every ElasticQuota (accepted, or refused with
+its every problem: :mod:`colo.submission`), and prints it; a rejection prints its reason.
 
 Exit codes: 0 all admitted (or published, with ``--no-wait``); 1 invalid file, a publish failure or anything
-rejected; 3 some object got no answer within the wait (is the slo-manager running?).
+rejected or refused; 3 some object got no answer within the wait (is the slo-manager / scheduler running?).
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ async def publish(items: list[Item], nats_url: str, connect_attempts: int) -> No
 def outcome_line(o: Outcome, wait_s: float) -> str:
     """``pod/web admitted``, ``job/train rejected: <reason>`` or ``pod/x: no admission answer within 5 s``."""
     what = f"{o.kind.lower()}/{o.name}"
+    if o.kind == "ElasticQuota":
+        if o.state == "admitted":
+            return f"{what} accepted by the scheduler"
+        if o.state == "rejected":
+            return f"{what} refused by the scheduler: {o.reason}"
+        return (f"{what}: no answer from the scheduler within {wait_s:g} s (is it running? a quota whose parent "
+                "has not arrived waits for it; `colo get quotas` later)")
     if o.state == "admitted":
         return f"{what} admitted" + (f" ({len(o.pods)} pods)" if o.pods else "")
     if o.state == "rejected":

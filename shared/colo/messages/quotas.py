@@ -54,3 +54,6 @@ class QuotaStatus(Message, frozen=True):
     pods: int = 0
     pending: int = 0
     at: float = 0.0
+    spec_created_at: float = 0.0
+    """``created_at`` of the :class:`ElasticQuota` in force: ``colo submit`` takes a status carrying its
+    submission's time as the scheduler's acceptance (a refusal is dead-lettered: :mod:`colo.submission`)."""

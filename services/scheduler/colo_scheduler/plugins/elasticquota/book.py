@@ -277,13 +277,15 @@ class QuotaBook:
 
     def statuses(self, now: float) -> list[QuotaStatus]:
         """A :class:`QuotaStatus` for every quota whose used, request, runtime or pod counts changed since the
-        last call (resources: the constrained ones; an unlimited max is left out)."""
+        last call, or whose spec was submitted again (resources: the constrained ones; an unlimited max is left
+        out; ``spec_created_at`` the ``created_at`` of the spec in force)."""
         out: list[QuotaStatus] = []
         for name in self.tree.order:
             q = self.tree.nodes[name]
             used = self.used.get(name, ZERO)
+            created = q.spec.created_at if q.spec is not None else 0.0
             key = (tuple(used), self.request.get(name), self.runtime.get(name), self.pods.get(name, 0),
-                   self.pending_pods.get(name, 0), q)
+                   self.pending_pods.get(name, 0), q, created)  # a resubmission is answered even when unchanged
             if self._published.get(name) == key:
                 continue
             self._published[name] = key
@@ -295,7 +297,8 @@ class QuotaBook:
                 used={RESOURCE_NAMES[i]: used[i] for i in cols},
                 request={RESOURCE_NAMES[i]: self.request.get(name, ZERO)[i] for i in cols},
                 runtime={RESOURCE_NAMES[i]: self.runtime.get(name, ZERO)[i] for i in cols},
-                pods=self.pods.get(name, 0), pending=self.pending_pods.get(name, 0), at=now))
+                pods=self.pods.get(name, 0), pending=self.pending_pods.get(name, 0), at=now,
+                spec_created_at=created))
         for gone in set(self._published) - set(self.tree.nodes):
             del self._published[gone]
         return out
