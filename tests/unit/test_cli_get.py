@@ -58,6 +58,11 @@ def test_reason_column() -> None:
     assert cli.pod_reason(evicted, msgs) == "Evicted"
     assert cli.pod_reason(bound, msgs) == "-"  # a message of an earlier attempt does not stick to a bound pod
     assert cli.waiting_pods([waiting, evicted, bound]) == ["u-1", "u-2"]
+    gang = PodRecord(spec=PodSpec(uid="u-4", name="w-0"))
+    held = "Coscheduling: waiting for gang ml/train: 3 of 8 placed"
+    assert cli.pod_reason(gang, {"u-4": held}) == held
+    sent_back = "gang ml/train: member train-5 fits no node; the gang was sent back"
+    assert cli.pod_reason(gang, {"u-4": sent_back}) == f"Unschedulable: {sent_back}"
 
 
 async def test_unreachable_scheduler_raises_once() -> None:

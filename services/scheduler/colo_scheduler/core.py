@@ -59,6 +59,7 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
         self._held: tuple[int, dict[int, list[PodInfo]]] = (0, {})
         self._waiting_version = 0
         self._allowed: set[str] = set()
+        self._released: list[Failure] = []
         self._templates: dict[bytes, PodInfo] = {}
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
@@ -199,11 +200,13 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
         self.queue.flush(now)
         pods = self.queue.pop_batch(self.settings.max_pods_per_cycle)
         if not pods:
+            self._take_released(out)
             return out
         for bp in self._batch_plugins:  # e.g. the rest of a gang joins its members
             pods = bp.complete_batch(pods, now)
         names = self.table.names
         failed: dict[bytes, ScheduleResult] = {}
+        waited: dict[str, str] = {}  # gang → its last Permit WAIT reason of the cycle
         record = self._record
         for pod in pods:
             t0 = time.perf_counter()
@@ -254,6 +257,8 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
                     self._waiting_version += 1
+                    if pod.spec.gang is not None:
+                        waited[pod.spec.gang.name] = permit.reason
                     if result.record is not None:  # the record says what the pod waits for
                         result.record.status, result.record.message = WAIT, permit.reason
                 else:
@@ -274,8 +279,11 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
                 out.failures.append(Failure(pod, result, ms))
         for bp in self._batch_plugins:
             bp.end_batch(now)
+        if waited:
+            self._refresh_waiting_records(waited)
         if self._allowed:  # allowed in this cycle (a gang complete): bound with this cycle's placements
             self._place_allowed(out)
+        self._take_released(out)  # members a gang sent back or a timeout released: each gets its reason
         return out
 
     def bind_failed(self, pod: PodInfo) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from colo_scheduler.framework.interface import UNSCHEDULABLE
+from colo_scheduler.framework.decision import DecisionLog
+from colo_scheduler.framework.interface import UNSCHEDULABLE, WAIT
 from colo_scheduler.framework.runner import ScheduleResult
 from colo_scheduler.outcome import NOMINATION, CycleOutcome, Failure, Placement
 from colo_scheduler.plugins.reservation import Nomination
@@ -27,6 +28,9 @@ class PermitWaiting:
     _waiting_version: int
     _allowed: set[str]
     unreserve: Callable[[str], tuple[PodInfo, int] | None]
+    decisions: DecisionLog
+    _released: list[Failure]
+    """Pods released from Permit since the last cycle's outcome took them (:meth:`_take_released`)."""
 
     def allow(self, uid: str) -> bool:
         """Let a pod held by Permit proceed to binding at the next cycle; False when not waiting."""
@@ -36,15 +40,40 @@ class PermitWaiting:
         return True
 
     def reject_waiting(self, uid: str, now: float, reason: str = "rejected while waiting") -> bool:
-        """Unreserve a pod held by Permit and park it as unschedulable; False when not waiting."""
+        """Unreserve a pod held by Permit and park it as unschedulable; False when not waiting. Its decision
+        record stops saying it waits (Unschedulable, no node, ``reason``) and the next cycle's outcome
+        reports it as a failure, so a PodUnschedulable with ``reason`` is published for it."""
         entry = self.waiting.pop(uid, None)
         if entry is None:
             return False
         self._waiting_version += 1
         self._allowed.discard(uid)
         self.unreserve(uid)
-        self.queue.add_unschedulable(entry[0], now, frozenset({"Permit"}), {reason: 1})
+        pod = entry[0]
+        self.queue.add_unschedulable(pod, now, frozenset({"Permit"}), {reason: 1})
+        rec = self.decisions.get(uid)
+        if rec is not None and rec.status == WAIT:
+            rec.status, rec.message, rec.node, rec.at = UNSCHEDULABLE, reason, -1, now
+        self._released.append(Failure(pod, ScheduleResult(-1, {reason: 1}, frozenset({"Permit"}), 0, reason,
+                                                          UNSCHEDULABLE), 0.0))
         return True
+
+    def _refresh_waiting_records(self, reasons: dict[str, str]) -> None:
+        """Give every waiting pod of a gang in ``reasons`` (gang key → the last Permit reason of this cycle)
+        that reason in its decision record, so that no member shows an earlier, smaller count."""
+        for uid, (pod, _, _) in self.waiting.items():
+            gs = pod.spec.gang
+            reason = reasons.get(gs.name) if gs is not None else None
+            if reason is not None:
+                rec = self.decisions.get(uid)
+                if rec is not None and rec.status == WAIT:
+                    rec.message = reason
+
+    def _take_released(self, out: CycleOutcome) -> None:
+        """Report the pods released from Permit since the last cycle as ``out``'s failures."""
+        if self._released:
+            out.failures.extend(self._released)
+            self._released = []
 
     def _place_allowed(self, out: CycleOutcome) -> None:
         for uid in [u for u in self.waiting if u in self._allowed]:
@@ -63,10 +92,9 @@ class PermitWaiting:
                 continue
             pod, row, deadline = entry
             if now >= deadline:
-                self.reject_waiting(uid, now, "permit wait timed out")
-                out.failures.append(Failure(pod, ScheduleResult(-1, {"permit wait timed out": 1},
-                                                                frozenset({"Permit"}), 0,
-                                                                "permit wait timed out", UNSCHEDULABLE), 0.0))
+                gs = pod.spec.gang
+                self.reject_waiting(uid, now, f"gang {gs.name} wait timed out after {gs.timeout_s:g} s"
+                                    if gs is not None else "permit wait timed out")
 
     def _held_on(self) -> dict[int, list[PodInfo]]:
         """Row → pods held at Permit on it (rebuilt when the waiting pods changed)."""

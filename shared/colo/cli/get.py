@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,11 @@ MAX_DECISION_LOOKUPS = 200
 """Pending pods whose last scheduling message ``colo get pods`` asks the scheduler for (one request each)."""
 
 
+WAITING_RE = re.compile(r"^(\w+: )?waiting for ")
+"""How the message of a pod held at Permit begins: the Permit plugin's name, then ``waiting for`` (the
+Coscheduling plugin's ``Coscheduling: waiting for gang …``)."""
+
+
 def waiting_pods(records: list[PodRecord]) -> list[str]:
     """Uids of the pods waiting for a node (phase Pending, no binding): those with a scheduling message."""
     return sorted(r.spec.uid for r in records if r.phase == "Pending" and not r.node)
@@ -86,7 +92,8 @@ async def unschedulable_messages(base_url: str, uids: list[str],
                                  concurrency: int = 16, timeout_s: float = 5.0) -> dict[str, str]:
     """uid → the scheduler's message of its last attempt (``0/N nodes are available: …``), for each
     of ``uids`` whose recorded decision (``GET /debug/pods/{uid}/decision``, docs/scheduler.md
-    "Decisions") is ``Unschedulable``. Pods without a record (placed, never tried, or older than the
+    "Decisions") is ``Unschedulable`` — or ``Wait``: a gang member held at Permit, whose message is ``waiting for
+    gang ns/g: 3 of 8 placed`` (:func:`pod_reason` shows it as it is). Pods without a record (placed, never tried, or older than the
     scheduler's last ``decision_records`` pods) are left out; dry runs are never used.
 
     Raises ExplainError when the scheduler does not answer ``/healthz`` (so that an unreachable URL
@@ -111,7 +118,7 @@ async def unschedulable_messages(base_url: str, uids: list[str],
                 d = await fetch_decision(base_url.rstrip("/"), uid, timeout_s=timeout_s)
             except ExplainError:
                 return None
-        if d.get("source") == "recorded" and d.get("status") == "Unschedulable":
+        if d.get("source") == "recorded" and d.get("status") in ("Unschedulable", "Wait"):
             return uid, str(d.get("message") or "")
         return None
 
@@ -130,11 +137,15 @@ def pod_status(record: PodRecord) -> str:
 
 
 def pod_reason(record: PodRecord, messages: dict[str, str]) -> str:
-    """The reason cell: ``Unschedulable: <message>`` for a waiting pod the scheduler last found no node for,
+    """The reason cell: ``Unschedulable: <message>`` for a waiting pod the scheduler last found no node for
+    (``gang ns/g sent back: …``, ``gang ns/g wait timed out after 600 s`` for a gang member released), the
+    message itself for a gang member held at Permit (``waiting for gang ns/g: 3 of 8 placed``),
     else the store record's reason (``Evicted``, ``OOMKilled``, ``Completed``, admission's problems of a
     ``Rejected`` pod …, without the word :func:`pod_status` already shows), else ``-``."""
     msg = messages.get(record.spec.uid)
     if msg is not None and record.phase == "Pending" and not record.node:
+        if WAITING_RE.match(msg):  # held at Permit (a gang member): it has room, not a node yet
+            return msg
         return f"Unschedulable: {msg}" if msg else "Unschedulable"
     status = pod_status(record)
     if status != record.phase:

@@ -197,8 +197,12 @@ class Coscheduling:
         return None
 
     def _short_reason(self, g: Gang) -> str:
-        known = g.known(self._cycle) if g.batch_cycle == self._cycle else len(g.members)
-        return f"gang {g.name} has {known} of {g.spec.min_member} members"
+        """Why ``g`` is short of members: in a cycle's batch, the members it could place; outside one (a
+        ``--live`` dry run of one member), that one member is tried alone while the gang is placed whole."""
+        if g.batch_cycle == self._cycle:
+            return f"gang {g.name} has {g.known(self._cycle)} of {g.spec.min_member} members"
+        return (f"gang {g.name}: {len(g.placed)} of {g.spec.min_member} members placed, {len(g.members)} known; "
+                "a dry run tries one member alone (the gang is placed together in a cycle)")
 
     # ------------------------------------------------------------------ PostFilter
 
@@ -281,7 +285,10 @@ class Coscheduling:
         if g.deadline == math.inf:
             g.deadline = state.now + gs.timeout_s
         g.waiting.add(pod.uid)
-        short = [f"{x.name if x else k} {len(x.placed) if x else 0} of {x.spec.min_member if x else '?'}"
+        short = [(x.name if x else k, len(x.placed) if x else 0, x.spec.min_member if x else "?")
                  for k, x in zip(group_of(gs), group) if x is None or not x.satisfied]
-        return Status(WAIT, f"waiting for gang {g.name}: placed {', '.join(short)}",
-                      max(0.0, g.deadline - state.now))
+        if [n for n, _, _ in short] == [g.name]:
+            what = f"{short[0][1]} of {short[0][2]} placed"
+        else:
+            what = ", ".join(f"{n} {k} of {m} placed" for n, k, m in short)
+        return Status(WAIT, f"waiting for gang {g.name}: {what}", max(0.0, g.deadline - state.now))
