@@ -87,6 +87,8 @@ class Outcome:
     state: str = "unknown"
     reason: str = ""
     pods: tuple[str, ...] = ()
+    not_applied: tuple[str, ...] = ()
+    """For a workload admitted earlier: the changes of this submission admission did not apply."""
 
     @property
     def rejected(self) -> bool:
@@ -132,6 +134,7 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
     the ``created_at`` in ``quota_created_at`` by name, always). Returns whether it did."""
     quota_created_at = quota_created_at or {}
     pods: tuple[str, ...] = ()
+    not_applied: tuple[str, ...] = ()
     if isinstance(msg, PodAdmitted):
         key, state, reason = ("pod", msg.spec.uid), "admitted", ""
         if created_at.get(msg.spec.uid, msg.spec.created_at) != msg.spec.created_at:
@@ -142,6 +145,7 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
             return False
     elif isinstance(msg, WorkloadAdmitted):
         key, state, reason, pods = (_family(msg.kind), msg.uid), "admitted", "", tuple(msg.pods)
+        not_applied = tuple(msg.not_applied)
     elif isinstance(msg, WorkloadRejected):
         key, state, reason = (_family(msg.kind), msg.uid), "rejected", "; ".join(msg.errors)
     elif isinstance(msg, QuotaStatus):
@@ -158,7 +162,7 @@ def apply_answer(expected: dict[tuple[str, str], Outcome], msg: object, created_
     outcome = expected.get(key)
     if outcome is None or outcome.state != "unknown":
         return False
-    outcome.state, outcome.reason, outcome.pods = state, reason, pods
+    outcome.state, outcome.reason, outcome.pods, outcome.not_applied = state, reason, pods, not_applied
     return True
 
 

@@ -102,6 +102,28 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(WorkloadRecord)
 
 
+def _comparable(w: WorkloadSpec) -> WorkloadSpec:
+    """``w`` without its submission times (the workload's, its template's and its PodGroup's)."""
+    group = msgspec.structs.replace(w.pod_group, created_at=0.0) if w.pod_group is not None else None
+    return msgspec.structs.replace(w, created_at=0.0, template=msgspec.structs.replace(w.template, created_at=0.0),
+                                   pod_group=group)
+
+
+def spec_changes(old: WorkloadSpec, new: WorkloadSpec) -> list[str]:
+    """The fields in which ``new`` differs from ``old`` (submission times aside), in field order: a number or
+    a string as ``replicas: 3 → 5``, anything else by its name (``template``, ``labels``); [] when equal."""
+    a, b = _comparable(old), _comparable(new)
+    if a == b:
+        return []
+    out: list[str] = []
+    for f in msgspec.structs.fields(WorkloadSpec):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x == y:
+            continue
+        out.append(f"{f.name}: {x!r} → {y!r}" if isinstance(x, (int, str)) else f.name)
+    return out
+
+
 def encode_record(record: WorkloadRecord) -> bytes:
     """The record as stored (JSON)."""
     return _encoder.encode(record)

@@ -116,6 +116,25 @@ async def test_job_with_gang_admitted_as_pods_with_owner_and_gang(bus_factory: B
     await h.client.publish(subjects.WORKLOAD_SUBMITTED, _job(pod_group=GANG, created_at=T0 + 5), msg_id="w1-again")
     await h.settle()
     assert len(h.seen["admitted"]) == 4 and h.service.admitted == 4
+    same = h.seen["wadmitted"][-1]
+    assert len(h.seen["wadmitted"]) == 2 and same.not_applied == []  # answered, and nothing was left out
+
+
+async def test_a_resubmitted_workload_with_a_changed_spec_says_what_was_not_applied(bus_factory: BusFactory,
+                                                                                     store: Store) -> None:
+    h = await _harness(bus_factory, store)
+    deployment = _job(kind="Deployment", uid="ml-web", name="web", replicas=3)
+    await h.client.publish(subjects.WORKLOAD_SUBMITTED, deployment, msg_id="d1")
+    await h.settle()
+    bigger = _job(kind="Deployment", uid="ml-web", name="web", replicas=5, created_at=T0 + 5,
+                  template=PodSpec(uid="", name="", labels={"koordinator.sh/qosClass": "BE"}, priority=5500,
+                                   requests=Resources(cpu=4000, memory=4 * G), created_at=T0 + 5))
+    await h.client.publish(subjects.WORKLOAD_SUBMITTED, bigger, msg_id="d2")
+    await h.settle()
+    assert len(h.seen["admitted"]) == 3  # the first admitted spec holds
+    first, again = h.seen["wadmitted"]
+    assert first.not_applied == [] and len(again.pods) == 3
+    assert again.not_applied == ["replicas: 3 → 5", "template"]
 
 
 async def test_rejected_workload_admits_none_of_its_pods(bus_factory: BusFactory, store: Store) -> None:

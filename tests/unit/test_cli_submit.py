@@ -61,3 +61,17 @@ def test_any_error_publishes_nothing(published: list[tuple[object, ...]], capsys
     assert "[3].spec.parallelism: must be ≥ 1, got 0" in out and "[3].spec.template: required" in out
     assert "2 error(s); nothing submitted" in out
     assert published == []
+
+
+def test_a_resubmission_whose_changes_were_not_applied_is_a_warning() -> None:
+    from colo.cli.submit import outcome_line
+    from colo.messages import WorkloadAdmitted
+    from colo.submission import Outcome, apply_answer
+
+    expected = {("workload", "ml-web"): Outcome("Deployment", "ml", "web", "ml-web")}
+    msg = WorkloadAdmitted(kind="Deployment", uid="ml-web", name="web", namespace="ml", pods=["a", "b", "c"], at=1.0,
+                           not_applied=["replicas: 3 → 5"])
+    assert apply_answer(expected, msg, {})
+    line = outcome_line(expected[("workload", "ml-web")], 5.0)
+    assert line == ("deployment/web was admitted earlier (3 pods); this spec's changes were NOT applied: "
+                    "replicas: 3 → 5 (the first admitted spec holds: submit it under a new name)")

@@ -5,8 +5,9 @@ of bare pods that name a PodGroup, and runs the Job controller on ``pod.status``
 State: the admitted PodGroups and the workload records (:class:`colo_slo_manager.jobs.WorkloadRecord`), in
 memory and in the store (``podgroups`` / ``workloads`` hashes of :mod:`colo.keys`), loaded at start so that
 a restart neither forgets a PodGroup nor restarts a Job. Every message id is derived from a uid, so a
-redelivery publishes nothing new (JetStream de-duplication) and a resubmitted workload uid is a no-op: the
-first admitted spec holds.
+redelivery publishes nothing new (JetStream de-duplication) and a resubmitted workload uid changes nothing:
+the first admitted spec holds, and its ``workload.admitted`` answer lists the changes of the resubmitted spec
+that were not applied (``not_applied``, e.g. ``replicas: 3 → 5``; ``colo submit`` warns with them).
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
-from colo.workloads import WorkloadRecord, decode_record, encode_record, expand, gang_key, referenced_group
+from colo.workloads import (
+    WorkloadRecord,
+    decode_record,
+    encode_record,
+    expand,
+    gang_key,
+    referenced_group,
+    spec_changes,
+)
 from colo_slo_manager.admission import admit
 from colo_slo_manager.expansion import admit_workload, pod_group_problems, with_gang
 from colo_slo_manager.jobs import on_pod_finished, pods_created
@@ -141,14 +150,19 @@ class WorkloadAdmission:
     async def on_workload(self, w: WorkloadSpec, info: MessageInfo) -> None:
         """Admit a workload all-or-nothing (:func:`colo_slo_manager.expansion.admit_workload`): its pods on
         ``pod.admitted`` then its record in the store, then ``workload.admitted`` with the pod uids; or one
-        ``workload.rejected`` and nothing else. A known uid only repeats its ``workload.admitted``."""
+        ``workload.rejected`` and nothing else. A known uid only repeats its ``workload.admitted``, listing the
+        changes of the resubmitted spec that were not applied."""
         now = self.ctx.clock.now()
         record = self.records.get(w.uid)
         if record is None:
             blob = await self.ctx.store.get_workload_record(w.uid)
             record = decode_record(blob) if blob is not None else None
-        if record is not None:
-            await self._announce(record, now)
+        if record is not None:  # the first admitted spec holds: say what of this one was not applied
+            changes = spec_changes(record.spec, w)
+            if changes:
+                log.warning("%s %s/%s resubmitted with a changed spec, not applied: %s", w.kind, w.namespace,
+                            w.name, "; ".join(changes))
+            await self._announce(record, now, changes, w.created_at)
             return
         name = w.template.labels.get(POD_GROUP_LABEL, "")
         await self._known(gang_key(w.namespace, name) if name else "", info)
@@ -175,11 +189,15 @@ class WorkloadAdmission:
         self.records[uid] = record
         self.job_pods.update((p, uid) for p in record.active)
 
-    async def _announce(self, record: WorkloadRecord, now: float) -> None:
+    async def _announce(self, record: WorkloadRecord, now: float, not_applied: list[str] | None = None,
+                        resubmitted_at: float | None = None) -> None:
+        """``workload.admitted`` for ``record``; for a resubmission (``resubmitted_at``, its ``created_at``) one
+        of its own, with the spec changes ``not_applied``."""
         w = record.spec
+        key = f"{w.uid}-{len(record.pods)}" + (f"-{resubmitted_at!r}" if resubmitted_at is not None else "")
         await self.ctx.bus.publish(subjects.WORKLOAD_ADMITTED, WorkloadAdmitted(
-            kind=w.kind, uid=w.uid, name=w.name, namespace=w.namespace, pods=list(record.pods), at=now),
-            msg_id=_msg_id("wadmitted", f"{w.uid}-{len(record.pods)}"))
+            kind=w.kind, uid=w.uid, name=w.name, namespace=w.namespace, pods=list(record.pods), at=now,
+            not_applied=list(not_applied or ())), msg_id=_msg_id("wadmitted", key))
 
     # ------------------------------------------------------------------ Job controller
 

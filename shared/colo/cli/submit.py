@@ -77,6 +77,9 @@ def outcome_line(o: Outcome, wait_s: float) -> str:
             return f"{what} refused by the scheduler: {o.reason}"
         return (f"{what}: no answer from the scheduler within {wait_s:g} s (is it running? a quota whose parent "
                 "has not arrived waits for it; `colo get quotas` later)")
+    if o.state == "admitted" and o.not_applied:
+        return (f"{what} was admitted earlier ({len(o.pods)} pods); this spec's changes were NOT applied: "
+                f"{'; '.join(o.not_applied)} (the first admitted spec holds: submit it under a new name)")
     if o.state == "admitted":
         return f"{what} admitted" + (f" ({len(o.pods)} pods)" if o.pods else "")
     if o.state == "rejected":
@@ -114,7 +117,7 @@ def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
         console.print(f"{escape(describe(obj))} submitted", highlight=False)
     code = 0
     for o in outcomes:
-        style = "green" if o.state == "admitted" else "red" if o.rejected else "yellow"
+        style = "yellow" if o.not_applied else "green" if o.state == "admitted" else "red" if o.rejected else "yellow"
         console.print(f"[{style}]{escape(outcome_line(o, wait_s or 0.0))}[/]", highlight=False, soft_wrap=True)
         code = 1 if o.rejected else code or (3 if o.state == "unknown" else 0)
     return code

@@ -48,6 +48,9 @@ class WorkloadAdmitted(Message, frozen=True):
     namespace: str
     pods: list[str]
     at: float
+    not_applied: list[str] = []
+    """For a resubmission of an admitted uid whose spec differs: each change that was not applied
+    (``replicas: 3 → 5``, ``template``); the first admitted spec holds (:func:`colo.workloads.spec_changes`)."""
 
 
 class WorkloadRejected(Message, frozen=True):
