@@ -31,3 +31,16 @@ def test_quotas_table_rows() -> None:
     row = next(line for line in text.splitlines() if "team-a" in line)
     for cell in ("org", "cpu=10", "unlimited", "cpu=9", " 9 ", " 3 "):
         assert cell in row, (cell, row)
+
+
+@pytest.mark.parametrize(("used", "runtime", "max_", "shown"), [
+    ({"cpu": 9000}, {"cpu": 10_000}, {"cpu": 20_000}, "-"),
+    ({"cpu": 16_000}, {"cpu": 10_000}, {"cpu": 20_000}, "cpu>runtime"),
+    ({"cpu": 64_000}, {"cpu": 32_000}, {"cpu": 32_000}, "cpu>max"),
+], ids=["within", "lent-min-wanted-back", "max-lowered-below-use"])
+def test_the_over_column_marks_a_quota_above_its_runtime(used: dict[str, int], runtime: dict[str, int],
+                                                         max_: dict[str, int], shown: str) -> None:
+    from colo.cli.quotas import over
+
+    st = QuotaStatus(name="team", parent="", min={}, max=max_, used=used, request=used, runtime=runtime)
+    assert over(st) == shown

@@ -54,13 +54,26 @@ def amounts(values: dict[str, int]) -> str:
     return " ".join(parts) or "-"
 
 
+def over(s: QuotaStatus) -> str:
+    """The ``over`` cell: each resource whose used exceeds the runtime (``cpu>max`` when also over the max,
+    e.g. after the max was lowered), ``-`` when none. The scheduler evicts such a quota's preemptible pods
+    back within its runtime (docs/quota.md "Reclaim"); one still over holds only pods it may not evict
+    (non-preemptible, or its min), or its evictions are under way."""
+    parts = []
+    for res in RESOURCE_NAMES:
+        used, runtime = s.used.get(res, 0), s.runtime.get(res)
+        if runtime is not None and used > runtime:
+            parts.append(f"{res}>max" if res in s.max and used > s.max[res] else f"{res}>runtime")
+    return " ".join(parts) or "-"
+
+
 def quotas_table(statuses: list[QuotaStatus]) -> Table:
-    """One row per quota: name, parent, min, max (absent = unlimited), used, runtime, pods (placed), pending
-    (queued pods)."""
+    """One row per quota: name, parent, min, max (absent = unlimited), used, runtime, over (:func:`over`),
+    pods (placed), pending (queued pods)."""
     t = Table(title=f"{len(statuses)} quotas")
-    for col in ("name", "parent", "min", "max", "used", "runtime", "pods", "pending"):
+    for col in ("name", "parent", "min", "max", "used", "runtime", "over", "pods", "pending"):
         t.add_column(col, justify="right" if col in ("pods", "pending") else "left", overflow="fold")
     for s in statuses:
         t.add_row(s.name, s.parent, amounts(s.min), amounts(s.max) if s.max else "unlimited", amounts(s.used),
-                  amounts(s.runtime), str(s.pods), str(s.pending))
+                  amounts(s.runtime), over(s), str(s.pods), str(s.pending))
     return t

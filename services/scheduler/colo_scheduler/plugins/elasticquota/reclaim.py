@@ -77,8 +77,12 @@ def reclaim(book: QuotaBook) -> list[Reclaim]:
                    for a in upto for i in range(len(RESOURCE_NAMES))):
                 continue
             worst = next(i for i in over if m.request[i] > 0 and used[i] > runtime[i])
-            out.append(Reclaim(m, f"quota {name}: reclaiming lent quota {RESOURCE_NAMES[worst]} "
-                                  f"(used {used[worst]} > runtime {runtime[worst]})"))
+            res = RESOURCE_NAMES[worst]
+            if used[worst] > q.max[worst]:  # its max was lowered below its use
+                why = f"quota {name}: over its max {res} (used {used[worst]} > max {q.max[worst]})"
+            else:
+                why = f"quota {name}: reclaiming lent quota {res} (used {used[worst]} > runtime {runtime[worst]})"
+            out.append(Reclaim(m, why))
             book.evicting.add(m.pod.uid)
             for a in chain:
                 for i, v in enumerate(m.request):
