@@ -105,6 +105,9 @@ async def test_bound_pod_runs_and_node_metrics_are_published(bus_factory: BusFac
     h = await start_agent(bus_factory, store, VirtualClock(T0))
     assert sorted(n.name for n in await store.list_nodes()) == ["n1", "n2"]
     assert sorted(n.name for n in h.seen["registered"]) == ["n1", "n2"]
+    # every node is registered with kubernetes.io/hostname = its name, in the store and on the bus
+    assert {n.name: n.labels.get("kubernetes.io/hostname") for n in await store.list_nodes()} == {"n1": "n1", "n2": "n2"}
+    assert all(n.labels["kubernetes.io/hostname"] == n.name for n in h.seen["registered"])
     await h.bind(ls_pod("ls-1"), "n1")
     await h.settle()
     statuses: list[PodStatus] = h.seen["status"]

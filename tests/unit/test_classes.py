@@ -100,3 +100,13 @@ def test_validate_classes(spec: PodSpec, errors: list[str]) -> None:
     assert len(got) == len(errors), got
     for fragment, message in zip(errors, got):
         assert fragment in message
+
+
+def test_hostname_label_is_the_nodes_name_unless_set() -> None:
+    from colo.messages import HOSTNAME_LABEL, NodeSpec, Resources, with_hostname_label
+
+    r = Resources(cpu=1000)
+    assert with_hostname_label(NodeSpec(name="m1", capacity=r, allocatable=r, labels={"zone": "a"})).labels == {
+        "zone": "a", HOSTNAME_LABEL: "m1"}
+    kept = NodeSpec(name="m1", capacity=r, allocatable=r, labels={HOSTNAME_LABEL: "host-1"})
+    assert with_hostname_label(kept) is kept

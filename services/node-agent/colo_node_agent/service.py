@@ -30,6 +30,7 @@ from colo.messages import (
     PodSpec,
     PodStatus,
     QoSEvent,
+    with_hostname_label,
 )
 from colo.runtime import ServiceContext
 from colo_node_agent.backends.base import NodeBackend
@@ -159,8 +160,8 @@ class NodeAgentService:
                                  window_s=s.window_s, max_gap_s=s.max_gap_s),
                 s.default_slo, start=now)
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
-        for spec in nodes:
-            reg = msgspec.structs.replace(spec, registered_at=now)
+        for spec in nodes:  # every node carries kubernetes.io/hostname, as in Kubernetes
+            reg = msgspec.structs.replace(with_hostname_label(spec), registered_at=now)
             await ctx.store.put_node(reg)
             items.append((subjects.NODE_REGISTERED, reg, f"node-registered-{spec.name}-{now:.3f}",
                           {"node": spec.name}))

@@ -45,10 +45,12 @@ from colo.messages.migrations import (
     PodMigrationJob,
 )
 from colo.messages.nodes import (
+    HOSTNAME_LABEL,
     NodeResource,
     NodeSpec,
     Taint,
     Toleration,
+    with_hostname_label,
 )
 from colo.messages.pods import (
     DELETE_EVICTION_REASON,
@@ -120,6 +122,8 @@ from colo.messages.workloads import (
 
 __all__ = [
     "PriorityClass",
+    "HOSTNAME_LABEL",
+    "with_hostname_label",
     "QoSClass",
     "PodPhase",
     "Message",

@@ -69,3 +69,17 @@ class NodeResource(Message, frozen=True):
     memory_pressure: bool = False
     """The node is under BE memory pressure (its NodeMetric carries a :class:`MemoryPressure`): ``batch_memory``
     is then 0 and the scheduler's BEMemoryPressure filter rejects BE pods and pods requesting batch-memory."""
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""The well-known node label Kubernetes gives every node (its name), which node selectors and affinity pin pods
+to a node by."""
+
+
+def with_hostname_label(spec: NodeSpec) -> NodeSpec:
+    """``spec`` with :data:`HOSTNAME_LABEL` = its name, unless the label is set already (kept as given)."""
+    if HOSTNAME_LABEL in spec.labels:
+        return spec
+    import msgspec
+
+    return msgspec.structs.replace(spec, labels={**spec.labels, HOSTNAME_LABEL: spec.name})

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from colo.messages import ElasticQuota, NodeSpec, PodSpec, Resources, SimWorkload, WorkloadSpec
+from colo.messages import (
+    HOSTNAME_LABEL,
+    ElasticQuota,
+    NodeSpec,
+    PodSpec,
+    Resources,
+    SimWorkload,
+    WorkloadSpec,
+)
 from colo.sim import jobs as jb
 from colo.sim import traces as tr
 
@@ -178,7 +186,7 @@ def _nodes(params: ScenarioParams, rng: random.Random, root: Path | None) -> lis
     for n in chosen:
         res = Resources(cpu=n.cpu_milli, memory=n.memory_bytes, pods=PODS_PER_NODE)
         out.append(NodeSpec(name=n.sn, capacity=res, allocatable=res, cpus=n.cpu_milli // 1000,
-                            labels={"colo.sim/gpu": str(n.gpu)}))
+                            labels={"colo.sim/gpu": str(n.gpu), HOSTNAME_LABEL: n.sn}))
     return out
 
 
