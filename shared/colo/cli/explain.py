@@ -173,8 +173,15 @@ def render_preemption(d: dict[str, Any], console: Console) -> None:
     t = Table("criterion (smaller wins; start: later wins)", f"{_v(pre['node'])}", f"runner-up {_v(pre['runner_up'])}",
               title="Why this node (Kubernetes pickOneNodeForPreemption order)")
     for name, value in pre["criteria"].items():
-        t.add_row(name, _v(value), _v(runner.get(name)) if runner else "-")
+        t.add_row(name, _criterion(name, value), _criterion(name, runner.get(name)) if runner else "-")
     console.print(t)
+
+
+def _criterion(name: str, value: Any) -> str:
+    """A criterion's value: a start time (``…_start…_s``, clock seconds) as :func:`_when` shows it, else as is."""
+    if isinstance(value, (int, float)) and "start" in name and name.endswith("_s"):
+        return _when(float(value))
+    return _v(value)
 
 
 async def fetch_ref(base_url: str, ref: str, live: bool = False) -> dict[str, Any]:
