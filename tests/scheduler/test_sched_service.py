@@ -163,6 +163,19 @@ async def test_status_releases_and_requeues_evicted(bus_factory: Any, store: Any
     assert (await store.allocated("n1")).cpu == (1500 if requeued else 0)
 
 
+async def test_a_requeued_victim_keeps_why_it_was_evicted(bus_factory: Any, store: Any) -> None:
+    """A preempted pod back in the queue shows "Evicted: Preempted by ns/name" (colo describe / get pods)."""
+    from colo.messages import PodStatus
+
+    svc, tester = await _bound_on_n1(bus_factory, store, 2000, {"a": 1500})
+    await tester.publish(subjects.POD_STATUS, PodStatus(uid="a", node="n1", phase="Failed", at=20.0, reason="Evicted",
+                                                        message="Preempted by shop/big"), node="n1")
+    await svc.ctx.bus.settle()  # type: ignore[union-attr]
+    assert "a" in svc.core.queue
+    rec = await store.get_pod("a")
+    assert rec is not None and (rec.phase, rec.reason) == ("Pending", "Evicted: Preempted by shop/big")
+
+
 @pytest.mark.parametrize(("history", "reasons", "now", "published"), [
     ([], {"Insufficient cpu": 3}, 0.0, True),
     ([({"Insufficient cpu": 3}, 0.0)], {"Insufficient cpu": 3}, 300.0, False),

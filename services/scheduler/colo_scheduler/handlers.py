@@ -178,7 +178,8 @@ class SchedulerEventHandlers:
             return  # unknown, or already bound again
         if rec.phase == "Pending" and st.uid in self.core.queue:
             return  # redelivery after requeue
-        await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=st.reason, updated_at=now))
+        reason = f"{st.reason}: {st.message}" if st.message else st.reason  # "Evicted: Preempted by ns/name"
+        await store.put_pod(PodRecord(spec=rec.spec, phase="Pending", reason=reason, updated_at=now))
         await self._sync_reservations()  # a migrated pod's reservation was made before its eviction
         self.core.add_pod(rec.spec, now)
         self._wake.set()
