@@ -22,7 +22,8 @@ def select_pods(records: list[PodRecord], ref: str = "", namespace: str = "") ->
     with ``ref`` exactly one pod, found by uid, else by name (in ``namespace``, or ``NAMESPACE/NAME``, or in
     whichever namespace holds the only pod of that name).
 
-    Raises RefError when no pod matches, or a bare name matches pods of several namespaces (naming them)."""
+    Raises RefError when no pod matches (naming the namespaces that hold a pod of that name when another one was
+    asked), or a bare name matches pods of several namespaces (naming them)."""
     if not ref:
         return [r for r in records if not namespace or r.spec.namespace == namespace]
     by_uid = [r for r in records if r.spec.uid == ref and (not namespace or r.spec.namespace == namespace)]
@@ -32,7 +33,10 @@ def select_pods(records: list[PodRecord], ref: str = "", namespace: str = "") ->
     found = [r for r in records if r.spec.name == name and (not ns or r.spec.namespace == ns)]
     if not found:
         where = f" in namespace {ns!r}" if ns else ""
-        raise RefError(f"no pod {name!r}{where} in the store (by name or uid)")
+        elsewhere = sorted({r.spec.namespace for r in records if r.spec.name == name}) if ns else []
+        hint = (f"; a pod of that name is in namespace{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)}: "
+                f"-n {elsewhere[0]}" if elsewhere else "")
+        raise RefError(f"no pod {name!r}{where} in the store (by name or uid){hint}")
     if len(found) > 1:
         spaces = sorted({r.spec.namespace for r in found})
         if len(spaces) > 1:

@@ -117,6 +117,9 @@ def test_pod_refs(ref: str, namespace: str, uid: str) -> None:
     pytest.param("db", "", r"several namespaces \(ml, shop\)", id="ambiguous"),
     pytest.param("web-0", "ml", "no pod 'web-0' in namespace 'ml'", id="wrong-namespace"),
     pytest.param("nope", "", "no pod 'nope'", id="unknown"),
+    pytest.param("web-0", "ml", "a pod of that name is in namespace shop: -n shop", id="wrong-namespace-hint"),
+    pytest.param("db", "default", "a pod of that name is in namespaces ml, shop: -n ml", id="hint-several"),
+    pytest.param("ml/web-0", "", "is in namespace shop: -n shop", id="wrong-namespace-slash-hint"),
 ])
 def test_pod_ref_errors(ref: str, namespace: str, message: str) -> None:
     with pytest.raises(RefError, match=message):
