@@ -36,8 +36,8 @@ from colo.manifests.podgroup import parse_pod_group
 from colo.manifests.quota import parse_quota
 from colo.manifests.reservation import parse_reservation
 from colo.manifests.workload import parse_workload
-from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
-from colo.workloads import pod_suffix
+from colo.messages import POD_GROUP_LABEL, ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
+from colo.workloads import gang_key, initial_pods, pod_suffix, referenced_group
 
 __all__ = ["API_VERSIONS", "Manifest", "ManifestError", "load_manifest", "parse_manifest"]
 
@@ -98,6 +98,8 @@ class _Collector:
         self.out = Manifest()
         self.seen: dict[tuple[str, str], str] = {}
         self.parents: dict[str, bool] = {}
+        self.group_paths: dict[str, str] = {}
+        """PodGroup key ``namespace/name`` → its path in the file."""
 
     def key(self, family: str, key: str, path: str, what: str) -> bool:
         """Record ``key``; False (and a problem) when another object of the file has it."""
@@ -122,6 +124,7 @@ class _Collector:
         elif kind == "PodGroup":
             if (g := parse_pod_group(ctx, doc, path, now)) is not None:
                 self.key("podgroup", f"{g.namespace}/{g.name}", path, "PodGroup")
+                self.group_paths.setdefault(gang_key(g.namespace, g.name), path)
                 self.out.pod_groups.append(g)
         elif kind == "ElasticQuota":
             if (parsed := parse_quota(ctx, doc, path, now)) is not None:
@@ -131,6 +134,29 @@ class _Collector:
         elif (r := parse_reservation(ctx, doc, path, now)) is not None:
             self.key("reservation", f"{r.namespace}/{r.name}", path, "Reservation")
             self.out.reservations.append(r)
+
+    def check_groups(self) -> None:
+        """A PodGroup that pods or workloads of this file reference needs at least ``minMember`` of them: with
+        fewer the gang could never be placed (members submitted in another file are not counted, so a PodGroup
+        no object of this file references is not checked)."""
+        members: dict[str, list[str]] = {}
+        for w in self.out.workloads:
+            name = w.template.labels.get(POD_GROUP_LABEL, "")
+            if name and w.pod_group is None:
+                n = initial_pods(w)
+                members.setdefault(gang_key(w.namespace, name), []).extend([f"{w.kind.lower()}/{w.name}"] * n)
+        for pod in self.out.pods:
+            key = referenced_group(pod)
+            if key:
+                members.setdefault(key, []).append(f"pod/{pod.name}")
+        for g in self.out.pod_groups:
+            key = gang_key(g.namespace, g.name)
+            refs = members.get(key)
+            if refs and len(refs) < g.min_member:
+                owners = ", ".join(f"{o} {refs.count(o)}" for o in dict.fromkeys(refs))
+                self.ctx.err(join(join(self.group_paths[key], "spec"), "minMember"),
+                             f"{g.min_member} is more than the {len(refs)} pods of this file that reference the "
+                             f"PodGroup ({owners}): the gang could never be placed")
 
     def check_tree(self, paths: dict[str, str]) -> None:
         """A quota whose parent is in this file needs that parent marked ``is-parent``."""
@@ -172,6 +198,7 @@ def parse_manifest(text: str, now: float = 0.0, kinds: tuple[str, ...] = tuple(A
             quota_paths[str(meta.get("name") if isinstance(meta, dict) else "")] = path
         collector.add(kind, doc, path, now)
     collector.check_tree(quota_paths)
+    collector.check_groups()
     if ctx.errors:
         raise ManifestError(ctx.errors)
     collector.out.warnings = ctx.warnings
