@@ -52,6 +52,10 @@ def test_parse_duration(text: str, seconds: float) -> None:
                      ReservationSpec(name="r3", namespace="ml", requests=Resources(memory=GI),
                                      owners=[ReservationOwner(namespace="ml", match_labels={"team": "a", "tier": "x"})],
                                      ttl_s=3600.0, created_at=100.0), id="owner-labels-in-a-namespace"),
+        pytest.param(["r4", "--batch-cpu", "16", "--batch-memory", "32Gi", "--owner-app", "ml/train"],
+                     ReservationSpec(name="r4", requests=Resources(batch_cpu=16_000, batch_memory=32 * GI),
+                                     owners=[ReservationOwner(workload="ml/train")], ttl_s=3600.0, created_at=100.0),
+                     id="batch-room"),
     ],
 )
 def test_arguments_make_the_spec(argv: list[str], expected: ReservationSpec) -> None:

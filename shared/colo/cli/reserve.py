@@ -49,6 +49,15 @@ def build_spec(args: argparse.Namespace, now: float) -> tuple[ReservationSpec | 
         memory = parse_memory(args.memory)
     except ValueError as exc:
         problems.append(f"--memory: {exc}")
+    batch_cpu = batch_memory = 0
+    try:
+        batch_cpu = parse_cpu(args.batch_cpu)
+    except ValueError as exc:
+        problems.append(f"--batch-cpu: {exc}")
+    try:
+        batch_memory = parse_memory(args.batch_memory)
+    except ValueError as exc:
+        problems.append(f"--batch-memory: {exc}")
     ttl_s = 0.0
     try:
         ttl_s = parse_duration(args.ttl)
@@ -74,7 +83,8 @@ def build_spec(args: argparse.Namespace, now: float) -> tuple[ReservationSpec | 
     if problems:
         return None, problems
     spec = ReservationSpec(name=args.name, namespace=args.namespace or "default", node=args.node,
-                           requests=Resources(cpu=cpu, memory=memory), owners=owners,
+                           requests=Resources(cpu=cpu, memory=memory, batch_cpu=batch_cpu,
+                                              batch_memory=batch_memory), owners=owners,
                            allocate_once=not args.reusable, ttl_s=ttl_s, created_at=now)
     problems = reservation_problems(spec)
     return (None, problems) if problems else (spec, [])
@@ -118,6 +128,9 @@ def add_reserve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("name", help="reservation name (a Kubernetes object name)")
     p.add_argument("--cpu", default="0", help="cores (4, 500m)")
     p.add_argument("--memory", default="0", help="bytes (8Gi, 512Mi)")
+    p.add_argument("--batch-cpu", default="0",
+                   help="batch cores (kubernetes.io/batch-cpu: 16, 500m); placed as a BE pod of batch priority")
+    p.add_argument("--batch-memory", default="0", help="batch bytes (kubernetes.io/batch-memory: 32Gi)")
     p.add_argument("--owner-app", action="append", default=[], metavar="NS/APP",
                    help="pods of this workload (namespace/app) may consume it (repeatable)")
     p.add_argument("--owner-uid", action="append", default=[], metavar="UID", help="this pod may (repeatable)")
