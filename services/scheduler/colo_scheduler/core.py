@@ -60,6 +60,8 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
         self._waiting_version = 0
         self._allowed: set[str] = set()
         self._released: list[Failure] = []
+        self._gang_waits: dict[str, str] = {}
+        """Gang → the latest Permit WAIT reason of one of its members (:meth:`decision` shows it on each)."""
         self._templates: dict[bytes, PodInfo] = {}
         self.queue = SchedulingQueue(profile_obj.queue_sort.sort_key, settings.backoff_initial_s,
                                      settings.backoff_max_s, settings.unschedulable_retry_s)
@@ -206,7 +208,6 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
             pods = bp.complete_batch(pods, now)
         names = self.table.names
         failed: dict[bytes, ScheduleResult] = {}
-        waited: dict[str, str] = {}  # gang → its last Permit WAIT reason of the cycle
         record = self._record
         for pod in pods:
             t0 = time.perf_counter()
@@ -257,8 +258,8 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
                 elif permit.code == WAIT:
                     self.waiting[pod.uid] = (pod, result.node, now + permit.timeout_s)
                     self._waiting_version += 1
-                    if pod.spec.gang is not None:
-                        waited[pod.spec.gang.name] = permit.reason
+                    if pod.spec.gang is not None:  # the gang's latest count, for its waiting members' records
+                        self._gang_waits[pod.spec.gang.name] = permit.reason
                     if result.record is not None:  # the record says what the pod waits for
                         result.record.status, result.record.message = WAIT, permit.reason
                 else:
@@ -279,8 +280,6 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
                 out.failures.append(Failure(pod, result, ms))
         for bp in self._batch_plugins:
             bp.end_batch(now)
-        if waited:
-            self._refresh_waiting_records(waited)
         if self._allowed:  # allowed in this cycle (a gang complete): bound with this cycle's placements
             self._place_allowed(out)
         self._take_released(out)  # members a gang sent back or a timeout released: each gets its reason
@@ -303,5 +302,6 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
         return rec
 
     def decision(self, uid: str) -> DecisionRecord | None:
-        """The recorded decision of pod ``uid``'s latest attempt, or None when not recorded."""
-        return self.decisions.get(uid)
+        """The recorded decision of pod ``uid``'s latest attempt, or None when not recorded. A gang member
+        waiting at Permit gets its gang's latest count (:meth:`_waiting_record`)."""
+        return self._waiting_record(self.decisions.get(uid))

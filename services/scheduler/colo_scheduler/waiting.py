@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from colo_scheduler.framework.decision import DecisionLog
+from colo_scheduler.framework.decision import DecisionLog, DecisionRecord
 from colo_scheduler.framework.interface import UNSCHEDULABLE, WAIT
 from colo_scheduler.framework.runner import ScheduleResult
 from colo_scheduler.outcome import NOMINATION, CycleOutcome, Failure, Placement
@@ -30,6 +30,7 @@ class PermitWaiting:
     unreserve: Callable[[str], tuple[PodInfo, int] | None]
     decisions: DecisionLog
     _released: list[Failure]
+    _gang_waits: dict[str, str]
     """Pods released from Permit since the last cycle's outcome took them (:meth:`_take_released`)."""
 
     def allow(self, uid: str) -> bool:
@@ -58,19 +59,22 @@ class PermitWaiting:
                                                           UNSCHEDULABLE), 0.0))
         return True
 
-    def _refresh_waiting_records(self, reasons: dict[str, str]) -> None:
-        """Give every waiting pod of a gang in ``reasons`` (gang key → the last Permit reason of this cycle)
-        that reason in its decision record, so that no member shows an earlier, smaller count."""
-        for uid, (pod, _, _) in self.waiting.items():
-            gs = pod.spec.gang
-            reason = reasons.get(gs.name) if gs is not None else None
-            if reason is not None:
-                rec = self.decisions.get(uid)
-                if rec is not None and rec.status == WAIT:
-                    rec.message = reason
+    def _waiting_record(self, rec: DecisionRecord | None) -> DecisionRecord | None:
+        """``rec`` with, while its pod waits at Permit in a gang, the gang's latest WAIT reason as its message
+        (set when any member began to wait: no member keeps an earlier, smaller count). O(1) a read."""
+        if rec is None or rec.status != WAIT:
+            return rec
+        entry = self.waiting.get(rec.uid)
+        gs = entry[0].spec.gang if entry is not None else None
+        if gs is not None:
+            rec.message = self._gang_waits.get(gs.name, rec.message)
+        return rec
 
     def _take_released(self, out: CycleOutcome) -> None:
-        """Report the pods released from Permit since the last cycle as ``out``'s failures."""
+        """Report the pods released from Permit since the last cycle as ``out``'s failures (and forget the gangs'
+        WAIT reasons once nothing waits)."""
+        if not self.waiting and self._gang_waits:
+            self._gang_waits.clear()
         if self._released:
             out.failures.extend(self._released)
             self._released = []
