@@ -4,8 +4,8 @@ The cluster and pods of :mod:`scheduler_inprocess` (trace-built nodes with load 
 workloads, 30 % BE batch-task instances). Two runs over the same pods, in turn, ``--rounds`` times, the
 order alternated so that both see the same load of a shared machine:
 
-* ``neither``: the bench profile of :mod:`scheduler_inprocess` (no Coscheduling, no ElasticQuota), the pods
-  without gangs, no quota;
+* ``neither``: the bench profile of :mod:`scheduler_inprocess` (no Coscheduling, no ElasticQuota), the same
+  pods in the same namespaces (below) without gangs, no quota;
 * ``both``: that profile with Coscheduling (QueueSort, PreFilter, PostFilter, Reserve, Permit) and
   ElasticQuota (PreFilter, Reserve), 20 % of the pods in gangs of 8–256 members
   (:func:`scheduler_jobs.with_gangs`: a v2017 batch task's instances, Strict, ``min_member`` = size) and the
@@ -110,7 +110,8 @@ def main() -> None:
     members = sum(1 for p in gang_pods if p.gang is not None)
     settings = SchedulerSettings(seed=args.seed, decision_records=0)
     tree = quota_tree(cluster)
-    cases = {"neither": (pods, bench_profile(settings), []), "both": (gang_pods, both_profile(settings), tree)}
+    plain_pods = [msgspec.structs.replace(p, gang=None) for p in gang_pods]  # the same pods and namespaces
+    cases = {"neither": (plain_pods, bench_profile(settings), []), "both": (gang_pods, both_profile(settings), tree)}
     if args.only:
         pods_, profile, quotas = cases[args.only]
         r = run(cluster, pods_, settings, profile, quotas)
