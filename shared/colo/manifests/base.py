@@ -26,6 +26,8 @@ MILLI_RESOURCES = ("batch_cpu", "mid_cpu")
 SMALL_MILLI_WARNING = 100
 """A batch-/mid-cpu amount below this many milli-cores is accepted with a warning: ``"2"`` is 2 milli-cores,
 most likely meant as 2 cores (``"2000"``)."""
+_SECONDS = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+"""Seconds as a decimal number, in exponent notation too (``"1e9"``: what YAML 1.1 leaves a string)."""
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 KNOWN_RESOURCES = ", ".join(KUBERNETES_RESOURCE_NAMES)
 
@@ -146,16 +148,20 @@ class Ctx:
 
 
 def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
-    """A positive duration in seconds: a number, or a Go duration string ``"90s"``, ``"10m"``, ``"1h30m"``.
+    """A positive, finite duration in seconds: a number (``1e9`` too, which YAML 1.1 reads as a string), or a Go
+    duration string ``"90s"``, ``"10m"``, ``"1h30m"``.
     Any positive length is accepted (no cap: REFERENCE.md §11); ``default`` when absent."""
     if obj is None:
         return default
     value: float | None = None
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        value = float(obj)
+        try:
+            value = float(obj)
+        except OverflowError:  # an integer of hundreds of digits
+            value = float("inf") if obj > 0 else float("-inf")
     elif isinstance(obj, str):
         text = obj.strip()
-        if re.fullmatch(r"\d+(\.\d+)?", text):
+        if _SECONDS.fullmatch(text):  # YAML 1.1 reads 1e9 (no dot) as a string
             value = float(text)
         else:
             m = _DURATION.fullmatch(text)
@@ -166,7 +172,7 @@ def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
         ctx.err(path, f"expected seconds or a duration like '90s', '10m', '1h30m', got {obj!r}")
         return default
     if not value > 0 or value == float("inf"):
-        ctx.err(path, f"must be > 0 seconds, got {obj!r}")
+        ctx.err(path, f"must be > 0 seconds and finite, got {obj!r}")
         return default
     return value
 
