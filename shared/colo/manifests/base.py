@@ -10,6 +10,8 @@ from typing import Any
 
 from colo.messages import KUBERNETES_RESOURCE_NAMES
 from colo.quantity import QuantityError, parse_cpu, parse_memory, parse_quantity
+from colo.validation import IDENT
+from colo.workloads import MAX_UID_CHARS
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 """A Kubernetes object name (DNS subdomain)."""
@@ -145,6 +147,20 @@ class Ctx:
             self.err(path, "expected a list of strings")
             return []
         return list(obj)
+
+
+def identifiers(ctx: Ctx, meta: dict[str, Any], path: str, **values: str) -> None:
+    """Each of ``values`` (``uid=…``, ``name=…``, ``namespace=…``) of a workload or PodGroup must be an
+    :data:`colo.validation.IDENT` of at most :data:`colo.workloads.MAX_UID_CHARS` characters, as admission
+    requires (``colo_slo_manager.expansion``); a problem is reported at ``<path>.<field>``, or at
+    ``<path>.name`` for a value derived from the name (a uid ``<namespace>-<name>`` not written)."""
+    for field, value in values.items():
+        if IDENT.fullmatch(value) and len(value) <= MAX_UID_CHARS:
+            continue
+        at = join(path, field if field in meta else "name")
+        what = f"{field} {value!r}" if field in meta or field == "name" else f"the derived {field} {value!r}"
+        ctx.err(at, f"{what} is not a valid identifier (letters, digits, '_', '.', '-'; at most "
+                    f"{MAX_UID_CHARS} characters)")
 
 
 def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
