@@ -56,7 +56,10 @@ class ElasticQuota:
         """May ``preemptor`` take ``victim``'s room (asked by preemption's PostFilter)? Never a
         non-preemptible pod; never when the preemptor's quota (or an ancestor) has no runtime room for it;
         never a pod of another quota while that quota is within its min (used ≤ min in every constrained
-        resource). Pods of no quota follow the priority rules alone.
+        resource), nor one whose eviction would take that quota, or an ancestor of it that is not the
+        preemptor's, below its min in a constrained resource the victim requests (as :mod:`.reclaim` never
+        does). Pods of no quota follow the priority rules alone. Each victim is judged alone: two victims of
+        one quota on one node are each checked against the quota's current use.
 
         "Over its runtime": used > runtime in some constrained resource of the preemptor's quota or an
         ancestor (:meth:`QuotaBook.over_runtime`)."""
@@ -73,7 +76,19 @@ class ElasticQuota:
         q = book.tree.nodes[theirs]
         used = book.used.get(theirs, ZERO)
         within = all(used[i] <= q.min[i] for i, c in enumerate(q.constrained) if c)
-        return not within
+        if within:
+            return False
+        # nor one whose eviction takes its quota, or an ancestor not shared with the preemptor, below its min
+        # in a resource it requests (the rule reclaim keeps: a quota over its min by 2 cores keeps a 6-core pod)
+        request = victim.request_ints
+        shared = set(book.tree.chain(mine))
+        for name in book.tree.chain(theirs):
+            if name in shared:
+                break
+            node, used = book.tree.nodes[name], book.used.get(name, ZERO)
+            if any(c and request[i] > 0 and used[i] - request[i] < node.min[i] for i, c in enumerate(node.constrained)):
+                return False
+        return True
 
     # ------------------------------------------------------------------ driven by the core
 
