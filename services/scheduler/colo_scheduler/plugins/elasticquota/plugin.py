@@ -57,8 +57,8 @@ class ElasticQuota:
         non-preemptible pod; never when the preemptor's quota (or an ancestor) has no runtime room for it;
         never a pod of another quota while that quota is within its min (used ≤ min in every constrained
         resource), nor one whose eviction would take that quota, or an ancestor of it that is not the
-        preemptor's, below its min in a constrained resource the victim requests (as :mod:`.reclaim` never
-        does). Pods of no quota follow the priority rules alone. Each victim is judged alone: two victims of
+        preemptor's, below its min in a constrained resource the victim requests, pods a reclaim ordered out
+        counted as gone (as :mod:`.reclaim` never does). Pods of no quota follow the priority rules alone. Each victim is judged alone: two victims of
         one quota on one node are each checked against the quota's current use.
 
         "Over its runtime": used > runtime in some constrained resource of the preemptor's quota or an
@@ -80,12 +80,17 @@ class ElasticQuota:
             return False
         # nor one whose eviction takes its quota, or an ancestor not shared with the preemptor, below its min
         # in a resource it requests (the rule reclaim keeps: a quota over its min by 2 cores keeps a 6-core pod)
+        # pods a reclaim ordered out count as gone (as in reclaim)
         request = victim.request_ints
         shared = set(book.tree.chain(mine))
+        leaving = [m for m in (book.members.get(u) for u in book.evicting) if m is not None]
         for name in book.tree.chain(theirs):
             if name in shared:
                 break
-            node, used = book.tree.nodes[name], book.used.get(name, ZERO)
+            node, used = book.tree.nodes[name], list(book.used.get(name, ZERO))
+            for m in leaving:
+                if name in book.tree.chain(m.leaf):
+                    used = [u - r for u, r in zip(used, m.request, strict=True)]
             if any(c and request[i] > 0 and used[i] - request[i] < node.min[i] for i, c in enumerate(node.constrained)):
                 return False
         return True
