@@ -74,3 +74,27 @@ def test_a_preemption_counts_reclaimed_pods_as_gone() -> None:
     s.add_pod(_in(pod("hi", cpu=3000, priority=9000), "team-a"), 2.0)
     ordered = [e.pod.uid for t in (3.0, 4.0) for e in s.schedule_cycle(t).evictions]
     assert len(ordered) == 1, ordered
+
+
+def test_victims_of_one_node_together_never_take_a_quota_below_its_min() -> None:
+    """team-b at 13 of min 10 cores; hi (team-a, 4 cores) fits only on n0 by taking b0 and b1 (2 cores each):
+    each alone leaves team-b at 11 cores, both together at 9. Preemption took both."""
+    s = scheduler()
+    for n in ("n0", "n1", "n2"):
+        s.on_node(node(n, cpu=10_000, memory=64 << 30, pods=110, labels={"name": n}), 0.0)
+    for spec in (ElasticQuota(name="team-a", min={"cpu": 10_000}, max={"cpu": 30_000}),
+                 ElasticQuota(name="team-b", min={"cpu": 10_000}, max={"cpu": 30_000})):
+        assert s.on_quota(spec) == []
+
+    def on(spec: PodSpec, n: str) -> PodSpec:
+        return msgspec.structs.replace(spec, node_selector={"name": n})
+
+    s.add_pod(msgspec.structs.replace(on(pod("x", cpu=10_000, priority=5), "n2"), labels={PREEMPTIBLE_LABEL: "false"}), 0.0)
+    for uid, quota, cpu, n, preemptible in (("a0", "team-a", 6000, "n0", False), ("b0", "team-b", 2000, "n0", True),
+                                            ("b1", "team-b", 2000, "n0", True), ("b2", "team-b", 9000, "n1", True),
+                                            ("a1", "team-a", 1000, "n1", False)):
+        s.add_pod(on(_in(pod(uid, cpu=cpu, priority=5), quota, preemptible), n), 0.0)
+    assert len(s.schedule_cycle(1.0).placements) == 6
+    s.add_pod(_in(pod("hi", cpu=4000, priority=9000), "team-a"), 2.0)
+    evictions = [e for t in (3.0, 4.0) for e in s.schedule_cycle(t).evictions]
+    assert evictions == [], [(e.pod.uid, e.reason) for e in evictions]
