@@ -12,7 +12,9 @@ events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock
 Replicas (:mod:`colo_scheduler.replicas`) and the lease (:mod:`colo_scheduler.lease`) decide
 which pods, and whether, this process schedules. Invalid messages are dead-lettered with a
 reason; the service keeps running. The handlers of the consumed subjects are in
-:mod:`colo_scheduler.handlers`, the publishing of the events in :mod:`colo_scheduler.publishing`.
+:mod:`colo_scheduler.handlers`, the publishing of the events in :mod:`colo_scheduler.publishing`, the bind
+path in :mod:`colo_scheduler.binding` and the debug views (``/debug``, ``/debug/pods/{uid}/decision``) in
+:mod:`colo_scheduler.introspection`.
 """
 
 from __future__ import annotations
@@ -26,13 +28,11 @@ import time
 from typing import Any
 
 import numpy as np
-from aiohttp import web
 
 from colo import subjects
 from colo.clock import WallClock
 from colo.messages import (
     NodeResource,
-    PodBound,
     PodSpec,
     PodUnschedulable,
     Resources,
@@ -40,12 +40,12 @@ from colo.messages import (
 from colo.reservations import ReservationStore
 from colo.runtime import ServiceContext, StartRefused
 from colo.settings import RuntimeSettings
-from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
+from colo_scheduler.binding import SchedulerBinding
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.deletion import PodDeletion
-from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
+from colo_scheduler.introspection import LIVE_VALUES, SchedulerIntrospection
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.quota_events import QuotaEvents
@@ -57,14 +57,14 @@ from colo_scheduler.validation import pod_problem as _pod_problem
 
 log = logging.getLogger("colo.scheduler")
 
-LIVE_VALUES = frozenset({"1", "true", "yes", "on"})
-"""Values of ``?live=`` that ask for a dry run (any other value, ``0`` or ``false`` say, asks for the record)."""
+__all__ = ["LIVE_VALUES", "MAX_PUBLISHING", "SchedulerService"]
 
 MAX_PUBLISHING = 4
 """Prompt cycles whose events may still be waiting for JetStream acks when the next cycle starts."""
 
 
-class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEvents):
+class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventHandlers,
+                       SchedulerEventPublisher, QuotaEvents):
     """The ``scheduler`` service (colo.runtime Service protocol).
 
     Raises ValueError at construction when ``settings.problems()`` is not empty.
@@ -271,15 +271,6 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
         assert self.ctx is not None, "service not started"
         return self.ctx.store
 
-    @property
-    def reservation_store(self) -> ReservationStore:
-        """The store's reservations (:mod:`colo.reservations`), on the context's Redis connection."""
-        store = self._store()
-        rs = self._reservation_store
-        if rs is None or rs.redis is not store.redis:
-            rs = self._reservation_store = ReservationStore(store.redis, store.keys)
-        return rs
-
     async def _sync_reservations(self, now: float | None = None) -> None:
         """Re-read the store's available reservations (after sweeping the expired ones when ``now`` is
         given); nodes whose reservations changed are re-read next cycle."""
@@ -421,114 +412,3 @@ class SchedulerService(SchedulerEventHandlers, SchedulerEventPublisher, QuotaEve
             "cycle_ms": (time.perf_counter() - t_cycle) * 1e3,
             "leader": 1.0 if leading else 0.0,
         }
-
-    async def _bind(self, out: CycleOutcome, now: float,
-                    events: list[tuple[Any, Any, str | None, dict[str, str]]]) -> int:
-        """Bind the cycle's placements in one pipeline (fenced by the lease when elected); queue
-        PodBound events for the successes, put refused pods back (backoff) and re-read their
-        nodes. Returns how many were bound."""
-        fence = self.elector.fence() if self.elector is not None else None
-        if self.elector is not None and fence is None:  # lease lost during the cycle: bind nothing
-            for p in out.placements:
-                self.core.bind_failed(p.pod)
-            return 0
-        t0 = time.perf_counter()
-        results = await self._bind_placements(out.placements, now, fence)
-        bind_ms = (time.perf_counter() - t0) * 1e3
-        bound = 0
-        stale: set[str] = {p.node for p in out.placements if p.reservation}  # the store's sums are exact
-        for p, res in zip(out.placements, results):
-            if res.ok:
-                bound += 1
-                if p.reservation:
-                    self.core.bound_on_reservation(p.pod)
-                msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
-                               queued_s=max(0.0, now - p.pod.queued_at))
-                # the bind time makes a rebind (after an eviction) a new message for the dedup window
-                events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{now!r}", {"node": p.node}))
-            elif res.reason.startswith(REASON_ALREADY_BOUND):
-                self.core.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
-            elif res.reason == REASON_LEASE_LOST:
-                self.core.bind_failed(p.pod)
-                if self.elector is not None:
-                    self.elector.lost("the store refused a fenced bind")
-            else:
-                self.totals["bind_conflicts"] += 1
-                log.info("bind of %s on %s refused: %s", p.pod.uid, p.node, res.reason)
-                self.core.bind_failed(p.pod)
-                stale.add(p.node)
-                if p.reservation:
-                    self.core.reservations.forget(p.reservation)  # re-read below: the store decides
-        if any(p.reservation for p in out.placements):
-            await self._sync_reservations()
-        if stale:
-            await self._refresh(stale)
-        return bound
-
-    async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
-        """Bind placements in the store, fenced by ``fence``: plain ones with one :meth:`Store.bind_many`, those on
-        a reservation one by one with :meth:`ReservationStore.bind_on` (few: migrated pods); results in order."""
-        store = self._store()
-        plain = [k for k, p in enumerate(placements) if not p.reservation]
-        results: list[Any] = [None] * len(placements)
-        if plain:
-            chain = self.core.quota.chain_of if self.core.quota is not None else (lambda pod: ())
-            got = await store.bind_many(bind_requests([placements[k] for k in plain], now, chain), fence=fence)
-            for k, r in zip(plain, got):
-                results[k] = r
-        for k, p in enumerate(placements):
-            if p.reservation:
-                res = await self.reservation_store.bind_on(p.reservation, p.pod.spec, p.node, now, fence)
-                results[k] = BindResult(res.ok, res.reason)
-        return await settle_gang_binds(store, placements, results, now)  # a gang binds whole or not at all
-
-    # ------------------------------------------------------------------ introspection
-
-    def debug(self) -> dict[str, object]:
-        """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
-        replica (``index``, ``replicas``, ``instance``), ``leader``: whether it schedules, and
-        with leader election the lease, holder, fencing token, transitions and election time,
-        ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`, and ``reservations``:
-        :meth:`colo_scheduler.reservations_intake.ReservationIntake.status`."""
-        unsched = list(self.core.queue.unschedulable.values())[:50]
-        leader: dict[str, object] = ({"leader": True, "election": False} if self.elector is None
-                                     else {**self.elector.status(), "election": True})
-        return {
-            "queue": self.core.queue.lengths(),
-            "nodes": self.core.table.n,
-            "placed": len(self.core.framework.placed),
-            "totals": dict(self.totals),
-            "unschedulable": {u.pod.uid: u.reasons for u in unsched},
-            "replica": {"index": self.replica.index, "replicas": self.replica.replicas,
-                        "instance": self.replica.instance},
-            "leader": leader,
-            "heap": self.heap.stats(),
-            "reservations": self.reservation_intake.status(),
-        }
-
-    async def _decision_route(self, request: web.Request) -> web.Response:
-        """The pod's recorded decision (``?live=1``, also ``true``/``yes``/``on``: a dry run now, for a
-        queued pod) as JSON; 404 naming what is known when there is none."""
-        uid = request.match_info["uid"]
-        names = self.core.table.names
-        live = request.query.get("live", "").strip().lower() in LIVE_VALUES
-        rec = None if live else self.core.decision(uid)
-        source = "recorded"
-        if rec is None:
-            rec = self.core.explain(uid, self._now())
-            source = "dry-run"
-        if rec is None:
-            placed = self.core.framework.placed.get(uid)
-            if placed is not None:
-                where = f"placed on {names[placed[1]]}"
-                if live:  # only a queued pod has a dry run; its record is another question
-                    recorded = "; ask without ?live=1 for its recorded decision" if self.core.decision(uid) else ""
-                    return web.json_response({"error": f"pod {uid} is {where}: a dry run (?live=1) needs a "
-                                              f"queued pod{recorded}"}, status=404)
-            else:
-                where = "unknown to this scheduler"
-            return web.json_response({"error": f"no decision recorded for pod {uid} ({where}); records keep "
-                                      f"the last {self.settings.decision_records} pods"}, status=404)
-        body = rec.to_json(names)
-        body["source"] = source
-        return web.json_response(body)
