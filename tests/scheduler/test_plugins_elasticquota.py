@@ -112,8 +112,10 @@ VICTIMS = [
     ("no quotas at all: the priority rules alone", [], [], member("p", ""), member("v", ""), True),
     ("another quota within its min: never", [("v", "team-b", 5000)], [], member("p", "team-a"),
      member("v", "team-b", 5000), False),
-    ("another quota above its min: allowed", [("v", "team-b", 12_000)], [], member("p", "team-a"),
-     member("v", "team-b", 12_000), True),
+    ("another quota above its min, staying at it: allowed", [("v", "team-b", 2000), ("b1", "team-b", 10_000)], [],
+     member("p", "team-a"), member("v", "team-b", 2000), True),
+    ("another quota above its min that the eviction takes below it: never", [("v", "team-b", 12_000)], [],
+     member("p", "team-a"), member("v", "team-b", 12_000), False),
     ("its own quota: allowed", [("v", "team-a", 5000)], [], member("p", "team-a"), member("v", "team-a", 5000),
      True),
     ("a preemptor whose quota is over its runtime: never", [("a1", "team-a", 15_000), ("v", "team-b", 5000)],
@@ -169,6 +171,24 @@ def test_reclaim_never_below_min() -> None:
     assert p.book.runtime["team-b"][0] == 9000
     # evicting either leaves 5000 or 6000 < min 9000: neither is taken
     assert p.reclaim() == []
+
+
+def test_reclaim_over_used_memory_while_under_cpu_min() -> None:
+    # team-b borrowed memory (used 48 GiB > runtime 32 GiB) while under its cpu min (6000 m < 10000 m): the
+    # memory goes back although each eviction lowers its cpu further below min (the demo's colo run: team-a)
+    gi = 1 << 30
+    two = (ElasticQuota(name="team-a", min={"cpu": 10_000, "memory": 32 * gi}, max={"cpu": 20_000, "memory": 64 * gi}),
+           ElasticQuota(name="team-b", min={"cpu": 10_000, "memory": 32 * gi}, max={"cpu": 20_000, "memory": 64 * gi}))
+    p = plugin(*two)
+    t = NodeTable()
+    for k in range(6):
+        p.reserve(t, member(f"b{k}", "team-b", 1000, memory=8 * gi), 0, float(k))
+    p.add_pending(member("a", "team-a", 1000, memory=32 * gi))
+    p.refresh((20_000, 64 * gi, 0, 0, 0, 0, 100))
+    assert p.book.runtime["team-b"][1] == 32 * gi
+    got = p.reclaim()
+    assert [r.member.pod.uid for r in got] == ["b5", "b4"]
+    assert got[0].reason.startswith("quota team-b: reclaiming lent quota memory")
 
 
 # ------------------------------------------------------------------ the core

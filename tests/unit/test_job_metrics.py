@@ -108,6 +108,28 @@ def test_scheduler_evictions_split(by: str, reason: str, preempt: int, reclaim: 
     assert sum(m.eviction_reasons.values()) == preempt + reclaim
 
 
+@pytest.mark.parametrize(("events", "expected"), [
+    pytest.param([], {"victims": 1, "rebound": 0, "completed": 0}, id="ordered-out-only"),
+    pytest.param([("bind", 50.0), ("done", 90.0)], {"victims": 1, "rebound": 0, "completed": 0},
+                 id="bound-and-done-before-the-order-count-not"),
+    pytest.param([("bind", 180.0)], {"victims": 1, "rebound": 1, "completed": 0}, id="requeued-and-bound-again"),
+    pytest.param([("bind", 180.0), ("done", 900.0)], {"victims": 1, "rebound": 1, "completed": 1},
+                 id="requeued-and-finished-later"),
+])
+def test_victims_requeued_and_finished_later(events: list[tuple[str, float]], expected: dict[str, int]) -> None:
+    m = RunMetrics(name="colo")
+    pod = PodSpec(uid="v", name="v", namespace="batch", sim=SimWorkload(kind="batch", cpu_milli=100, duration_s=600.0))
+    _admit(m, pod, 0.0)
+    m.on_evict(EvictionCommand(uid="v", node="n1", reason="Preempted by batch/hp-0", at=120.0, by="scheduler"))
+    m.on_evict(EvictionCommand(uid="v", node="n2", reason="Preempted by batch/hp-1", at=400.0, by="scheduler"))
+    for kind, at in events:
+        if kind == "bind":
+            _bind(m, pod, at)
+        else:
+            m.on_status(PodStatus(uid="v", node="n1", phase="Succeeded", at=at))
+    assert m.jobs.victim_outcomes(m.completed_at) == expected
+
+
 def _status(name: str, used_cpu: int, runtime_cpu: int, at: float, key: str = "batch_cpu") -> QuotaStatus:
     mem = key.replace("cpu", "memory")
     return QuotaStatus(name=name, parent="root", min={key: 4 * CORE, mem: 8 * GIB}, max={key: 6 * CORE, mem: 12 * GIB},
@@ -207,6 +229,7 @@ def test_rows_reach_table_summary_and_page(tmp_path: Path) -> None:
     assert data["quotas"]["colo"]["team-a"]["used_avg_cores"] == 3.0
     assert data["gang_waits_s"] == {"baseline": [120.0], "colo": [120.0]}
     assert data["scheduler_evictions"]["colo"] == {"Preempted by batch/hp-0": 1, "quota reclaim by team-a": 1}
+    assert data["scheduler_victims"]["colo"] == {"victims": 2, "rebound": 0, "completed": 0}
     assert data["workloads_rejected"]["colo"] == {"w-bad": ["parallelism: must be ≥ 1"]}
     page = (tmp_path / "report.html").read_text()
     assert "<h2>Team quotas</h2>" in page and "team quota CPU used and runtime" in page

@@ -179,7 +179,7 @@ def test_quotas_for_each_run() -> None:
 
 
 @TRACES
-def test_a_few_high_priority_jobs_late_and_prod(jobs: Scenario) -> None:
+def test_a_few_high_priority_jobs_late_and_top_of_batch(jobs: Scenario) -> None:
     high = [w for w in jobs.jobs() if w.template.labels.get(jb.PRIORITY_LABEL) == "high"]
     late = [w for w in jobs.jobs() if w.created_at >= JOBS.high_priority_after_fraction * JOBS.hours * 3600]
     assert len(high) == max(1, round(JOBS.high_priority_fraction * len(late)))
@@ -187,8 +187,9 @@ def test_a_few_high_priority_jobs_late_and_prod(jobs: Scenario) -> None:
     for w in high:
         t = w.template
         assert w in late
-        assert (t.priority, priority_class_of(t), qos_class_of(t)) == (jb.HIGH_PRIORITY, "prod", "LS")
-        assert t.requests.cpu > 0 and t.requests.batch_cpu == 0  # native: never translated to batch resources
+        # koord-batch above the other batch pods: they compete for the same (batch) room and preempt in it
+        assert (t.priority, priority_class_of(t), qos_class_of(t)) == (jb.HIGH_PRIORITY, "batch", "BE")
+        assert 5500 < jb.HIGH_PRIORITY <= 5999
         assert validate_classes(t) == []
     for w in jobs.jobs():
         if w not in high:

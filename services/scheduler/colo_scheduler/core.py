@@ -274,7 +274,7 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
                 out.failures.append(Failure(pod, result, ms))
                 if self.nominator:
                     out.evictions.extend(Eviction(e.victim, names[e.row], preempted_by(e.preemptor))
-                                         for e in self.nominator.take_evictions())
+                                         for e in self.nominator.take_evictions() if not self.ordered_out(e.victim.uid))
             else:
                 self.queue.add_unschedulable(pod, now, result.rejectors, result.reasons)
                 out.failures.append(Failure(pod, result, ms))

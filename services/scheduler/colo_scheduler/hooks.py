@@ -65,8 +65,13 @@ class CycleHooks:
         for r in self.quota.reclaim():
             if r.member.pod.uid in self.waiting:  # held at Permit, not on its node yet: give the room back
                 self.reject_waiting(r.member.pod.uid, now, r.reason)
-            else:
+            elif not (self.nominator is not None and self.nominator.leaving(r.member.pod.uid)):  # once a pod
                 out.evictions.append(Eviction(r.member.pod, names[r.member.row], r.reason))
+
+    def ordered_out(self, uid: str) -> bool:
+        """Whether a quota reclaim ordered pod ``uid`` out already (a preemption that picks it as a victim counts
+        on its room without a second eviction order)."""
+        return self.quota is not None and uid in self.quota.book.evicting
 
     def _nominated_row(self, state: CycleState, pod: PodInfo) -> int:
         """The row a preemption nominated the pod to when it passes every PreFilter and Filter there now

@@ -43,9 +43,10 @@ _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$")
 
 
-def _ident_problems(path: str, obj: WorkloadSpec | PodGroupSpec) -> list[str]:
+def _ident_problems(path: str, obj: WorkloadSpec | PodGroupSpec,
+                    fields: tuple[str, ...] = ("uid", "name", "namespace")) -> list[str]:
     out = []
-    for field in ("uid", "name", "namespace"):
+    for field in fields:
         value = getattr(obj, field)
         if not _IDENT.fullmatch(value):
             out.append(f"{path}{field}: {value!r} is not a valid identifier (letters, digits, '_', '.', '-'; "
@@ -53,10 +54,12 @@ def _ident_problems(path: str, obj: WorkloadSpec | PodGroupSpec) -> list[str]:
     return out
 
 
-def pod_group_problems(group: PodGroupSpec, path: str = "") -> list[str]:
+def pod_group_problems(group: PodGroupSpec, path: str = "", embedded: bool = False) -> list[str]:
     """Problems of a PodGroup, each ``"<path><field>: <problem>"``: identifiers, ``min_member`` ≥ 1,
-    ``timeout_s`` > 0 and finite (any length: REFERENCE.md §11), ``groups`` entries ``namespace/name``."""
-    out = _ident_problems(path, group)
+    ``timeout_s`` > 0 and finite (any length: REFERENCE.md §11), ``groups`` entries ``namespace/name``.
+    An ``embedded`` gang's uid (``<workload uid>-gang``, derived from a uid checked already) is not
+    checked: a workload uid of 76–80 characters is valid and so is its gang."""
+    out = _ident_problems(path, group, ("name", "namespace") if embedded else ("uid", "name", "namespace"))
     if group.min_member < 1:
         out.append(f"{path}min_member: must be ≥ 1, got {group.min_member}")
     if not (group.timeout_s > 0 and math.isfinite(group.timeout_s)):
@@ -89,7 +92,7 @@ def workload_problems(w: WorkloadSpec) -> list[str]:
     if w.max_unavailable < -1:
         out.append(f"max_unavailable: must be ≥ 0 (or -1: no budget), got {w.max_unavailable}")
     if w.pod_group is not None:
-        out += pod_group_problems(w.pod_group, "pod_group.")
+        out += pod_group_problems(w.pod_group, "pod_group.", embedded=True)
         if w.pod_group.min_member > initial_pods(w) >= 0:
             out.append(f"pod_group.min_member: must be at most the workload's {initial_pods(w)} pods, "
                        f"got {w.pod_group.min_member}")

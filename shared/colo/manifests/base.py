@@ -10,6 +10,8 @@ from typing import Any
 
 from colo.messages import KUBERNETES_RESOURCE_NAMES
 from colo.quantity import QuantityError, parse_cpu, parse_memory, parse_quantity
+from colo.validation import IDENT
+from colo.workloads import MAX_UID_CHARS
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 """A Kubernetes object name (DNS subdomain)."""
@@ -26,6 +28,8 @@ MILLI_RESOURCES = ("batch_cpu", "mid_cpu")
 SMALL_MILLI_WARNING = 100
 """A batch-/mid-cpu amount below this many milli-cores is accepted with a warning: ``"2"`` is 2 milli-cores,
 most likely meant as 2 cores (``"2000"``)."""
+_SECONDS = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+"""Seconds as a decimal number, in exponent notation too (``"1e9"``: what YAML 1.1 leaves a string)."""
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 KNOWN_RESOURCES = ", ".join(KUBERNETES_RESOURCE_NAMES)
 
@@ -145,17 +149,35 @@ class Ctx:
         return list(obj)
 
 
+def identifiers(ctx: Ctx, meta: dict[str, Any], path: str, **values: str) -> None:
+    """Each of ``values`` (``uid=…``, ``name=…``, ``namespace=…``) of a workload or PodGroup must be an
+    :data:`colo.validation.IDENT` of at most :data:`colo.workloads.MAX_UID_CHARS` characters, as admission
+    requires (``colo_slo_manager.expansion``); a problem is reported at ``<path>.<field>``, or at
+    ``<path>.name`` for a value derived from the name (a uid ``<namespace>-<name>`` not written)."""
+    for field, value in values.items():
+        if IDENT.fullmatch(value) and len(value) <= MAX_UID_CHARS:
+            continue
+        at = join(path, field if field in meta else "name")
+        what = f"{field} {value!r}" if field in meta or field == "name" else f"the derived {field} {value!r}"
+        ctx.err(at, f"{what} is not a valid identifier (letters, digits, '_', '.', '-'; at most "
+                    f"{MAX_UID_CHARS} characters)")
+
+
 def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
-    """A positive duration in seconds: a number, or a Go duration string ``"90s"``, ``"10m"``, ``"1h30m"``.
+    """A positive, finite duration in seconds: a number (``1e9`` too, which YAML 1.1 reads as a string), or a Go
+    duration string ``"90s"``, ``"10m"``, ``"1h30m"``.
     Any positive length is accepted (no cap: REFERENCE.md §11); ``default`` when absent."""
     if obj is None:
         return default
     value: float | None = None
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        value = float(obj)
+        try:
+            value = float(obj)
+        except OverflowError:  # an integer of hundreds of digits
+            value = float("inf") if obj > 0 else float("-inf")
     elif isinstance(obj, str):
         text = obj.strip()
-        if re.fullmatch(r"\d+(\.\d+)?", text):
+        if _SECONDS.fullmatch(text):  # YAML 1.1 reads 1e9 (no dot) as a string
             value = float(text)
         else:
             m = _DURATION.fullmatch(text)
@@ -166,7 +188,7 @@ def duration_s(ctx: Ctx, obj: Any, path: str, default: float) -> float:
         ctx.err(path, f"expected seconds or a duration like '90s', '10m', '1h30m', got {obj!r}")
         return default
     if not value > 0 or value == float("inf"):
-        ctx.err(path, f"must be > 0 seconds, got {obj!r}")
+        ctx.err(path, f"must be > 0 seconds and finite, got {obj!r}")
         return default
     return value
 

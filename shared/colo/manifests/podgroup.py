@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from colo.manifests.base import NAME, Ctx, duration_s, join
+from colo.manifests.base import NAME, Ctx, duration_s, identifiers, join
 from colo.messages import DEFAULT_GANG_TIMEOUT_S, GangMode, PodGroupSpec
+from colo.workloads import MAX_UID_CHARS
 
 GANG_PREFIX = "gang.scheduling.koordinator.sh/"
 NAME_ANNOTATION = GANG_PREFIX + "name"
@@ -70,6 +71,9 @@ def parse_pod_group(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Pod
     meta = ctx.mapping(doc.get("metadata"), mp, required=True)
     name = ctx.name(meta, mp) if meta else ""
     namespace = str(meta.get("namespace", "default"))
+    uid = str(meta.get("uid") or f"{namespace}-{name}")
+    if name:
+        identifiers(ctx, meta, mp, uid=uid, name=name, namespace=namespace)
     annotations = ctx.str_map(meta.get("annotations"), join(mp, "annotations"))
     sp = join(path, "spec")
     spec = ctx.mapping(doc.get("spec"), sp)
@@ -82,7 +86,7 @@ def parse_pod_group(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Pod
     groups = gang_groups(ctx, annotations.get(GROUPS_ANNOTATION), join(ap, GROUPS_ANNOTATION), namespace)
     if len(ctx.errors) > before:
         return None
-    return PodGroupSpec(uid=str(meta.get("uid") or f"{namespace}-{name}"), name=name, namespace=namespace,
+    return PodGroupSpec(uid=uid, name=name, namespace=namespace,
                         min_member=min_member, timeout_s=timeout_s, mode=mode, groups=groups, created_at=now)
 
 
@@ -106,8 +110,8 @@ def embedded_gang(ctx: Ctx, annotations: dict[str, str], paths: dict[str, str], 
     mode = gang_mode(ctx, annotations.get(MODE_ANNOTATION), at(MODE_ANNOTATION))
     groups = gang_groups(ctx, annotations.get(GROUPS_ANNOTATION), at(GROUPS_ANNOTATION), namespace)
     gang_name = annotations.get(NAME_ANNOTATION, name)
-    if not NAME.match(gang_name):
-        ctx.err(at(NAME_ANNOTATION), f"not a valid name: {gang_name!r}")
+    if not NAME.match(gang_name) or len(gang_name) > MAX_UID_CHARS:
+        ctx.err(at(NAME_ANNOTATION), f"not a valid name of at most {MAX_UID_CHARS} characters: {gang_name!r}")
     if len(ctx.errors) > before:
         return None
     return PodGroupSpec(uid=f"{uid}-gang", name=gang_name, namespace=namespace, min_member=min_member,

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import msgspec
 
-from colo.manifests.base import Ctx, join
+from colo.manifests.base import Ctx, identifiers, join
 from colo.manifests.pod import parse_template
 from colo.manifests.podgroup import GANG_PREFIX, MIN_AVAILABLE_ANNOTATION, embedded_gang
 from colo.messages import POD_GROUP_LABEL, WorkloadKind, WorkloadSpec
@@ -77,6 +77,8 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], path: str, now: float) -> Work
         bad = "uid" if not IDENT.fullmatch(uid) else "namespace"
         ctx.err(join(mp, bad if meta.get(bad) else "name"),
                 f"{bad} {uid if bad == 'uid' else namespace!r} is not a valid identifier (letters, digits, '_', '.', '-')")
+    if name and len(name) > MAX_UID_CHARS:  # a valid uid written, a name admission refuses
+        identifiers(ctx, meta, mp, name=name)
     if len(uid) > MAX_UID_CHARS:
         ctx.err(join(mp, "uid" if meta.get("uid") else "name"),
                 f"the workload's uid {uid!r} is longer than {MAX_UID_CHARS} characters")

@@ -77,6 +77,10 @@ class JobMetrics:
     """Workload uid → admission's errors."""
     quota_latest: dict[str, QuotaStatus] = field(default_factory=dict)
     quota_series: list[QuotaSample] = field(default_factory=list)
+    victims: dict[str, float] = field(default_factory=dict)
+    """Uid of every pod the scheduler ordered out (preemption or reclaim) → the first order's time."""
+    victims_rebound: set[str] = field(default_factory=set)
+    """Those of :attr:`victims` bound again after their first order."""
     _evicted: set[tuple[str, float]] = field(default_factory=set)
 
     def on_admitted(self, msg: PodAdmitted) -> None:
@@ -91,7 +95,10 @@ class JobMetrics:
             g.first_admitted = msg.at
 
     def on_bound(self, msg: PodBound) -> None:
-        """A binding; the gang is placed when ``min_member`` distinct members are bound."""
+        """A binding; the gang is placed when ``min_member`` distinct members are bound; a victim bound again."""
+        ordered = self.victims.get(msg.spec.uid)
+        if ordered is not None and msg.at > ordered:
+            self.victims_rebound.add(msg.spec.uid)
         gang = msg.spec.gang
         if gang is None:
             return
@@ -106,6 +113,7 @@ class JobMetrics:
         if msg.by != SCHEDULER or (msg.uid, msg.at) in self._evicted:
             return
         self._evicted.add((msg.uid, msg.at))
+        self.victims.setdefault(msg.uid, msg.at)
         if RECLAIM_REASON.search(msg.reason):
             self.quota_reclaims += 1
         else:
@@ -150,6 +158,13 @@ class JobMetrics:
             "quota_reclaims": float(self.quota_reclaims),
             "workloads_rejected": float(len(self.workloads_rejected)),
         }
+
+    def victim_outcomes(self, completed_at: dict[str, float]) -> dict[str, int]:
+        """What became of the scheduler's victims: ``victims`` (pods ordered out), ``rebound`` (bound again
+        after their first order), ``completed`` (``Succeeded`` after it, from ``completed_at``: uid → time): a
+        preempted pod is requeued and its work is still done, later."""
+        done = sum(1 for uid, t in self.victims.items() if completed_at.get(uid, -1.0) > t)
+        return {"victims": len(self.victims), "rebound": len(self.victims_rebound), "completed": done}
 
     def quota_table(self) -> dict[str, dict[str, Any]]:
         """Per quota over the samples, in cores and GiB: ``resources`` (the CPU and memory resource names the

@@ -28,8 +28,11 @@ TEAM_LABEL = "colo.sim/team"
 """Pod label naming the team (quota) a job belongs to, next to :data:`QUOTA_NAME_LABEL`."""
 PRIORITY_LABEL = "colo.sim/priority"
 """Pod label ``high`` on the pods of high-priority jobs."""
-HIGH_PRIORITY = 9500
-"""Priority of the high-priority jobs: koord-prod (REFERENCE.md §1, 9000–9999), as the online pods."""
+HIGH_PRIORITY = 5900
+"""Priority of the high-priority jobs: the top of koord-batch (REFERENCE.md §1, 5000–5999), above the batch
+tasks' 5500. They stay batch (QoS BE, batch resources in ``colo``) and compete with the other batch pods for the
+same room, so when it is taken they preempt lower-priority batch pods (Koordinator's preemption within the batch
+class); a koord-prod job would take native room batch does not hold in ``colo`` and seldom need to preempt."""
 BATCH_KEYS = ("batch_cpu", "batch_memory")
 """Quota resources where slo-manager translates batch pods to batch resources (the ``colo`` run)."""
 NATIVE_KEYS = ("cpu", "memory")
@@ -96,8 +99,8 @@ def make_job(pods: list[PodSpec], job_id: str, task_id: str, team: str, high: bo
 
     ``parallelism = completions = len(pods)``; with two or more pods a ``pod_group`` of
     :func:`gang_min_member` members, Strict, the default 600 s timeout (REFERENCE.md §9). A high-priority job
-    is koord-prod (:data:`HIGH_PRIORITY`, QoS LS, native cpu/memory, never translated). Raises ValueError when
-    ``pods`` is empty.
+    is koord-batch at :data:`HIGH_PRIORITY` (class batch, QoS BE as the other batch pods: translated to batch
+    resources in ``colo``). Raises ValueError when ``pods`` is empty.
     """
     if not pods:
         raise ValueError(f"task {job_id}-{task_id} has no pods")
@@ -108,8 +111,8 @@ def make_job(pods: list[PodSpec], job_id: str, task_id: str, team: str, high: bo
         labels[PRIORITY_LABEL] = "high"
     template = PodSpec(
         uid=name, name=name, namespace=first.namespace, labels=labels,
-        priority=HIGH_PRIORITY if high else first.priority, priority_class="prod" if high else None,
-        qos_class="LS" if high else first.qos_class, requests=first.requests, limits=first.limits,
+        priority=HIGH_PRIORITY if high else first.priority, priority_class="batch" if high else None,
+        qos_class=first.qos_class, requests=first.requests, limits=first.limits,
         app=first.app, created_at=at, sim=first.sim,
     )
     group = None

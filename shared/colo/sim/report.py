@@ -63,6 +63,7 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
     out["offered"] = {r.name: r.offered() for r in runs}
     out["quotas"] = {r.name: r.jobs.quota_table() for r in runs}
     out["scheduler_evictions"] = {r.name: dict(sorted(r.jobs.eviction_reasons.items())) for r in runs}
+    out["scheduler_victims"] = {r.name: r.jobs.victim_outcomes(r.completed_at) for r in runs}
     out["gang_waits_s"] = {r.name: sorted(r.jobs.gang_waits()) for r in runs}
     out["workloads_rejected"] = {r.name: dict(list(r.jobs.workloads_rejected.items())[:20]) for r in runs}
     out["series"] = {r.name: [asdict(s) for s in r.series] for r in runs}

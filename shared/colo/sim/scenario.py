@@ -61,7 +61,7 @@ class ScenarioParams:
     to ``gang_large_members``, else ``gang_large_min_fraction`` of them; tasks are split among ``teams``
     teams, each with an elastic quota of min = an equal share of ``quota_min_fraction`` of the batch capacity
     the run offers and max = ``quota_max_factor`` × min; ``high_priority_fraction`` of the tasks arriving after
-    ``high_priority_after_fraction`` of the run are koord-prod jobs (at least one when > 0).
+    ``high_priority_after_fraction`` of the run are high-priority jobs, koord-batch at 5900 (at least one when > 0).
     """
 
     nodes: int = 100
@@ -78,7 +78,7 @@ class ScenarioParams:
     teams: int = 2
     gang_large_members: int = 64
     gang_large_min_fraction: float = 0.5
-    high_priority_fraction: float = 0.01
+    high_priority_fraction: float = 0.03
     high_priority_after_fraction: float = 0.25
     quota_min_fraction: float = 0.8
     quota_max_factor: float = 1.5

@@ -222,6 +222,19 @@ class PreemptionVictimFilter(Protocol):
 
 
 @runtime_checkable
+class PreemptionVictimsFilter(Protocol):
+    """Optional for any plugin of a profile: whether ``preemptor`` may preempt all of ``victims`` (one node's
+    chosen set) together (e.g. the ElasticQuota plugin: two pods of a quota, each allowed alone, must not take
+    that quota below its min together). One False drops the node from the candidates."""
+
+    name: str
+
+    def victims_allowed(self, state: CycleState, preemptor: PodInfo, victims: Sequence[PodInfo]) -> bool:
+        """True when every pod of ``victims`` may be evicted at once to make room for ``preemptor``."""
+        ...
+
+
+@runtime_checkable
 class PreScorePlugin(Protocol):
     """Prepares per-pod score state once per decision, given the feasible rows."""
 

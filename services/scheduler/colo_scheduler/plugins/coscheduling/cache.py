@@ -63,21 +63,60 @@ class GangCache:
 
     def __init__(self) -> None:
         self.gangs: dict[str, Gang] = {}
+        self.named_by: dict[str, set[str]] = {}
+        """Gang key → the known gangs whose group names it (the reverse of ``spec.groups``)."""
 
     def get(self, spec: GangSpec) -> Gang:
         """The gang of ``spec`` (created on first sight; its spec refreshed)."""
         g = self.gangs.get(spec.name)
         if g is None:
             g = self.gangs[spec.name] = Gang(spec.name, spec)
+            self._name(spec)
         elif g.spec is not spec:
+            if g.spec.groups != spec.groups:
+                self._unname(g.spec)
+                self._name(spec)
             g.spec = spec
         return g
 
+    def _name(self, spec: GangSpec) -> None:
+        for k in spec.groups:
+            if k != spec.name:
+                self.named_by.setdefault(k, set()).add(spec.name)
+
+    def _unname(self, spec: GangSpec) -> None:
+        for k in spec.groups:
+            names = self.named_by.get(k)
+            if names is not None:
+                names.discard(spec.name)
+                if not names:
+                    del self.named_by[k]
+
+    def group_keys(self, spec: GangSpec) -> tuple[str, ...]:
+        """The keys of ``spec``'s whole gang group, sorted: every gang connected to it by a group one of them
+        names (:func:`group_of` closed both ways over the known gangs). Gangs that name one another
+        asymmetrically or in a cycle (``a`` names ``b``, ``b`` names ``c``) are one group: ``a``'s Permit must
+        not let ``b`` bind while ``b`` waits for ``c``, nor ``b`` bind with ``c`` while ``a`` waits for ``b``."""
+        keys = group_of(spec)
+        if len(keys) == 1 and spec.name not in self.named_by:
+            return keys
+        seen = set(keys)
+        todo = list(keys)
+        while todo:
+            k = todo.pop()
+            g = self.gangs.get(k)
+            for other in (*(g.spec.groups if g is not None else ()), *self.named_by.get(k, ())):
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        return keys if len(seen) == len(keys) else tuple(sorted(seen))
+
     def group(self, spec: GangSpec) -> list[Gang | None]:
-        """The gangs of ``spec``'s group (None for a key no member has shown yet)."""
-        return [self.gangs.get(k) for k in group_of(spec)]
+        """The gangs of ``spec``'s whole group (:meth:`group_keys`; None for a key no member has shown yet)."""
+        return [self.gangs.get(k) for k in self.group_keys(spec)]
 
     def drop_if_empty(self, g: Gang) -> None:
         """Forget ``g`` once it has no member left."""
         if not g.members and not g.placed and self.gangs.get(g.name) is g:
             del self.gangs[g.name]
+            self._unname(g.spec)

@@ -42,7 +42,7 @@ from colo_scheduler.framework.interface import (
     SchedulerHandle,
     Status,
 )
-from colo_scheduler.plugins.coscheduling.cache import Gang, GangCache, group_of
+from colo_scheduler.plugins.coscheduling.cache import Gang, GangCache
 from colo_scheduler.podinfo import PodInfo
 from colo_scheduler.table import NodeTable
 
@@ -109,7 +109,7 @@ class Coscheduling:
         if not touched:
             return pods
         for g in list(touched.values()):
-            for k in group_of(g.spec):
+            for k in self.cache.group_keys(g.spec):
                 other = self.cache.gangs.get(k)
                 if other is not None and other.name not in touched:
                     self._in_batch(other.spec)
@@ -183,7 +183,7 @@ class Coscheduling:
         g = self.cache.get(gs)
         g.members.add(pod.uid)
         cycle = self._cycle
-        for k in group_of(gs):
+        for k in self.cache.group_keys(gs):
             other = g if k == g.name else self.cache.gangs.get(k)
             if other is None:
                 g.short_cycle = cycle
@@ -286,7 +286,7 @@ class Coscheduling:
             g.deadline = state.now + gs.timeout_s
         g.waiting.add(pod.uid)
         short = [(x.name if x else k, len(x.placed) if x else 0, x.spec.min_member if x else "?")
-                 for k, x in zip(group_of(gs), group) if x is None or not x.satisfied]
+                 for k, x in zip(self.cache.group_keys(gs), group) if x is None or not x.satisfied]
         if [n for n, _, _ in short] == [g.name]:
             what = f"{short[0][1]} of {short[0][2]} placed"
         else:

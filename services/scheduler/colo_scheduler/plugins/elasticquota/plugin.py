@@ -10,6 +10,8 @@ any work beyond one label and one namespace lookup.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from colo.messages import ElasticQuota as ElasticQuotaSpec
 from colo.messages import QuotaStatus
 from colo_scheduler.framework.interface import POD_DELETE, UNSCHEDULABLE, CycleState, Status
@@ -56,7 +58,10 @@ class ElasticQuota:
         """May ``preemptor`` take ``victim``'s room (asked by preemption's PostFilter)? Never a
         non-preemptible pod; never when the preemptor's quota (or an ancestor) has no runtime room for it;
         never a pod of another quota while that quota is within its min (used ≤ min in every constrained
-        resource). Pods of no quota follow the priority rules alone.
+        resource), nor one whose eviction would take that quota, or an ancestor of it that is not the
+        preemptor's, below its min in a constrained resource the victim requests, pods a reclaim ordered out
+        counted as gone (as :mod:`.reclaim` never does). Pods of no quota follow the priority rules alone. One node's victims together:
+        :meth:`victims_allowed`.
 
         "Over its runtime": used > runtime in some constrained resource of the preemptor's quota or an
         ancestor (:meth:`QuotaBook.over_runtime`)."""
@@ -73,7 +78,45 @@ class ElasticQuota:
         q = book.tree.nodes[theirs]
         used = book.used.get(theirs, ZERO)
         within = all(used[i] <= q.min[i] for i, c in enumerate(q.constrained) if c)
-        return not within
+        if within:
+            return False
+        # nor one whose eviction takes its quota, or an ancestor not shared with the preemptor, below its min
+        # in a resource it requests (the rule reclaim keeps: a quota over its min by 2 cores keeps a 6-core pod)
+        return self._keeps_min(mine, [victim])
+
+    def victims_allowed(self, state: CycleState, preemptor: PodInfo, victims: Sequence[PodInfo]) -> bool:
+        """May ``preemptor`` take all of ``victims`` (one node's set) at once? Each was allowed alone
+        (:meth:`victim_allowed`); together they must not take any quota below its min either."""
+        book = self.book
+        return not book.active or self._keeps_min(book.quota_of(preemptor), victims)
+
+    def _keeps_min(self, mine: str, victims: Sequence[PodInfo]) -> bool:
+        """Whether evicting ``victims`` leaves every quota of their chains that is not in the chain of quota
+        ``mine`` at or above its min in each constrained resource they request, the pods a reclaim ordered out
+        counted as gone (as in :mod:`.reclaim`)."""
+        book = self.book
+        tree = book.tree
+        shared = set(tree.chain(mine))
+        taken: dict[str, list[int]] = {}
+        for v in victims:
+            theirs = book.quota_of(v)
+            for name in tree.chain(theirs) if theirs in tree.nodes else ():
+                if name in shared:
+                    break
+                acc = taken.setdefault(name, [0] * len(v.request_ints))
+                for i, r in enumerate(v.request_ints):
+                    acc[i] += r
+        if not taken:
+            return True
+        leaving = [m for m in (book.members.get(u) for u in book.evicting) if m is not None]
+        for name, request in taken.items():
+            node, used = tree.nodes[name], list(book.used.get(name, ZERO))
+            for m in leaving:
+                if name in tree.chain(m.leaf):
+                    used = [u - r for u, r in zip(used, m.request, strict=True)]
+            if any(c and request[i] > 0 and used[i] - request[i] < node.min[i] for i, c in enumerate(node.constrained)):
+                return False
+        return True
 
     # ------------------------------------------------------------------ driven by the core
 

@@ -4,8 +4,10 @@ its pods use — its siblings need their min back — pick pods of it to evict u
 
 Victims: lowest priority first, then the latest placed first (ties by uid); never a pod labelled
 ``quota.scheduling.koordinator.sh/preemptible: "false"``; never one whose eviction would take any quota
-between its leaf and the over-used quota below its min in a resource the pod requests. A pod that requests
-none of the over-used resources is left alone. Pods already ordered out count as gone.
+between its leaf and the over-used quota below its min in an over-used resource. A quota below its min in
+another resource (a team borrowing memory while under its CPU min) is still over its runtime in the first one
+and gives that back: its pods hold both, and guarding every resource they request would protect them all. A pod
+that requests none of the over-used resources is left alone. Pods already ordered out count as gone.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def reclaim(book: QuotaBook) -> list[Reclaim]:
             upto = chain[: chain.index(name) + 1]
             if any(book.tree.nodes[a].constrained[i] and m.request[i] > 0
                    and eff[a][i] - m.request[i] < book.tree.nodes[a].min[i]
-                   for a in upto for i in range(len(RESOURCE_NAMES))):
+                   for a in upto for i in over):
                 continue
             worst = next(i for i in over if m.request[i] > 0 and used[i] > runtime[i])
             res = RESOURCE_NAMES[worst]

@@ -118,15 +118,17 @@ def tree_runtimes(total: int, quotas: Sequence[TreeQuota]) -> dict[str, int]:
     for q in quotas:
         children.setdefault(q.parent, []).append(q)
     requests: dict[str, int] = {}
-
-    def request_of(q: TreeQuota) -> int:
+    # children before parents, without recursion: a tree may be deeper than Python's recursion limit
+    order: list[TreeQuota] = []
+    stack = list(children.get("", []))
+    while stack:
+        q = stack.pop()
+        order.append(q)
+        stack.extend(children.get(q.name, ()))
+    for q in reversed(order):
         kids = children.get(q.name)
-        own = sum(request_of(k) for k in kids) if kids else q.request
-        requests[q.name] = r = min(max(own, 0), q.max)
-        return r
-
-    for q in children.get("", []):
-        request_of(q)
+        own = sum(requests[k.name] for k in kids) if kids else q.request
+        requests[q.name] = min(max(own, 0), q.max)
     out: dict[str, int] = {}
     todo: list[tuple[str, int]] = [("", total)]
     while todo:

@@ -131,14 +131,18 @@ class QuotaTree:
         for q in nodes.values():
             if q.parent != ROOT_QUOTA and q.parent not in nodes:
                 problems.append(f"quota {q.name}: parent: quota {q.parent!r} not found")
+        rooted: set[str] = set()  # quotas whose chain reaches the root: each walk stops at one (O(n) in all)
         for q in nodes.values():  # cycles: walk up at most len(nodes) steps
-            seen, p = {q.name}, q.parent
-            while p in nodes:
+            seen, path, p = {q.name}, [q.name], q.parent
+            while p in nodes and p not in rooted:
                 if p in seen:
                     problems.append(f"quota {q.name}: parent: cycle through {p!r}")
                     break
                 seen.add(p)
+                path.append(p)
                 p = nodes[p].parent
+            else:
+                rooted.update(path)
         if problems:
             raise QuotaTreeError(problems)
         kids: dict[str, list[str]] = {}

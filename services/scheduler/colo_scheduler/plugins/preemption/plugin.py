@@ -30,7 +30,13 @@ import msgspec
 import numpy as np
 
 from colo_scheduler.framework.decision import PREEMPTION_RECORD, PreemptionRecord, VictimRecord
-from colo_scheduler.framework.interface import DRY_RUN, FILTER_MASKS, CycleState, PreemptionVictimFilter
+from colo_scheduler.framework.interface import (
+    DRY_RUN,
+    FILTER_MASKS,
+    CycleState,
+    PreemptionVictimFilter,
+    PreemptionVictimsFilter,
+)
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.preemption.index import PriorityIndex
@@ -82,6 +88,7 @@ class DefaultPreemption:
         self._dependent_names: frozenset[str] = frozenset()
         self._dependent: list[Any] = []
         self._victim_filters: list[PreemptionVictimFilter] = []
+        self._set_filters: list[PreemptionVictimsFilter] = []
         self._offset = 0
         self.fit_arithmetic = True
         """Reprieve with Python ints when the pod-dependent filters are the in-tree NodeResourcesFit and
@@ -100,6 +107,7 @@ class DefaultPreemption:
         self._dependent = [f for f in filters if f.name in dependent]
         self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent)
         self._victim_filters = [p for p in plugins if isinstance(p, PreemptionVictimFilter)]
+        self._set_filters = [p for p in plugins if isinstance(p, PreemptionVictimsFilter)]
         self.nominator = Nominator(table, self.args.nomination_timeout_s)
         self.nominator.unbound = unbound
         return self.nominator
@@ -187,6 +195,9 @@ class DefaultPreemption:
             nv = (select_victims_fit(state, pod, row, potential, leaving) if self._arithmetic and self.fit_arithmetic
                   else select_victims(state, pod, row, potential, self._dependent, leaving))
             if nv is None or not nv.victims:
+                continue
+            if self._set_filters and not all(f.victims_allowed(state, pod, [ap.pod for ap in nv.victims])
+                                             for f in self._set_filters):
                 continue
             found.append(nv)
             if len(found) >= want:
