@@ -25,11 +25,12 @@ import json
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 
 import msgspec
 from scheduler_inprocess import NOW, Cluster, bench_profile, build_cluster, build_pods, load
 
-from colo.messages import GangSpec, PodSpec, Resources
+from colo.messages import ElasticQuota, GangSpec, PodSpec, Resources
 from colo_scheduler.core import Scheduler
 from colo_scheduler.framework.registry import ProfileConfig
 from colo_scheduler.settings import SchedulerSettings
@@ -70,10 +71,17 @@ def with_gangs(pods: list[PodSpec], share: float = GANG_SHARE) -> tuple[list[Pod
     return out, gangs
 
 
-def run(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings, profile: ProfileConfig) -> dict[str, float]:
-    """Schedule until no pod is active; attempts per second of cycles and pods placed."""
+def run(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings, profile: ProfileConfig,
+        quotas: Sequence[ElasticQuota] = ()) -> dict[str, float]:
+    """Schedule until no pod is active (after applying ``quotas``); attempts per second of cycles and pods placed.
+
+    Raises RuntimeError when the core refuses a quota."""
     core = Scheduler(settings, profile)
     load(core, cluster)
+    for q in quotas:
+        problems = core.on_quota(q)
+        if problems:
+            raise RuntimeError(f"quota {q.name} refused: {problems}")
     for p in pods:
         core.add_pod(p, NOW)
     infos = {}

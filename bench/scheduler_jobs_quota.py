@@ -28,16 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import zlib
 
 import msgspec
-from scheduler_inprocess import NOW, Cluster, bench_profile, build_cluster, build_pods, load
-from scheduler_jobs import big_gang, with_gangs
+from scheduler_inprocess import bench_profile, build_cluster, build_pods
+from scheduler_jobs import big_gang, run, with_gangs
 from scheduler_quota import TEAMS, quota_tree
 
-from colo.messages import ElasticQuota, PodSpec
-from colo_scheduler.core import Scheduler
+from colo.messages import PodSpec
 from colo_scheduler.framework.registry import ProfileConfig
 from colo_scheduler.settings import SchedulerSettings
 
@@ -58,36 +56,6 @@ def in_teams(pods: list[PodSpec]) -> list[PodSpec]:
         team = zlib.crc32(p.gang.name.encode()) % TEAMS if p.gang is not None else k % TEAMS
         out.append(msgspec.structs.replace(p, namespace=f"ns-{team}"))
     return out
-
-
-def run(cluster: Cluster, pods: list[PodSpec], settings: SchedulerSettings, profile: ProfileConfig,
-        quotas: list[ElasticQuota]) -> dict[str, float]:
-    """Schedule until no pod is active; attempts per second of cycles and pods placed."""
-    core = Scheduler(settings, profile)
-    load(core, cluster)
-    for q in quotas:
-        problems = core.on_quota(q)
-        if problems:
-            raise RuntimeError(f"quota {q.name} refused: {problems}")
-    for p in pods:
-        core.add_pod(p, NOW)
-    infos = {}
-    cycles_s = cycles_cpu_s = 0.0
-    placed = 0
-    now = NOW
-    while core.queue.lengths()["active"]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = core.schedule_cycle(now)
-        cycles_s += time.perf_counter() - t0
-        cycles_cpu_s += time.process_time() - c0
-        placed += len(out.placements)
-        for pl in out.placements:
-            infos[pl.pod.uid] = pl.pod
-        now += 0.001
-    attempts = sum(p.attempts for p in core.queue.pods()) + sum(p.attempts for p in infos.values())
-    attempts += sum(p.attempts for p, _, _ in core.waiting.values())
-    return {"pods_per_s": attempts / cycles_s, "pods_per_cpu_s": attempts / cycles_cpu_s, "attempts": attempts,
-            "placed": placed, "cycles_s": cycles_s}
 
 
 def main() -> None:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
 
 from rich.markup import escape
 
 from colo import subjects as S
-from colo.cli.connection import CONNECT_ATTEMPTS, connection
+from colo.cli.connection import connection
+from colo.cli.follow import follow_subject
 from colo.cli.output import _mem, err_console
 from colo.codec import DecodeError, decode, to_builtins
 from colo.messages import (
@@ -179,38 +178,9 @@ async def follow_events(nats_url: str, count: int, subject: str, write: Callable
     local time of arrival and, with ``time_style``, the message's own time) until ``count`` messages (0 =
     until SIGINT/SIGTERM). Messages that arrive after the count was reached are not written. Returns the
     number of lines written."""
-    import nats
-
-    async def quiet(exc: Exception) -> None:  # the caller reports a final failure once
-        pass
-
-    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS,
-                            reconnect_time_wait=0.5, error_cb=quiet)
-    done = asyncio.Event()
-    seen = 0
-
-    async def on_msg(msg: Any) -> None:
-        nonlocal seen
-        if count and seen >= count:
-            return
-        seen += 1
-        write(f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data, time_style)}")
-        if count and seen >= count:
-            done.set()
-
-    sub = await nc.subscribe(subject, cb=on_msg)
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, done.set)
-    try:
-        await done.wait()
-        await sub.unsubscribe()
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        await nc.drain()
-    return seen
+    return await follow_subject(
+        nats_url, subject, count,
+        lambda msg, _n: f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data, time_style)}", write, quiet=True)
 
 
 def _print_line(line: str) -> None:

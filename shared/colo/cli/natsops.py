@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from rich.markup import escape
 
 from colo.cli.connection import CONNECT_ATTEMPTS, connection
+from colo.cli.follow import follow_subject
 from colo.cli.output import err_console
 
 
@@ -57,33 +57,8 @@ async def kv_get(nats_url: str, bucket: str, key: str) -> bytes | None:
 async def subscribe_raw(nats_url: str, subject: str, count: int, write: Any) -> int:
     """Write ``[#n] subject: payload`` for each message on ``subject`` until ``count`` (0 = until SIGINT/SIGTERM);
     returns the number written."""
-    import nats
-
-    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS)
-    done = asyncio.Event()
-    seen = 0
-
-    async def on_msg(msg: Any) -> None:
-        nonlocal seen
-        if count and seen >= count:
-            return
-        seen += 1
-        write(f"[#{seen}] {msg.subject}: {msg.data.decode(errors='replace')}")
-        if count and seen >= count:
-            done.set()
-
-    sub = await nc.subscribe(subject, cb=on_msg)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
-    try:
-        await done.wait()
-        await sub.unsubscribe()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await nc.drain()
-    return seen
+    return await follow_subject(nats_url, subject, count,
+                                lambda msg, n: f"[#{n}] {msg.subject}: {msg.data.decode(errors='replace')}", write)
 
 
 def _value(args: argparse.Namespace) -> bytes:
