@@ -45,7 +45,9 @@ from nats.js.kv import KeyValue
 
 from colo import codec, subjects, telemetry
 from colo.clock import Clock, WallClock
+from colo.connections import nats_options, nats_servers
 from colo.messages import DeadLetter, Tick, TickAck
+from colo.settings import RuntimeSettings
 from colo.subjects import Subject
 
 T = TypeVar("T")
@@ -457,7 +459,7 @@ class Bus:
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
                       autostart: bool = True, retry_delay_s: float = 0.1, name: str = "",
-                      connect_attempts: int = -1) -> Bus:
+                      connect_attempts: int = -1, settings: RuntimeSettings | None = None) -> Bus:
         """Connect to ``url`` as ``service`` (a subject token, e.g. ``"slo-manager"``).
 
         ``autostart=False`` defers consumers until :meth:`start_consumers` (the runtime uses it
@@ -467,9 +469,14 @@ class Bus:
         connected, reconnected) every 0.5 s before giving up, −1 = forever (services: the server may
         start after them; a command line tool passes a few). Raises ValueError for a bad service
         name and nats errors (``NoServersError``) when the server stays unreachable.
+
+        ``url`` may list several servers of a cluster separated by commas; ``settings`` gives the
+        credentials and TLS of the link (:func:`colo.connections.nats_options`; LinkError when a file
+        named there cannot be read).
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
-        nc = await nats.connect(url, name=name or service, connect_timeout=5,
+        nc = await nats.connect(servers=nats_servers(url), name=name or service, connect_timeout=5,
+                                **nats_options(settings),
                                 max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
                                 error_cb=_log_error if connect_attempts < 0 else _quiet_error)
         return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)

@@ -34,8 +34,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
+from colo.connections import redis_client
 from colo.keys import Keys
 from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
+from colo.settings import RuntimeSettings
 from colo.store_binds import (
     BIND_CHUNK,
     REASON_ALREADY_BOUND,
@@ -118,7 +120,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                              "quotas": k.quotas}).decode()
 
     @classmethod
-    async def connect(cls, url: str, prefix: str = "colo") -> Store:
+    async def connect(cls, url: str, prefix: str = "colo", settings: RuntimeSettings | None = None) -> Store:
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
 
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
@@ -126,9 +128,12 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
         (:data:`RECONNECT_BACKOFF_S`); redis-py's ``from_url`` default is no retry, so each stale
         connection failed one command after a restart.
+
+        ``settings`` gives the link's ACL user, TLS and Sentinels (:func:`colo.connections.redis_client`;
+        LinkError when a file named there cannot be read).
         """
-        client = aioredis.from_url(url, decode_responses=False, retry=_reconnecting_retry(),
-                                   retry_on_error=[redis_exc.ConnectionError, redis_exc.TimeoutError])
+        client = redis_client(url, settings, _reconnecting_retry(),
+                              [redis_exc.ConnectionError, redis_exc.TimeoutError])
         try:
             await client.ping()
         except BaseException:
