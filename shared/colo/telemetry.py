@@ -173,6 +173,11 @@ def _get_or_create(kind: type[_M], name: str, doc: str, labels: tuple[str, ...],
     return metric
 
 
+def definitions() -> dict[str, MetricWrapperBase]:
+    """Every metric made by :func:`counter`, :func:`gauge` or :func:`histogram` in this process, by name."""
+    return dict(_metrics)
+
+
 def render_metrics() -> tuple[bytes, str]:
     """The registry in Prometheus text format and its content type."""
     return prometheus_client.generate_latest(registry()), prometheus_client.CONTENT_TYPE_LATEST
