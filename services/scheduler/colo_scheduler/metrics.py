@@ -88,43 +88,43 @@ def observe_binds(placements: Sequence[Placement], results: Sequence[Any] | None
     """Count one bind pipeline: per placement its bind result and its attempt (``scheduled`` when bound, else
     ``error``) with duration decision + ``bind_s`` (seconds the pipeline took). ``results`` (the store's
     :class:`~colo.store.BindResult` per placement, in order) None: nothing was tried, the lease was lost first
-    (all ``refused``)."""
+    (all ``refused``). A handful of increments per call, whatever the number of placements."""
     counts = dict.fromkeys(BIND_RESULTS, 0)
+    scheduled: list[float] = []
+    failed: list[float] = []
     for k, p in enumerate(placements):
         res = bind_result(results[k].ok, results[k].reason) if results is not None else "refused"
         counts[res] += 1
-        attempt = "scheduled" if res == "bound" else "error"
-        _durations[attempt].observe(p.decision_ms / 1e3 + bind_s)
+        (scheduled if res == "bound" else failed).append(p.decision_ms / 1e3 + bind_s)
     for res, n in counts.items():
         if n:
             _binds[res].inc(n)
-    if counts["bound"]:
-        _attempts["scheduled"].inc(counts["bound"])
-    failed = counts["conflict"] + counts["refused"]
+    if scheduled:
+        _attempts["scheduled"].inc(len(scheduled))
+        telemetry.observe_many(_durations["scheduled"], scheduled)
     if failed:
-        _attempts["error"].inc(failed)
+        _attempts["error"].inc(len(failed))
+        telemetry.observe_many(_durations["error"], failed)
 
 
 def observe_cycle(out: CycleOutcome, cycle_s: float) -> None:
     """Count one cycle's failures (``unschedulable``, or ``error`` for a plugin error), its preemption
     nominations, victims and quota reclaims, and its duration (``cycle_s`` seconds; only cycles that attempted
     a pod). Placements are counted by :func:`observe_binds`."""
-    unsched = errors = nominated = 0
-    for f in out.failures:
-        if f.result.code == ERROR:
-            errors += 1
-            _durations["error"].observe(f.decision_ms / 1e3)
-        else:
-            unsched += 1
-            _durations["unschedulable"].observe(f.decision_ms / 1e3)
-        if f.result.nominated >= 0:
-            nominated += 1
-    if unsched:
-        _attempts["unschedulable"].inc(unsched)
-    if errors:
-        _attempts["error"].inc(errors)
-    if nominated:
-        PREEMPTION_ATTEMPTS.inc(nominated)
+    if out.failures:
+        unsched: list[float] = []
+        errors: list[float] = []
+        nominated = 0
+        for f in out.failures:
+            (errors if f.result.code == ERROR else unsched).append(f.decision_ms / 1e3)
+            if f.result.nominated >= 0:
+                nominated += 1
+        for result, amounts in (("unschedulable", unsched), ("error", errors)):
+            if amounts:
+                _attempts[result].inc(len(amounts))
+                telemetry.observe_many(_durations[result], amounts)
+        if nominated:
+            PREEMPTION_ATTEMPTS.inc(nominated)
     if out.evictions:
         victims = sum(1 for e in out.evictions if e.reason.startswith(_PREEMPTED))
         if victims:
