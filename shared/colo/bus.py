@@ -646,6 +646,8 @@ class Bus:
         sequence), so a redelivered message is dead-lettered once."""
         await self.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
                                msg_id=f"{self.service}-rejected-{info.subject}-{info.stream_seq}")
+        registered = subjects.by_subject(info.subject)  # labelled by pattern: node tokens would be unbounded
+        _dead.labels(self.service, registered.wildcard if registered is not None else "other").inc()
 
     # ------------------------------------------------------------------ consume
 
