@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -171,6 +171,21 @@ def _get_or_create(kind: type[_M], name: str, doc: str, labels: tuple[str, ...],
     metric = kind(name, doc, labelnames=labels, registry=registry(), **kw)
     _metrics[name] = metric
     return metric
+
+
+def prune(metric: MetricWrapperBase, label: str, keep: Collection[str]) -> int:
+    """Remove every series of ``metric`` whose ``label`` value is not in ``keep`` (e.g. the nodes that
+    disappeared, so that no stale series stays exported); returns how many were removed. Raises ValueError
+    when ``metric`` has no such label."""
+    names = list(metric._labelnames)
+    if label not in names:
+        raise ValueError(f"metric {metric._name} has no label {label!r}")
+    i = names.index(label)
+    with metric._lock:
+        stale = [values for values in metric._metrics if values[i] not in keep]
+    for values in stale:
+        metric.remove(*values)
+    return len(stale)
 
 
 def render_metrics() -> tuple[bytes, str]:
