@@ -45,6 +45,7 @@ from colo_node_agent.settings import NodeAgentSettings
 from colo_profiler.metrics import relative_error
 from colo_profiler.service import ProfilerService
 from colo_slo_manager.service import SloManagerService
+from colo_slo_manager.settings import ConfigReloadSettings, SloManagerSettings
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +93,7 @@ class Cluster:
     """Services on ServiceRunners (sim ticks), a client bus collecting what they publish, the store."""
 
     nodes: list[str]
+    bucket: str
     client: Bus
     store: Store
     runners: dict[str, ServiceRunner] = field(default_factory=dict)
@@ -155,13 +157,14 @@ async def cluster(nats_url: str, redis_url: str, bus_factory: BusFactory) -> Asy
 
     async def make(*services: str) -> Cluster:
         client = await bus_factory("test-client")
-        c = Cluster(nodes=nodes, client=client, store=store)
+        c = Cluster(nodes=nodes, bucket=prefix, client=client, store=store)
         for key, subject in (("metric", subjects.NODE_METRIC), ("qos", subjects.NODE_QOS),
                              ("resource", subjects.NODE_RESOURCE), ("profile", subjects.PROFILE_NODE)):
             await client.subscribe(subject, _collector(c.seen.setdefault(key, [])), durable=key)
         specs = [NodeSpec(name=n, capacity=CAP, allocatable=CAP, cpus=8) for n in nodes]
+        slo = SloManagerSettings(config_reload=ConfigReloadSettings(kv_bucket=prefix))  # KV buckets outlive tests
         built: dict[str, Service] = {"node-agent": NodeAgentService(NodeAgentSettings(), nodes=specs),
-                                     "slo-manager": SloManagerService(env={}), "profiler": ProfilerService()}
+                                     "slo-manager": SloManagerService(slo, env={}), "profiler": ProfilerService()}
         for name in ("node-agent", *services):  # the agent first: it registers the nodes the others load
             runner = ServiceRunner(built[name], runtime)
             await runner.start()
@@ -175,6 +178,9 @@ async def cluster(nats_url: str, redis_url: str, bus_factory: BusFactory) -> Asy
         for runner in reversed(made):
             await runner.stop()
         await store.close()
+        admin = await bus_factory("test-admin")
+        await admin.key_value(prefix)  # created by slo-manager, or now: deleted either way
+        await admin.js.delete_key_value(prefix)
 
 
 async def test_node_agent_metrics_equal_its_node_metrics_and_qos_events(cluster: ClusterFactory) -> None:
@@ -242,6 +248,26 @@ async def test_slo_manager_metrics_equal_the_published_node_resources(cluster: C
     assert [k for k in samples if k[0] == "colo_slo_manager_config_info"] == [
         ("colo_slo_manager_config_info", (("version", version),))]
     assert value(samples, "colo_slo_manager_config_applied_timestamp_seconds") == state["config"]["since"]
+
+    # a hot reload over the key-value bucket: the new version in force, one info series, counted; a refused
+    # configuration changes nothing but its counter
+    svc = c.runners["slo-manager"].service
+    assert isinstance(svc, SloManagerService) and svc.config is not None
+    applied = ("colo_config_applied_total", (("service", "slo-manager"), ("trigger", "kv")))
+    refused = ("colo_config_rejected_total", (("service", "slo-manager"), ("trigger", "kv")))
+    kv = await c.client.key_value(c.bucket)
+    await kv.put("slo-manager", b"node_slo: {cpu_suppress: {threshold_percent: 40}}\n")
+    await svc.config.wait_attempts(1)
+    await kv.put("slo-manager", b"node_slo: {cpu_suppress: {threshold_percent: 400}}\n")
+    await svc.config.wait_attempts(2)
+    after, state = await c.scrape("slo-manager")
+    new = state["config"]["version"]
+    assert new != version and state["config"]["applied"] == 1 and state["config"]["rejected"] == 1
+    assert value(after, "colo_slo_manager_config_version") == int(new[:12], 16)
+    assert [k for k in after if k[0] == "colo_slo_manager_config_info"] == [
+        ("colo_slo_manager_config_info", (("version", new),))]
+    assert after[applied] - samples.get(applied, 0.0) == 1
+    assert after[refused] - samples.get(refused, 0.0) == 1
 
 
 async def test_profiler_metrics_equal_its_profiles_and_the_usage_reported(cluster: ClusterFactory) -> None:
