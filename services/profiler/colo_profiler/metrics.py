@@ -4,10 +4,13 @@ Per node, the prod peak predicted by the last NodeProfile computed (published or
 prod-reclaimable resources it gives (REFERENCE.md §7), beside the prod usage of the last NodeMetric ingested
 (Σ usage of the node's pods of priority class prod, as the model classes them). Per tick, for every node whose
 usage was reported after its last prediction, the relative error of that prediction
-``|observed − predicted| / predicted`` goes into a histogram per resource, and a usage above the predicted peak
-(a violation: batch was offered room prod then used) is counted. The error is kept unsigned because a Prometheus
-histogram with negative buckets exposes no ``_sum`` (OpenMetrics), and the mean error is worth having. A node
-whose model expires loses its series.
+``|observed − predicted| / max(observed, predicted)`` (0 = exact, 1 = one of them 0) goes into a histogram per
+resource, and a usage above the predicted peak (a violation: batch was offered room prod then used) is counted.
+The error is relative to the larger of the two so that it stays within 0–1: relative to the prediction, one cold
+start (a peak of a few milli-cores predicted before a pod's first sample) reads as an error of 70 and swamps the
+mean; relative to the usage, an idle node divides by 0. It is unsigned because a Prometheus histogram with
+negative buckets exposes no ``_sum`` (OpenMetrics); the direction is the exceeded counter. A node whose model
+expires loses its series.
 
 Labels: ``node`` (nodes with a model), ``resource`` (cpu, memory), ``kind`` (node, pod, workload). No pod or
 workload label: per-pod and per-workload predictions stay in the NodeProfile and WorkloadProfile messages.
@@ -23,9 +26,9 @@ from colo.messages import NodeMetric, NodeProfile, Usage
 from colo_profiler.model import ProfileModel
 
 RESOURCES = ("cpu", "memory")
-ERROR_BUCKETS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
-"""Buckets of the relative error (a ratio, no unit): ``le=0.1`` predictions within 10 % of the usage; a peak
-predicted twice the usage has error 0.5, usage twice the predicted peak 1.0."""
+ERROR_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 0.9, 1.0)
+"""Buckets of the relative error (a ratio 0–1, no unit): ``le=0.1`` within 10 %; a peak predicted at twice the
+usage, or usage at twice the peak, has error 0.5."""
 
 PREDICTED_CPU = telemetry.gauge(
     "colo_node_prod_peak_predicted_cpu_cores", "Predicted prod CPU peak of the node (last NodeProfile), cores",
@@ -46,8 +49,8 @@ OBSERVED_MEMORY = telemetry.gauge(
     "Memory used by the node's prod pods in the last NodeMetric ingested, bytes", ("node",))
 PREDICTION_ERROR = telemetry.histogram(
     "colo_profiler_prod_peak_error_ratio",
-    "Relative error of the prod peak prediction, |observed − predicted| / predicted, per node and tick with a "
-    "usage report newer than the prediction (predictions of 0 left out)", ("resource",), buckets=ERROR_BUCKETS)
+    "Relative error of the prod peak prediction, |observed − predicted| / max(observed, predicted), per node and "
+    "tick with a usage report newer than the prediction (both 0 left out)", ("resource",), buckets=ERROR_BUCKETS)
 PEAK_EXCEEDED = telemetry.counter(
     "colo_profiler_prod_peak_exceeded_total",
     "Scored reports whose prod usage exceeded the predicted prod peak (same scoring as the error histogram)",
@@ -70,8 +73,9 @@ def prod_usage(metric: NodeMetric, model: ProfileModel) -> Usage:
 
 
 def relative_error(observed: int, predicted: int) -> float | None:
-    """``|observed − predicted| / predicted``; None when nothing was predicted (``predicted`` ≤ 0)."""
-    return None if predicted <= 0 else abs(observed - predicted) / predicted
+    """``|observed − predicted| / max(observed, predicted)``, 0–1; None when both are 0 (nothing to score)."""
+    scale = max(observed, predicted)
+    return None if scale <= 0 else abs(observed - predicted) / scale
 
 
 @dataclass
