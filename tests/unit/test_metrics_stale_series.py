@@ -119,7 +119,8 @@ def test_profiler_scores_each_report_once_against_an_earlier_prediction_and_forg
 
 
 @pytest.mark.parametrize(("observed", "predicted", "error"), [
-    (1000, 2000, 0.5), (4000, 2000, 0.5), (2000, 2000, 0.0), (0, 1000, 1.0), (2000, 28, 0.986), (0, 0, None),
-], ids=["half-used", "exceeded-twice", "exact", "idle", "cold-start", "nothing"])
+    (1000, 2000, 0.5), (4000, 2000, 0.5), (2000, 2000, 0.0), (2000, 28, 0.986), (2000, 0, 1.0), (0, 28, None),
+    (0, 0, None),
+], ids=["half-used", "exceeded-twice", "exact", "cold-start", "nothing-predicted", "no-prod-usage", "nothing"])
 def test_relative_error(observed: int, predicted: int, error: float | None) -> None:
     assert profiler_metrics.relative_error(observed, predicted) == pytest.approx(error)

@@ -8,7 +8,9 @@ usage was reported after its last prediction, the relative error of that predict
 resource, and a usage above the predicted peak (a violation: batch was offered room prod then used) is counted.
 The error is relative to the larger of the two so that it stays within 0–1: relative to the prediction, one cold
 start (a peak of a few milli-cores predicted before a pod's first sample) reads as an error of 70 and swamps the
-mean; relative to the usage, an idle node divides by 0. It is unsigned because a Prometheus histogram with
+mean; relative to the usage, an idle node divides by 0. A resource the node's prod pods do not use in the
+report (usage 0: no prod pods) is not scored: the prediction there is the histogram's floor (its first bucket,
+25 milli-cores / 5 MiB, times the margin), which would read as a 100 % error every tick. It is unsigned because a Prometheus histogram with
 negative buckets exposes no ``_sum`` (OpenMetrics); the direction is the exceeded counter. A node whose model
 expires loses its series.
 
@@ -50,7 +52,7 @@ OBSERVED_MEMORY = telemetry.gauge(
 PREDICTION_ERROR = telemetry.histogram(
     "colo_profiler_prod_peak_error_ratio",
     "Relative error of the prod peak prediction, |observed − predicted| / max(observed, predicted), per node and "
-    "tick with a usage report newer than the prediction (both 0 left out)", ("resource",), buckets=ERROR_BUCKETS)
+    "tick with a usage report newer than the prediction (reports without prod usage left out)", ("resource",), buckets=ERROR_BUCKETS)
 PEAK_EXCEEDED = telemetry.counter(
     "colo_profiler_prod_peak_exceeded_total",
     "Scored reports whose prod usage exceeded the predicted prod peak (same scoring as the error histogram)",
@@ -73,9 +75,9 @@ def prod_usage(metric: NodeMetric, model: ProfileModel) -> Usage:
 
 
 def relative_error(observed: int, predicted: int) -> float | None:
-    """``|observed − predicted| / max(observed, predicted)``, 0–1; None when both are 0 (nothing to score)."""
-    scale = max(observed, predicted)
-    return None if scale <= 0 else abs(observed - predicted) / scale
+    """``|observed − predicted| / max(observed, predicted)``, 0–1; None when nothing was used (``observed`` ≤ 0:
+    not scored, see the module docstring)."""
+    return None if observed <= 0 else abs(observed - predicted) / max(observed, predicted)
 
 
 @dataclass
