@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import logging
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -202,6 +202,21 @@ def _get_or_create(kind: type[_M], name: str, doc: str, labels: tuple[str, ...],
 def definitions() -> dict[str, MetricWrapperBase]:
     """Every metric made by :func:`counter`, :func:`gauge` or :func:`histogram` in this process, by name."""
     return dict(_metrics)
+
+
+def prune(metric: MetricWrapperBase, label: str, keep: Collection[str]) -> int:
+    """Remove every series of ``metric`` whose ``label`` value is not in ``keep`` (e.g. the nodes that
+    disappeared, so that no stale series stays exported); returns how many were removed. Raises ValueError
+    when ``metric`` has no such label."""
+    names = list(metric._labelnames)
+    if label not in names:
+        raise ValueError(f"metric {metric._name} has no label {label!r}")
+    i = names.index(label)
+    with metric._lock:
+        stale = [values for values in metric._metrics if values[i] not in keep]
+    for values in stale:
+        metric.remove(*values)
+    return len(stale)
 
 
 def render_metrics() -> tuple[bytes, str]:
