@@ -437,8 +437,11 @@ async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: flo
 class Bus:
     """A service's connection to NATS/JetStream. Create with ``await Bus.connect(...)``."""
 
-    def __init__(self, nc: NATS, service: str, clock: Clock, autostart: bool, retry_delay_s: float) -> None:
+    def __init__(self, nc: NATS, service: str, clock: Clock, autostart: bool, retry_delay_s: float,
+                 replicas: int = 1) -> None:
         self.nc = nc
+        self.replicas = replicas
+        """Replicas of the streams and KV buckets this bus creates (``RuntimeSettings.stream_replicas``)."""
         self.js: JetStreamContext = nc.jetstream()
         self.service = service
         self.clock = clock
@@ -472,17 +475,20 @@ class Bus:
 
         ``url`` may list several servers of a cluster separated by commas; ``settings`` gives the
         credentials and TLS of the link (:func:`colo.connections.nats_options`; LinkError when a file
-        named there cannot be read).
+        named there cannot be read) and the replica count of the streams and buckets it creates.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
         nc = await nats.connect(servers=nats_servers(url), name=name or service, connect_timeout=5,
                                 **nats_options(settings),
                                 max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
                                 error_cb=_log_error if connect_attempts < 0 else _quiet_error)
-        return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
+        return cls(nc, service, clock or WallClock(), autostart, retry_delay_s,
+                   settings.stream_replicas if settings is not None else 1)
 
     async def ensure_streams(self, store_retry_s: float = STORE_RETRY_S) -> None:
-        """Create or update every stream of :data:`colo.subjects.STREAMS`.
+        """Create or update every stream of :data:`colo.subjects.STREAMS`, with :attr:`replicas` replicas
+        (a stream created with fewer is updated to that count; JetStream refuses more replicas than the
+        cluster has servers).
 
         A stream created again right after it was deleted can be refused with JetStream's
         ``err_code`` 10049 ("error creating store for stream") while the server still removes the
@@ -494,7 +500,7 @@ class Bus:
             cfg = StreamConfig(
                 name=s.name, subjects=list(s.subjects), storage=StorageType.FILE,
                 max_age=s.max_age_s or None, max_msgs_per_subject=s.max_msgs_per_subject,
-                duplicate_window=s.duplicate_window_s,
+                duplicate_window=s.duplicate_window_s, num_replicas=self.replicas,
             )
             await retry_store_creation(functools.partial(self._add_or_update_stream, cfg), store_retry_s)
 
@@ -505,8 +511,8 @@ class Bus:
             await self.js.update_stream(cfg)
 
     async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
-        """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key) when
-        it does not exist and ``create`` is set.
+        """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key, with
+        :attr:`replicas` replicas) when it does not exist and ``create`` is set.
 
         Raises nats.js.errors.BucketNotFoundError when it does not exist and ``create`` is False,
         InvalidBucketNameError for a bad name, nats errors when JetStream is unavailable. Creation
@@ -517,7 +523,7 @@ class Bus:
         except nats.js.errors.BucketNotFoundError:
             if not create:
                 raise
-        config = KeyValueConfig(bucket=bucket, history=history)
+        config = KeyValueConfig(bucket=bucket, history=history, replicas=self.replicas)
         try:
             return await retry_store_creation(lambda: self.js.create_key_value(config))
         except nats.js.errors.BadRequestError:  # created meanwhile by another process

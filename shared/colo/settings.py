@@ -98,6 +98,14 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     http_token_file: str = ""
     """File holding the bearer token that ``/metrics`` and ``/debug/*`` require (``/healthz`` and ``/readyz``
     stay open for probes); empty = no token (``COLO_HTTP_TOKEN_FILE``)."""
+    redis_wait_replicas: int = 0
+    """Replicas that must hold a bind or release before the store acknowledges it: ``WAIT n timeout`` after
+    the bind/release script on the same connection (Redis ``WAIT``); 1 with one replica behind Sentinel makes
+    an acknowledged bind survive a failover; 0 = no WAIT (``COLO_REDIS_WAIT_REPLICAS``). A WAIT that returns
+    short is logged and the bind kept (docs/operations.md "High availability")."""
+    redis_wait_timeout_ms: int = 1000
+    """Milliseconds a ``WAIT`` blocks at most for :attr:`redis_wait_replicas` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
+    0 would block for ever, so it must be >= 1)."""
 
     def __post_init__(self) -> None:
         problems = link_problems(self)
@@ -119,6 +127,10 @@ def link_problems(s: RuntimeSettings) -> list[str]:
         out.append("set only one of nats_creds_file, nats_nkey_seed_file, nats_user")
     if s.stream_replicas < 1 or s.stream_replicas > 5:
         out.append(f"stream_replicas must be 1..5 (JetStream's limit), got {s.stream_replicas}")
+    if s.redis_wait_replicas < 0:
+        out.append(f"redis_wait_replicas must be >= 0, got {s.redis_wait_replicas}")
+    if s.redis_wait_timeout_ms < 1:
+        out.append(f"redis_wait_timeout_ms must be >= 1 (0 blocks for ever), got {s.redis_wait_timeout_ms}")
     for part in filter(None, (p.strip() for p in s.redis_sentinels.split(","))):
         host, _, port = part.rpartition(":")
         if not host or not port.isdigit():
