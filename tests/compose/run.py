@@ -87,7 +87,7 @@ def pods_manifest(batch: int, count: int) -> str:
                               "limits": {"cpu": limit_cpu, "memory": "256Mi"}}}]},
         }
     items = [pod(i) for i in range(count)]
-    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}, sort_keys=False)
+    return str(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}, sort_keys=False))
 
 
 def pod_records(stack: Stack) -> list[dict[str, Any]]:
