@@ -25,12 +25,14 @@ from colo.messages import (
     PodUnschedulable,
     QoSEvent,
     QuotaStatus,
+    Resources,
     TickAck,
     WorkloadRejected,
     WorkloadSpec,
 )
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
+from colo.sim.unschedulable import UnschedulableBreakdown
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
@@ -78,6 +80,14 @@ class Sample:
     """batch-memory offered over the cluster, GiB (2^30 bytes)."""
     mid_memory_gib: float = 0.0
     """mid-memory offered over the cluster, GiB."""
+    batch_cpu_allocated_cores: float = 0.0
+    """batch-cpu allocated by binds over the cluster (Σ of the store's allocations after the tick), cores."""
+    batch_memory_allocated_gib: float = 0.0
+    """batch-memory allocated over the cluster, GiB."""
+    pods_unschedulable: int = 0
+    """Pods whose last attempt was unschedulable and that are not bound since."""
+    unschedulable_reasons: dict[str, int] = field(default_factory=dict)
+    """Those pods by dominant reason label (:mod:`colo.sim.unschedulable`), most pods first."""
 
 
 @dataclass
@@ -229,11 +239,13 @@ class RunMetrics:
             self.suppress_events += 1
         self.loops.on_qos(msg)
 
-    def on_ticks(self, t: float, acks: list[TickAck]) -> None:
+    def on_ticks(self, t: float, acks: list[TickAck], allocated: Resources | None = None) -> None:
         """The acks of every service for the tick ending at ``t``; appends one time-series sample.
 
         Usage comes from the node agent's stats, the batch/mid resources offered from slo-manager's
-        (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent).
+        (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent);
+        ``allocated`` is the cluster's Σ allocation in the store after the tick (milli-cores, bytes; 0 when
+        None); the pods still unschedulable are grouped by reason (:meth:`unschedulable_breakdown`).
         """
         stats: dict[str, float] = {}
         offered: dict[str, float] = {}
@@ -261,6 +273,7 @@ class RunMetrics:
         if mcap:
             self.mem_util_ticks.append(mused / mcap)
         running = len(self._batch_running)
+        pods = self.unschedulable_breakdown().pods_by_label()
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
@@ -270,6 +283,9 @@ class RunMetrics:
             mid_cpu_cores=offered.get("mid_cpu", 0.0) / MILLI_PER_CORE,
             batch_memory_gib=offered.get("batch_memory", 0.0) / BYTES_PER_GIB,
             mid_memory_gib=offered.get("mid_memory", 0.0) / BYTES_PER_GIB,
+            batch_cpu_allocated_cores=(allocated.batch_cpu if allocated else 0) / MILLI_PER_CORE,
+            batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
+            pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
         ))
         self.jobs.sample(t)
 
@@ -298,6 +314,10 @@ class RunMetrics:
         owners = set(self.owner_of.values())
         return sorted(uid for uid in self.workload_at
                       if uid not in owners and uid not in self.jobs.workloads_rejected)
+
+    def unschedulable_breakdown(self) -> UnschedulableBreakdown:
+        """The pods unschedulable now (their last attempt failed, not bound since) grouped by reason."""
+        return UnschedulableBreakdown.of(self.unschedulable, self.bound_node)
 
     def offered(self) -> dict[str, float]:
         """Means over the run's ticks of the batch/mid resources offered: ``batch_cpu_cores``,
