@@ -81,3 +81,4 @@ def test_each_tick_samples_the_reasons_and_the_batch_allocation() -> None:
     assert (first.batch_memory_gib, first.batch_memory_allocated_gib) == (4.0, 1.0)
     assert second.unschedulable_reasons == {"Insufficient batch-memory": 1, "Too many pods": 1}
     assert second.pods_unschedulable == m.summary()["pods_unschedulable"] == 2
+    assert second.unschedulable_reasons == m.unschedulable_breakdown().pods_by_label(), "per tick = end table"

@@ -32,7 +32,7 @@ from colo.messages import (
 )
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
-from colo.sim.unschedulable import UnschedulableBreakdown
+from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
@@ -103,6 +103,8 @@ class RunMetrics:
     rejected: dict[str, str] = field(default_factory=dict)
     attempt_ms: list[float] = field(default_factory=list)
     unschedulable: dict[str, dict[str, int]] = field(default_factory=dict)
+    unschedulable_top: dict[str, str] = field(default_factory=dict)
+    """Pod uid → the dominant reason label of its last unschedulable attempt (:mod:`colo.sim.unschedulable`)."""
     phase: dict[str, str] = field(default_factory=dict)
     completed_at: dict[str, float] = field(default_factory=dict)
     evictions: int = 0
@@ -198,6 +200,7 @@ class RunMetrics:
         self.bound_node[uid] = msg.node
         self._set_phase(uid, "Bound")
         self.unschedulable.pop(uid, None)
+        self.unschedulable_top.pop(uid, None)
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
@@ -206,6 +209,7 @@ class RunMetrics:
         """A failed scheduling attempt with its reasons."""
         if self.phase.get(msg.uid) in (None, "Pending", "Failed"):
             self.unschedulable[msg.uid] = dict(msg.reasons)
+            self.unschedulable_top[msg.uid] = dominant(msg.reasons)
 
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
@@ -245,7 +249,7 @@ class RunMetrics:
         Usage comes from the node agent's stats, the batch/mid resources offered from slo-manager's
         (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent);
         ``allocated`` is the cluster's Σ allocation in the store after the tick (milli-cores, bytes; 0 when
-        None); the pods still unschedulable are grouped by reason (:meth:`unschedulable_breakdown`).
+        None); the pods still unschedulable are counted by dominant reason label (:func:`count_labels`).
         """
         stats: dict[str, float] = {}
         offered: dict[str, float] = {}
@@ -273,7 +277,7 @@ class RunMetrics:
         if mcap:
             self.mem_util_ticks.append(mused / mcap)
         running = len(self._batch_running)
-        pods = self.unschedulable_breakdown().pods_by_label()
+        pods = count_labels(self.unschedulable_top, self.bound_node)
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 CATEGORIES: tuple[str, ...] = ("memory", "cpu", "pods", "gang", "quota", "placement")
 """What a reason says ran out, in report order: memory (native, batch or mid requests; LoadAware memory load;
@@ -35,6 +36,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 """(pattern, label) tried in order on a reason; the first match gives its label (names and figures dropped)."""
 
 
+@lru_cache(maxsize=1 << 16)  # a run repeats a few thousand reason strings at every tick
 def reason_label(reason: str) -> str:
     """The reason without the names and figures of one gang or quota (``"gang: min_member not placed"``);
     a node filter's reason (``"Insufficient batch-memory"``, ``"Too many pods"``) is its own label."""
@@ -68,6 +70,16 @@ def dominant(reasons: Mapping[str, int]) -> str:
         label = reason_label(reason)
         labels[label] = labels.get(label, 0) + nodes
     return min(labels, key=lambda k: (-labels[k], k))
+
+
+def count_labels(top: Mapping[str, str], bound: Container[str]) -> dict[str, int]:
+    """Pods per dominant label, most pods first (ties by name), from pod uid → its :func:`dominant` label,
+    leaving out the pods in ``bound``; what each time-series sample records (cheap: one pass, no parsing)."""
+    counts: dict[str, int] = {}
+    for uid, label in top.items():
+        if uid not in bound:
+            counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def by_category(labels: Mapping[str, int]) -> dict[str, int]:
