@@ -191,8 +191,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
                 metrics.tick_wall_s[service] = metrics.tick_wall_s.get(service, 0.0) + time.perf_counter() - t0
             await _settle_step(bus, step, now, tick_timeout_s)
             await bus.settle()
-            metrics.on_ticks(now, acks)
             await watch.check(store, now)
+            metrics.on_ticks(now, acks, watch.allocated_total)
             if progress is not None and task is not None:
                 s = metrics
                 status = (f"bound {len(s.bound_node)} · done {len(s.completed_at)} · "
