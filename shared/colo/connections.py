@@ -126,4 +126,6 @@ def redis_client(url: str, settings: RuntimeSettings | None, retry: Retry, retry
         client: aioredis.Redis = sentinel.master_for(settings.redis_sentinel_master, db=db, decode_responses=False,
                                                     retry=retry, retry_on_error=retry_on_error)
         return client
+    if opts.pop("ssl", False) and url.startswith("redis://"):  # from_url picks the TLS connection by scheme
+        url = "rediss://" + url.removeprefix("redis://")
     return aioredis.from_url(url, decode_responses=False, retry=retry, retry_on_error=retry_on_error, **opts)

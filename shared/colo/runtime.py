@@ -7,7 +7,9 @@ or SIGINT (exit 0). In-process (tests) use :class:`ServiceRunner`. See docs/arch
 
 HTTP (aiohttp): ``/healthz`` (process alive), ``/readyz`` (200 when ``service.ready()``),
 ``/metrics`` (Prometheus text), ``/debug/state`` (``service.debug()`` as JSON), plus any
-route added with :meth:`ServiceContext.add_route` during ``start``.
+route added with :meth:`ServiceContext.add_route` during ``start``. With ``http_token_file`` set every
+path but ``/healthz``, ``/readyz`` and the routes a service adds as ``public`` requires
+``Authorization: Bearer <token>`` (:mod:`colo.http_auth`, docs/security.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import msgspec
 from aiohttp import web
 from opentelemetry import metrics, trace
 
-from colo import telemetry
+from colo import http_auth, telemetry
 from colo.bus import Bus
 from colo.clock import Clock, VirtualClock, WallClock
 from colo.messages import Tick, TickAck
@@ -83,10 +85,15 @@ class ServiceContext:
     meter: metrics.Meter
     tracer: trace.Tracer
     routes: list[tuple[str, str, Handler]] = field(default_factory=list)
+    public_paths: set[str] = field(default_factory=set)
 
-    def add_route(self, method: str, path: str, handler: Handler) -> None:
-        """Serve ``method path`` (aiohttp handler) on the service's HTTP server; call from ``start``."""
+    def add_route(self, method: str, path: str, handler: Handler, *, public: bool = False) -> None:
+        """Serve ``method path`` (aiohttp handler) on the service's HTTP server; call from ``start``.
+        ``public``: open even when ``http_token_file`` is set (a page holding no data, or a route that
+        checks a token itself)."""
         self.routes.append((method.upper(), path, handler))
+        if public:
+            self.public_paths.add(path)
 
 
 def _json_default(obj: Any) -> Any:
@@ -147,7 +154,9 @@ class ServiceRunner:
 
     async def _start_http(self) -> None:
         assert self.ctx is not None
-        app = web.Application()
+        token = http_auth.read_token(self.settings.http_token_file)
+        open_paths = {"/healthz", "/readyz", *self.ctx.public_paths}
+        app = web.Application(middlewares=[http_auth.middleware(token, open_paths)] if token else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from colo import http_auth
 from colo.runtime import ServiceContext
 from colo.settings import RuntimeSettings
 from colo_api import auth, openapi
@@ -42,15 +43,17 @@ class ApiService:
     async def start(self, ctx: ServiceContext) -> None:
         """Register the routes (no subscriptions)."""
         self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus)
+        # the services' common token (COLO_HTTP_TOKEN_FILE) guards /v1 too unless the API has its own
+        self.token = self.token or http_auth.read_token(ctx.settings.http_token_file)
         if not self.token:
-            ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE): /v1 is open to anyone "
-                            "who reaches %s", ctx.settings.http_host)
-        for method, path, attr, query in ROUTES:
-            ctx.add_route(method, path, auth.guarded(checked(getattr(h, attr), query), self.token))
-        ctx.add_route("GET", "/v1/openapi.json", self.openapi)
+            ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE / COLO_HTTP_TOKEN_FILE): /v1 "
+                            "is open to anyone who reaches %s", ctx.settings.http_host)
+        for method, path, attr, query in ROUTES:  # public: the guard answers with the API's own 401 body
+            ctx.add_route(method, path, auth.guarded(checked(getattr(h, attr), query), self.token), public=True)
+        ctx.add_route("GET", "/v1/openapi.json", self.openapi, public=True)
         ctx.add_route("*", "/v1/{tail:.*}", h.not_found)
-        ctx.add_route("GET", "/", self.index)
-        ctx.add_route("GET", "/static/{file}", self.static)
+        ctx.add_route("GET", "/", self.index, public=True)
+        ctx.add_route("GET", "/static/{file}", self.static, public=True)
 
     async def openapi(self, _: web.Request) -> web.Response:
         """The OpenAPI document (open: it holds no data)."""

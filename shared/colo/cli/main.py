@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     from colo.cli.natsops import add_nats_parsers
 
     add_nats_parsers(sub)
+    from colo.cli.security import add_security_parser
+
+    add_security_parser(sub)
     p = sub.add_parser("traces", help="trace files")
     tsub = p.add_subparsers(dest="traces_command", required=True)
     f = tsub.add_parser("fetch", help="download the public traces into ~/.cache/colo/traces")

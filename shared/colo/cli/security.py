@@ -1,0 +1,67 @@
+"""``colo security init DIR``: write a development security setup (:mod:`colo.security`, docs/security.md)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from rich.markup import escape
+
+from colo.cli.output import console, err_console
+
+_SPLIT = re.compile(r"[\s,]+")
+
+
+def _node_lists(args: argparse.Namespace) -> list[list[str]]:
+    lists = [[n for n in _SPLIT.split(v) if n] for v in args.nodes or []]
+    if args.nodes_file:
+        for line in Path(args.nodes_file).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                lists.append([n for n in _SPLIT.split(line) if n])
+    return lists
+
+
+def cmd_security_init(args: argparse.Namespace) -> int:
+    """Write the files of :func:`colo.security.init` into ``args.dir``; exit 2 on bad input."""
+    from colo.security import SecurityPlan, init, node_agent_users
+
+    try:
+        lists = _node_lists(args)
+        if not lists:
+            err_console.print("colo security init: give the node agents' nodes (--nodes n1,n2 once per node "
+                              "agent, or --nodes-file)")
+            return 2
+        plan = SecurityPlan(node_agents=node_agent_users(lists), hosts=tuple(args.host or ()),
+                            store_prefix=args.store_prefix, nats_port=args.nats_port, redis_port=args.redis_port,
+                            tls=not args.no_tls, jetstream_dir=args.jetstream_dir or "")
+        files = init(Path(args.dir), plan)
+    except (ValueError, OSError) as exc:
+        err_console.print(f"colo security init: {escape(str(exc))}")
+        return 2
+    console.print(f"wrote {len(files)} files into {escape(str(Path(args.dir).resolve()))}:")
+    for f in files:
+        console.print(f"  {escape(str(f))}")
+    console.print("users: " + ", ".join(plan.users()) + "  (docs/security.md says how to start the servers)")
+    return 0
+
+
+def add_security_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``colo security init`` under ``sub``."""
+    p = sub.add_parser("security", help="credentials, permissions and certificates for NATS, Redis and HTTP")
+    ssub = p.add_subparsers(dest="security_cmd", required=True)
+    i = ssub.add_parser("init", help="write a nats-server config with one user per service, Redis ACL users, a "
+                                     "development CA and certificates, env files and an HTTP token into DIR")
+    i.add_argument("dir", help="output directory (created 0700; files holding secrets are 0600)")
+    i.add_argument("--nodes", action="append", metavar="N1,N2",
+                   help="the nodes of one node agent (repeat per node agent): it may publish only their subjects")
+    i.add_argument("--nodes-file", help="one node agent per line: its node names, separated by blanks or commas")
+    i.add_argument("--host", action="append", metavar="NAME",
+                   help="an extra DNS name or IP of the servers' certificate (repeatable; e.g. nats, redis)")
+    i.add_argument("--store-prefix", default="colo", help="the Redis key prefix granted (COLO_STORE_PREFIX)")
+    i.add_argument("--nats-port", type=int, default=4222)
+    i.add_argument("--redis-port", type=int, default=6379)
+    i.add_argument("--jetstream-dir", help="JetStream store_dir written in nats.conf (default: the server's)")
+    i.add_argument("--no-tls", action="store_true", help="credentials only, no certificates or TLS settings")
+    i.set_defaults(func=cmd_security_init)
