@@ -16,7 +16,7 @@ Reference: Redis documentation "ACL" (selectors ``%R~``, ``+cmd|sub``, ``resetch
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from colo.keys import Keys
@@ -39,16 +39,22 @@ WRITE_COMMANDS = ("set", "del", "unlink", "expire", "pexpire", "incr", "hset", "
 @dataclass(frozen=True)
 class StoreGrant:
     """What one service does in Redis: ``writes`` names the :class:`~colo.keys.Keys` members whose keys it
-    changes (``"*"`` = all); every other family it may only read."""
+    changes (``"*"`` = all); every other family it may only read. ``node_scoped``: of the families of
+    :data:`NODE_KEYED` it writes only its own nodes' keys (a node agent)."""
 
     writes: tuple[str, ...] = ()
+    node_scoped: bool = False
+
+
+NODE_KEYED = ("node", "node_resource", "limits", "allocated", "node_pods")
+"""Key families whose key name is a node name (``{p}:node:{name}``…)."""
 
 
 GRANTS: dict[str, StoreGrant] = {
     "scheduler": StoreGrant(writes=("*",)),
     "slo-manager": StoreGrant(writes=("node_resource", "limits", "pod", "pods", "pod_state", "pod_groups",
                                       "workloads")),
-    "node-agent": StoreGrant(writes=("nodes", "node", "limits", "allocated", "node_pods", "pod_state")),
+    "node-agent": StoreGrant(writes=("nodes", "node", "limits", "pod_state"), node_scoped=True),
     "profiler": StoreGrant(writes=("checkpoint",)),
     "descheduler": StoreGrant(),
     "api": StoreGrant(),
@@ -83,19 +89,30 @@ def _check(service: str) -> StoreGrant:
     return grant
 
 
-def acl_rule(service: str, password_sha256: str, prefix: str = "colo") -> str:
-    """The ``users.acl`` line of ``service``: ``user <service> on #<sha256> resetchannels -@all +<cmd>…
-    ~<written> %R~<read>…``. ``password_sha256``: hex SHA-256 of the password (Redis stores no clear text).
+def acl_rule(service: str, password_sha256: str, prefix: str = "colo", nodes: Sequence[str] = (),
+             user: str = "") -> str:
+    """The ``users.acl`` line of ``service`` (as ``user``, default the service name): ``user <user> on
+    #<sha256> resetkeys resetchannels -@all +<cmd>… ~<written> %R~<read>…``. ``password_sha256``: hex SHA-256
+    of the password (Redis stores no clear text); ``nodes``: a node-scoped service's nodes (its writes to the
+    :data:`NODE_KEYED` families are limited to their keys; it reads every key).
 
-    Raises ValueError for an unknown service or key family."""
+    Raises ValueError for an unknown service or key family, or a node-scoped service without nodes."""
     grant = _check(service)
+    if grant.node_scoped and not nodes:
+        raise ValueError(f"{service}: give the names of the nodes it serves")
     patterns = key_patterns(prefix)
     written = sorted(patterns) if "*" in grant.writes else sorted(grant.writes)
-    read = [n for n in sorted(patterns) if n not in written]
     commands = [*CONNECT_COMMANDS, *READ_COMMANDS, *(WRITE_COMMANDS if written else ())]
-    parts = [f"user {service}", "on", f"#{password_sha256}", "resetkeys", "resetchannels", "-@all"]
+    parts = [f"user {user or service}", "on", f"#{password_sha256}", "resetkeys", "resetchannels", "-@all"]
     parts += [f"+{c}" for c in commands]
-    parts += [f"~{patterns[n]}" for n in written] + [f"%R~{patterns[n]}" for n in read]
+    for name in written:
+        if grant.node_scoped and name in NODE_KEYED:
+            base = patterns[name].removesuffix("*")
+            parts += [f"~{base}{n}" for n in nodes]
+        else:
+            parts.append(f"~{patterns[name]}")
+    parts += [f"%R~{patterns[n]}" for n in sorted(patterns)
+              if n not in written or (grant.node_scoped and n in NODE_KEYED)]
     return " ".join(parts)
 
 

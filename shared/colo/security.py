@@ -227,8 +227,8 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
             rules.append(f"user {redis_user} on #{digest} resetchannels -@all +@all -@dangerous +info +acl|log +acl|whoami "
                          f"~{plan.store_prefix}:*")
         else:
-            rules.append(redis_acl.acl_rule(service, digest, plan.store_prefix).replace(
-                f"user {service} ", f"user {redis_user} ", 1))
+            rules.append(redis_acl.acl_rule(service, digest, plan.store_prefix,
+                                            nodes=plan.node_agents.get(user, ()), user=redis_user))
     _write(out / "redis-users.acl", redis_acl.acl_file(rules), secret=True)
     _write(out / "redis-tls.conf", redis_tls_config(plan, out))
     _write(out / "http-token", secrets.token_urlsafe(32) + "\n", secret=True)
@@ -239,4 +239,5 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
 
 def _new_user_seed() -> bytes:
     """A fresh user nkey seed (``SU…``): 32 random bytes encoded by the nkeys package."""
-    return nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)
+    seed: bytes = nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)
+    return seed

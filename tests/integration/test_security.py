@@ -52,6 +52,8 @@ NODES = ["s1", "s2"]
 OTHER = "s9"
 """A node the cluster's node agent does not serve (the user for it is another node agent's)."""
 STEP_S = 60.0
+SAME: Any = object()
+"""In a Redis command below: the key's current value."""
 ORDER = ("node-agent", "profiler", "slo-manager", "scheduler", "descheduler")
 WEB = """
 kind: Pod
@@ -220,21 +222,32 @@ async def test_a_client_without_the_right_credentials_cannot_connect(secured: Se
 @pytest.mark.parametrize(("user", "command", "allowed"), [
     ("api", ("GET", "colo:node:x"), True),
     ("api", ("SET", "colo:node:x", "1"), False),  # read-only user
-    ("profiler", ("SET", "colo:checkpoint:profiler", "1"), True),
+    ("profiler", ("SET", "colo:checkpoint:profiler", SAME), True),
     ("profiler", ("SET", "colo:binding:u1", "1"), False),  # outside its written families
     ("scheduler", ("SET", "other:key", "1"), False),  # outside the prefix
     ("scheduler", ("FLUSHALL",), False),  # a command no service needs
     ("scheduler", ("CONFIG", "GET", "*"), False),
     ("node-agent-1", ("HSET", "colo:podstate:u1", "phase", "Running"), True),
     ("node-agent-1", ("HSET", "colo:binding:u1", "node", "s1"), False),
+    ("node-agent-1", ("SET", "colo:node:s1", SAME), True),
+    ("node-agent-1", ("GET", "colo:node:s9"), True),
+    ("node-agent-1", ("SET", "colo:node:s9", SAME), False),  # another node agent's node
+    ("node-agent-1", ("HSET", "colo:limits:s9", "cpu", "1"), False),
 ])
 async def test_redis_users_are_refused_outside_their_grant(secured: SecuredServers, user: str,
                                                            command: tuple[str, ...], allowed: bool) -> None:
     s = secured.runtime_settings(user)
     r = aioredis.from_url(s.redis_url, **{k: v for k, v in redis_options(s).items() if k != "ssl"})
     try:
+        existed = True
+        if command[-1] is SAME:  # write the key's own value back: the running cluster's state stays as it is
+            value = await r.get(command[1])
+            existed = value is not None
+            command = (*command[:-1], value or b"")
         if allowed:
             await r.execute_command(*command)
+            if not existed:
+                await r.delete(command[1])
         else:
             with pytest.raises(redis.exceptions.NoPermissionError):
                 await r.execute_command(*command)

@@ -52,7 +52,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     (:mod:`colo.cli.submit`)."""
     from colo.cli.submit import cmd_submit as run
 
-    return run(args, console, err_console, lambda: connection("nats").settings.nats_url, CONNECT_ATTEMPTS)
+    return run(args, console, err_console, lambda: connection("nats").settings, CONNECT_ATTEMPTS)
 
 
 def cmd_get(args: argparse.Namespace) -> int:

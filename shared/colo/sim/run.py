@@ -44,6 +44,7 @@ from colo.messages import (
     Tick,
     WorkloadRejected,
 )
+from colo.settings import load_runtime_settings
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -157,8 +158,9 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     }
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
-    bus = await Bus.connect(nats_url, f"sim-{run}")
-    store = await Store.connect(redis_url, prefix=prefix)
+    link = load_runtime_settings({**os.environ, **env})  # credentials and TLS of the links (docs/security.md)
+    bus = await Bus.connect(nats_url, f"sim-{run}", settings=link)
+    store = await Store.connect(redis_url, prefix=prefix, settings=link)
     sup = Supervisor(run, env, work_dir / "logs")
     started = time.perf_counter()
     result = RunResult(metrics=metrics)
