@@ -92,7 +92,7 @@ def node_agent_users(node_lists: Sequence[Sequence[str]]) -> dict[str, tuple[str
 
 
 def _write(path: Path, data: str | bytes, secret: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
     with os.fdopen(fd, "wb") as fh:
@@ -205,6 +205,11 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
     """Write the whole setup into ``out`` (created 0700) and return the files written, sorted.
 
     Raises ValueError for node names that are not subject tokens, OSError when ``out`` cannot be written."""
+    taken = sorted(set(plan.node_agents) & ({*permissions.GRANTS, ADMIN, "colo-admin"} - {"node-agent"}))
+    if taken:
+        raise ValueError(f"node agent users named like another user: {', '.join(taken)}")
+    for nodes in plan.node_agents.values():  # before anything is written: bad node names raise ValueError
+        permissions.nats_permissions("node-agent", nodes)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)

@@ -14,9 +14,13 @@ service and TLS, a redis-server with one ACL user per service and TLS.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -274,3 +278,40 @@ async def test_http_endpoints_need_the_token_but_probes(secured: SecuredServers,
             assert resp.status == 401  # the API takes the services' token when it has none of its own
         async with http.get(api + "/v1/nodes", headers={"Authorization": f"Bearer {token}"}) as resp:
             assert resp.status == 200
+
+
+async def _colo(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("COLO_")}
+    proc = await asyncio.create_subprocess_exec(str(Path(sys.executable).parent / "colo"), *args,
+                                                env={**base, **env}, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_colo_commands_use_the_link_settings(secured: SecuredServers, cluster: Cluster,
+                                                   tmp_path: Path) -> None:
+    env = {**secured.env("admin"), "COLO_STATE_DIR": str(tmp_path)}
+    code, out, err = await _colo(env, "get", "nodes", "-o", "json")
+    assert code == 0, err
+    assert sorted(i["name"] for i in json.loads(out)["items"]) == NODES
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(WEB.replace("web-0", "web-cli"))
+    code, out, err = await _colo(env, "submit", str(manifest), "--no-wait")
+    assert code == 0 and "web-cli" in out, err
+
+
+async def test_the_raw_nats_reads_of_the_cli_use_the_link_settings(secured: SecuredServers, cluster: Cluster) -> None:
+    from colo.cli.events import follow_events
+    from colo.cli.quotas import latest_quota_statuses
+
+    admin = secured.runtime_settings("admin")
+    assert await latest_quota_statuses(admin.nats_url, settings=admin) == []
+    lines: list[str] = []
+    follower = asyncio.create_task(follow_events(admin.nats_url, 1, "colo.v1.node.qos.>", lines.append,
+                                                 settings=admin))
+    assert cluster.bus is not None
+    while not follower.done() and not lines:
+        await cluster.bus.nc.publish(S.NODE_QOS.format(node=NODES[0]), b"{}")
+        await asyncio.sleep(0.1)
+    assert await asyncio.wait_for(follower, 10) == 1 and "node.qos" in lines[0]
