@@ -113,6 +113,7 @@ class ServiceRunner:
         self.clock: Clock = VirtualClock() if settings.sim else WallClock()
         self.ctx: ServiceContext | None = None
         self.http_port = 0
+        self._token = ""
         self.ticks = 0
         self._http: web.AppRunner | None = None
         self._tick_task: asyncio.Task[None] | None = None
@@ -122,9 +123,11 @@ class ServiceRunner:
     async def start(self) -> None:
         """Connect, ensure streams, ``service.start``, start consumers, HTTP and ticks.
 
-        Raises whatever connecting or ``service.start`` raises (after cleaning up).
+        Raises TokenFileError (before connecting) when ``http_token_file`` cannot be read, whatever
+        connecting or ``service.start`` raises (after cleaning up).
         """
         s = self.settings
+        self._token = http_auth.read_token(s.http_token_file)
         telemetry.setup(self.service.name, s.otlp_endpoint)
         client_name = f"{self.service.name}-{s.instance}" if s.instance else self.service.name
         bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name,
@@ -154,9 +157,8 @@ class ServiceRunner:
 
     async def _start_http(self) -> None:
         assert self.ctx is not None
-        token = http_auth.read_token(self.settings.http_token_file)
         open_paths = {"/healthz", "/readyz", *self.ctx.public_paths}
-        app = web.Application(middlewares=[http_auth.middleware(token, open_paths)] if token else [])
+        app = web.Application(middlewares=[http_auth.middleware(self._token, open_paths)] if self._token else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -311,5 +313,8 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         asyncio.run(run(service, runtime))
     except StartRefused as exc:
         print(f"{prefix}: refused to start: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except http_auth.TokenFileError as exc:
+        print(f"{prefix}: invalid settings: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(0)
