@@ -130,9 +130,12 @@ def _ordered(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def nats_permissions(service: str, nodes: Sequence[str] | None = None) -> dict[str, Any]:
+def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_prefix: str = "_INBOX"
+                     ) -> dict[str, Any]:
     """The nats-server ``permissions`` block of ``service``'s user: ``{"publish": {"allow": [...]},
     "subscribe": {"allow": [...]}, "allow_responses": True}`` (subject lists, duplicates removed).
+    ``inbox_prefix``: the user's reply subjects (``COLO_NATS_INBOX_PREFIX``), the only ``_INBOX`` it may
+    subscribe to.
 
     ``nodes``: for a node-scoped service (the node agent) the names of the nodes the user serves;
     required there, refused elsewhere. Raises ValueError for an unknown service, a missing or
@@ -152,7 +155,7 @@ def nats_permissions(service: str, nodes: Sequence[str] | None = None) -> dict[s
     publish += [a for st in consumed_streams for a in _consumer_api(st)]
     publish += [f"{JS_API}.STREAM.MSG.GET.{st}" for st in grant.reads_streams]
     publish += [a for b in grant.kv_buckets for a in _kv_api(b)]
-    subscribe = ["_INBOX.>", *_concrete(S.SIM_TICK, service, None)]
+    subscribe = [f"{inbox_prefix}.>", *_concrete(S.SIM_TICK, service, None)]
     subscribe += [p for s in grant.listens for p in _concrete(s, service, None)]
     subscribe += [f"{S.PREFIX}.>"] if grant.listens_everything else []
     return {"publish": {"allow": _ordered(publish)}, "subscribe": {"allow": _ordered(subscribe)},
@@ -160,7 +163,7 @@ def nats_permissions(service: str, nodes: Sequence[str] | None = None) -> dict[s
 
 
 def admin_permissions() -> dict[str, Any]:
-    """The permissions of the operator's user (the ``colo`` commands, the simulator): every Colo
-    subject, the whole JetStream API and replies."""
+    """The permissions of the operator's user (the ``colo`` commands, the simulator): publishing every Colo
+    subject, the whole JetStream API and replies; subscribing to anything (its commands follow any subject)."""
     every = [f"{S.PREFIX}.>", f"{JS_API}.>", "$JS.ACK.>", "$JS.FC.>", "$KV.>", "_INBOX.>"]
-    return {"publish": {"allow": every}, "subscribe": {"allow": every}}
+    return {"publish": {"allow": every}, "subscribe": {"allow": [">"]}}

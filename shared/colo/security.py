@@ -74,6 +74,11 @@ class SecurityPlan:
         return out
 
 
+def inbox_prefix(user: str) -> str:
+    """The reply subject prefix of ``user``: ``_INBOX_<user>`` (its only subscription under ``_INBOX``)."""
+    return f"_INBOX_{user}"
+
+
 def node_agent_users(node_lists: Sequence[Sequence[str]]) -> dict[str, tuple[str, ...]]:
     """User names for node agents serving ``node_lists`` (one list each): ``node-agent`` for a single
     agent, else ``node-agent-1``, ``node-agent-2``… Raises ValueError for an empty list or a node
@@ -162,7 +167,7 @@ def nats_config(plan: SecurityPlan, out: Path, public_keys: dict[str, str]) -> s
     for user, pub in public_keys.items():
         service = users[user]
         perms = permissions.admin_permissions() if service == ADMIN else \
-            permissions.nats_permissions(service, plan.node_agents.get(user))
+            permissions.nats_permissions(service, plan.node_agents.get(user), inbox_prefix=inbox_prefix(user))
         entries.append({"nkey": pub, "permissions": perms})
     lines = [f"# nats-server configuration written by colo security init; users: {', '.join(public_keys)}",
              f"host: {json.dumps(plan.listen_host)}", f"port: {plan.nats_port}",
@@ -190,7 +195,7 @@ def redis_tls_config(plan: SecurityPlan, out: Path) -> str:
 
 def env_lines(plan: SecurityPlan, out: Path, user: str) -> list[str]:
     """The ``COLO_*`` variables of ``user``: its nkey seed and Redis password files, TLS files, token file."""
-    env = {"COLO_NATS_NKEY_SEED_FILE": out / "nkeys" / f"{user}.nk",
+    env = {"COLO_NATS_NKEY_SEED_FILE": out / "nkeys" / f"{user}.nk", "COLO_NATS_INBOX_PREFIX": inbox_prefix(user),
            "COLO_REDIS_USERNAME": user if user != ADMIN else "colo-admin",
            "COLO_REDIS_PASSWORD_FILE": out / "redis-passwords" / (user if user != ADMIN else "colo-admin"),
            "COLO_HTTP_TOKEN_FILE": out / "http-token", "COLO_STORE_PREFIX": plan.store_prefix}

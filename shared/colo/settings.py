@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -98,6 +99,10 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     http_token_file: str = ""
     """File holding the bearer token that ``/metrics`` and ``/debug/*`` require (``/healthz`` and ``/readyz``
     stay open for probes); empty = no token (``COLO_HTTP_TOKEN_FILE``)."""
+    nats_inbox_prefix: str = ""
+    """Prefix of the client's reply subjects (nats-py ``inbox_prefix``; "" = ``_INBOX``): ``colo security
+    init`` gives each user its own (``_INBOX_<user>``) and lets it subscribe only there, so that no user reads
+    another's replies (``COLO_NATS_INBOX_PREFIX``; docs/security.md)."""
 
     def __post_init__(self) -> None:
         problems = link_problems(self)
@@ -119,6 +124,9 @@ def link_problems(s: RuntimeSettings) -> list[str]:
         out.append("set only one of nats_creds_file, nats_nkey_seed_file, nats_user")
     if s.stream_replicas < 1 or s.stream_replicas > 5:
         out.append(f"stream_replicas must be 1..5 (JetStream's limit), got {s.stream_replicas}")
+    if s.nats_inbox_prefix and not re.fullmatch(r"[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*", s.nats_inbox_prefix):
+        out.append(f"nats_inbox_prefix: {s.nats_inbox_prefix!r} is not a subject prefix (tokens of letters, digits, "
+                   "'_', '-', '$' separated by dots)")
     for part in filter(None, (p.strip() for p in s.redis_sentinels.split(","))):
         host, _, port = part.rpartition(":")
         if not host or not port.isdigit():

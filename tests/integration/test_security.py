@@ -202,6 +202,27 @@ async def test_a_node_agent_may_not_publish_another_nodes_metric(
     assert OTHER not in {n.name for n in await admin_store.list_nodes()}
 
 
+async def test_a_user_cannot_read_another_users_replies(secured: SecuredServers) -> None:
+    s = secured.runtime_settings("node-agent-1")
+    assert s.nats_inbox_prefix == "_INBOX_node-agent-1"
+    errors: list[Exception] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(exc)
+
+    from colo.connections import nats_options
+    nc = await nats.connect(secured.nats_url, error_cb=on_error, max_reconnect_attempts=0, **nats_options(s))
+    try:
+        await nc.subscribe("_INBOX_scheduler.>")
+        await nc.subscribe("_INBOX.>")
+        await nc.flush()
+        await asyncio.sleep(0.2)
+    finally:
+        await nc.close()
+    refused = [str(e).lower() for e in errors if "permissions violation" in str(e).lower()]
+    assert len(refused) == 2 and "subscription" in refused[0], errors
+
+
 async def test_a_client_without_the_right_credentials_cannot_connect(secured: SecuredServers) -> None:
     with pytest.raises((ssl.SSLError, nats.errors.Error)):  # no CA: the server's certificate is not trusted
         await nats.connect(f"nats://127.0.0.1:{secured.nats.port}", allow_reconnect=False, connect_timeout=2,

@@ -27,7 +27,7 @@ def test_writes_every_file_with_secrets_private(tmp_path: Path) -> None:
     assert {"ca.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem", "nats.conf",
             "redis-users.acl", "redis-tls.conf", "http-token"} <= names
     assert {f"nkeys/{u}.nk" for u in users} | {f"env/{u}.env" for u in users} <= names
-    assert _mode(out) == 0o700
+    assert _mode(out) == _mode(out / "nkeys") == _mode(out / "env") == _mode(out / "redis-passwords") == 0o700
     for secret in ["ca-key.pem", "server-key.pem", "http-token", "redis-users.acl", "nkeys/api.nk",
                    "redis-passwords/api", "env/agent-a.env"]:
         assert _mode(out / secret) == 0o600, secret

@@ -95,7 +95,9 @@ def test_a_node_agent_publishes_only_its_own_nodes_subjects() -> None:
     assert "colo.v1.pod.status.n1" in pub and "colo.v1.node.registered.n2" in pub
     assert not [p for p in pub if p.startswith("colo.v1.") and (p.endswith(".*") or p.endswith(".>"))]
     assert "colo.v1.dlq.node-agent" in pub and "colo.v1.pod.bound.n1" not in pub
-    assert "colo.v1.sim.tick.node-agent" in perms["subscribe"]["allow"]
+    assert perms["subscribe"]["allow"] == ["_INBOX.>", "colo.v1.sim.tick.node-agent"]
+    own = permissions.nats_permissions("node-agent", ["n1"], inbox_prefix="_INBOX_node-agent-1")
+    assert own["subscribe"]["allow"][0] == "_INBOX_node-agent-1.>"
     assert perms["allow_responses"] is True
 
 
