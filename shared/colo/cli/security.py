@@ -65,7 +65,8 @@ def cmd_security_init(args: argparse.Namespace) -> int:
             return 2
         plan = SecurityPlan(node_agents=agents, hosts=tuple(args.host or ()),
                             store_prefix=args.store_prefix, nats_port=args.nats_port, redis_port=args.redis_port,
-                            tls=not args.no_tls, jetstream_dir=args.jetstream_dir or "")
+                            tls=not args.no_tls, jetstream_dir=args.jetstream_dir or "",
+                            listen_host=args.listen_host)
         files = init(Path(args.dir), plan)
     except (ValueError, OSError) as exc:
         err_console.print(f"colo security init: {escape(str(exc))}")
@@ -92,6 +93,8 @@ def add_security_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     i.add_argument("--host", action="append", metavar="NAME",
                    help="an extra DNS name or IP of the servers' certificate (repeatable; e.g. nats, redis)")
     i.add_argument("--store-prefix", default="colo", help="the Redis key prefix granted (COLO_STORE_PREFIX)")
+    i.add_argument("--listen-host", default="0.0.0.0",
+                   help="the address nats-server and redis-server listen on (default 0.0.0.0, as in containers)")
     i.add_argument("--nats-port", type=int, default=4222)
     i.add_argument("--redis-port", type=int, default=6379)
     i.add_argument("--jetstream-dir", help="JetStream store_dir written in nats.conf (default: the server's)")
