@@ -44,7 +44,7 @@ from colo.messages import (
     Tick,
     WorkloadRejected,
 )
-from colo.settings import RuntimeSettings
+from colo.settings import RuntimeSettings, load_runtime_settings
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -162,8 +162,10 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     }
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
-    bus = await Bus.connect(nats_url, f"sim-{run}", settings=settings)
-    store = await Store.connect(redis_url, prefix=prefix, settings=settings)
+    # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
+    link = settings or load_runtime_settings({**os.environ, **env})
+    bus = await Bus.connect(nats_url, f"sim-{run}", settings=link)
+    store = await Store.connect(redis_url, prefix=prefix, settings=link)
     sup = Supervisor(run, env, work_dir / "logs")
     started = time.perf_counter()
     result = RunResult(metrics=metrics)
