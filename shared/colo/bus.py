@@ -45,9 +45,10 @@ from colo.clock import Clock, WallClock
 from colo.messages import DeadLetter, Tick, TickAck
 from colo.subjects import Subject
 from colo.subscription import FETCH_BATCH, MessageInfo, Subscription
+from colo.transient import TransientError
 
-__all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "MessageInfo",
-           "Subscription", "retry_store_creation"]
+__all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
+           "MessageInfo", "Subscription", "retry_store_creation"]
 """``MessageInfo`` and ``Subscription`` live in :mod:`colo.subscription`; handlers import them from here."""
 
 T = TypeVar("T")
@@ -63,6 +64,11 @@ _published = telemetry.counter("colo_bus_published_total", "Messages published",
 
 class BusError(RuntimeError):
     """A bus operation failed (tick without responder, settle timeout, not connected)."""
+
+
+class BusUnavailableError(BusError, TransientError):
+    """JetStream did not take a publish because it is unavailable (status 503, no responders: a server
+    restarting, a stream without leader); transient (:func:`colo.transient.is_transient`)."""
 
 
 def _trace_headers() -> dict[str, str] | None:
@@ -133,10 +139,22 @@ class Bus:
         name and nats errors (``NoServersError``) when the server stays unreachable.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
+        made: list[Bus] = []
         nc = await nats.connect(url, name=name or service, connect_timeout=5,
                                 max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
-                                error_cb=_log_error if connect_attempts < 0 else _quiet_error)
-        return cls(nc, service, clock or WallClock(), autostart, retry_delay_s)
+                                error_cb=_log_error if connect_attempts < 0 else _quiet_error,
+                                reconnected_cb=functools.partial(_reconnected, made))
+        made.append(cls(nc, service, clock or WallClock(), autostart, retry_delay_s))
+        return made[0]
+
+    def on_reconnected(self) -> None:
+        """The client reconnected (to the same server restarted, or another one): every running consumer
+        sends a new pull request at once (:meth:`Subscription.repull`) instead of waiting out the expiry
+        of one the server may have forgotten (up to :data:`colo.subscription.PULL_EXPIRES_S` + 5 s)."""
+        log.info("%s: reconnected to NATS; re-issuing the pull requests of %d consumers", self.service,
+                 len(self._subs))
+        for sub in self._subs:
+            sub.repull()
 
     async def ensure_streams(self, store_retry_s: float = STORE_RETRY_S) -> None:
         """Create or update every stream of :data:`colo.subjects.STREAMS`.
@@ -461,6 +479,8 @@ def _check_pub_ack(reply: Msg) -> None:
     status = reply.headers.get("Status") if reply.headers else None
     if status:
         desc = reply.headers.get("Description", "") if reply.headers else ""
+        if status == "503":
+            raise BusUnavailableError(f"publish refused: status 503 {desc} (JetStream unavailable, or no stream)")
         raise BusError(f"publish refused: status {status} {desc} (are the streams created?)")
     try:
         body = json.loads(reply.data)
@@ -468,6 +488,12 @@ def _check_pub_ack(reply: Msg) -> None:
         raise BusError(f"unreadable publish ack: {reply.data[:200]!r}") from exc
     if "error" in body:
         raise BusError(f"publish refused: {body['error']}")
+
+
+async def _reconnected(made: list[Bus]) -> None:
+    """nats-py's ``reconnected_cb`` (called after the client re-sent its subscriptions)."""
+    for bus in made:
+        bus.on_reconnected()
 
 
 async def _log_error(exc: Exception) -> None:

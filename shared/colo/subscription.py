@@ -22,12 +22,16 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from colo import codec, telemetry
 from colo.subjects import Subject
+from colo.transient import is_transient
 
 if TYPE_CHECKING:
     from colo.bus import Bus
 
 T = TypeVar("T")
 log = logging.getLogger("colo.bus")
+
+_REPULL: Any = object()
+"""Queued by :meth:`Subscription.repull`: the consumer's loop sends a new pull request when it meets it."""
 
 FETCH_BATCH = 256
 """Messages asked for per pull request."""
@@ -40,7 +44,14 @@ YIELD_AFTER_S = 0.002
 handlers that never wait (e.g. 1,000 node metrics in a burst) would otherwise hold it for the whole
 burst, and a scheduling cycle with it."""
 MAX_DELIVER = 5
-"""Deliveries of a failing message before it is dead-lettered."""
+"""Failures of a handler on one message, not counting transient ones (:func:`colo.transient.is_transient`),
+before the message is dead-lettered."""
+TRANSIENT_DELAY_MAX_S = 5.0
+"""Cap of the nak delay after a transient failure (a dependency unavailable): ``retry_delay_s × 2^(delivery−1)``
+grows to this and stays there until the dependency is back; such failures are never dead-lettered."""
+REPULL_PAUSE_S = 0.1
+"""Wait before the next pull request after JetStream answered one with status 503 (no responders: the
+server is up but its JetStream is not yet), so that a consumer does not spin while it recovers."""
 
 _consumed = telemetry.counter("colo_bus_consumed_total", "Messages handled and acked", ("service", "subject"))
 _dead = telemetry.counter("colo_bus_dead_lettered_total", "Messages dead-lettered", ("service", "subject"))
@@ -105,6 +116,11 @@ class Subscription(Generic[T]):
         self._stopping = False
         self._outstanding = 0
         self._req_deadline = 0.0
+        self._pause_pull = False
+        self.pulls = 0
+        """Pull requests sent so far (one per batch, per expiry, and one at every reconnection)."""
+        self._failures: dict[int, int] = {}
+        """Stream sequence → permanent (not transient) handler failures of a message not yet settled."""
         self._started: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._inbox = ""
@@ -149,6 +165,12 @@ class Subscription(Generic[T]):
     async def _on_msg(self, msg: Msg) -> None:
         self._queue.put_nowait(msg)
 
+    def repull(self) -> None:
+        """Send a new pull request at once (the bus calls it when the client reconnected): a restarted
+        server forgot the pending one, and waiting for its expiry would stall the consumer that long."""
+        if self._task is not None and not self._stopping:
+            self._queue.put_nowait(_REPULL)
+
     @property
     def idle(self) -> bool:
         """No handler running and nothing queued locally."""
@@ -167,11 +189,15 @@ class Subscription(Generic[T]):
                                   json.dumps(req).encode(), reply=self._inbox)
         self._outstanding = FETCH_BATCH
         self._req_deadline = time.monotonic() + PULL_EXPIRES_S + 5.0
+        self.pulls += 1
 
     async def _run(self) -> None:
         yielded_at = time.monotonic()
         while not self._stopping:
             if self._outstanding <= 0 or time.monotonic() > self._req_deadline:
+                if self._pause_pull:
+                    self._pause_pull = False
+                    await asyncio.sleep(REPULL_PAUSE_S)
                 try:
                     await self._pull()
                 except Exception as exc:  # disconnected: the client reconnects, ask again later
@@ -192,6 +218,9 @@ class Subscription(Generic[T]):
                     await asyncio.sleep(0)  # a burst must not starve the other consumers and loops
                     yielded_at = time.monotonic()
                 msg = self._queue.get_nowait()
+            if msg is _REPULL:
+                self._outstanding = 0
+                continue
             if self._is_status(msg):
                 continue
             self._outstanding -= 1
@@ -213,8 +242,9 @@ class Subscription(Generic[T]):
         status = msg.headers.get("Status") if msg.headers else None
         if not status:
             return False
-        if status != "100":  # 404 no messages, 408 expired, 409 ended: ask again
+        if status != "100":  # 404 no messages, 408 expired, 409 ended, 503 no responders: ask again
             self._outstanding = 0
+            self._pause_pull = status == "503"
         return True
 
     def _take_batch(self, first: Msg) -> list[Msg]:
@@ -222,7 +252,9 @@ class Subscription(Generic[T]):
         batch = [first]
         while len(batch) < self.max_batch and not self._queue.empty():
             msg = self._queue.get_nowait()
-            if not self._is_status(msg):
+            if msg is _REPULL:
+                self._outstanding = 0
+            elif not self._is_status(msg):
                 self._outstanding -= 1
                 batch.append(msg)
         return batch
@@ -252,12 +284,22 @@ class Subscription(Generic[T]):
                 await self.handler(items)
             except Exception as exc:
                 self._n_errors.inc()
+                if is_transient(exc):  # not any one message's fault: all of them later, none alone now
+                    log.warning("%s: batch handler failed on %d messages, a dependency is unavailable: %r;"
+                                " retrying them", self.name, len(items), exc)
+                    delay = self._transient_delay(max(info.num_delivered for _, info in items))
+                    for msg in kept:
+                        await msg.nak(delay=delay)
+                    return
                 log.warning("%s: batch handler failed on %d messages: %r; handling them one by one",
                             self.name, len(items), exc)
             else:
                 for msg in kept:
                     await msg.ack()
                 self._n_consumed.inc(len(kept))
+                if self._failures:
+                    for _, info in items:
+                        self._failures.pop(info.stream_seq, None)
                 return
         for msg, item in zip(kept, items):
             await self._settle_one(msg, item)
@@ -272,6 +314,8 @@ class Subscription(Generic[T]):
             return
         await msg.ack()
         self._n_consumed.inc()
+        if self._failures:
+            self._failures.pop(info.stream_seq, None)
 
     async def _process(self, msg: Msg) -> None:
         headers = dict(msg.headers or {})
@@ -294,21 +338,39 @@ class Subscription(Generic[T]):
             return
         await msg.ack()
         self._n_consumed.inc()
+        if self._failures:
+            self._failures.pop(seq, None)
 
     async def _failed(self, msg: Msg, headers: dict[str, str], seq: int, delivered: int, exc: Exception) -> None:
-        """A handler raised on ``msg``: nak with exponential delay, or dead-letter on the last delivery."""
+        """A handler raised on ``msg``. A transient error (:func:`colo.transient.is_transient`: NATS or Redis
+        unavailable) is nak'ed with a growing delay capped at :data:`TRANSIENT_DELAY_MAX_S` and never
+        dead-lettered; any other is nak'ed with ``retry_delay_s × 2^(failures−1)`` and dead-lettered (then
+        terminated) at its :data:`MAX_DELIVER`-th failure. Failures are counted in this process: a restarted
+        service gives a message its full count again."""
         self._n_errors.inc()
-        if delivered >= MAX_DELIVER:
-            log.error("%s: handler failed on %s (delivery %d), dead-lettering: %r",
-                      self.name, msg.subject, delivered, exc, exc_info=exc)
-            reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
+        if is_transient(exc):
+            delay = self._transient_delay(delivered)
+            log.warning("%s: handler failed on %s (delivery %d), a dependency is unavailable: %r;"
+                        " retrying in %.2f s", self.name, msg.subject, delivered, exc, delay)
+            await msg.nak(delay=delay)
+            return
+        failures = self._failures[seq] = self._failures.get(seq, 0) + 1
+        if failures >= MAX_DELIVER:
+            self._failures.pop(seq, None)
+            log.error("%s: handler failed on %s (failure %d, delivery %d), dead-lettering: %r",
+                      self.name, msg.subject, failures, delivered, exc, exc_info=exc)
+            reason = f"handler failed {failures} times: {type(exc).__name__}: {exc}"
             await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}")
             self._n_dead.inc()
             await msg.term()
         else:
-            log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
-                        self.name, msg.subject, delivered, exc)
-            await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
+            log.warning("%s: handler failed on %s (failure %d, delivery %d): %r; will retry",
+                        self.name, msg.subject, failures, delivered, exc)
+            await msg.nak(delay=self.bus.retry_delay_s * 2 ** (failures - 1))
+
+    def _transient_delay(self, delivered: int) -> float:
+        """Nak delay (s) after a transient failure on a message's ``delivered``-th delivery."""
+        return min(TRANSIENT_DELAY_MAX_S, float(self.bus.retry_delay_s) * 2.0 ** min(delivered - 1, 30))
 
     async def _call(self, decoded: Any, subject: str, headers: dict[str, str], seq: int,
                     delivered: int) -> None:
@@ -336,7 +398,7 @@ class Subscription(Generic[T]):
                 pass
         while not self._queue.empty():  # delivered but never handled: redeliver at once
             m = self._queue.get_nowait()
-            if m.reply and not (m.headers and m.headers.get("Status")):
+            if m is not _REPULL and m.reply and not (m.headers and m.headers.get("Status")):
                 try:
                     await m.nak()
                 except Exception:
