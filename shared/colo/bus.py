@@ -11,8 +11,12 @@ Delivery contract (docs/architecture.md "Bus"):
   acked once the call returns;
 * a payload that does not decode is published to ``colo.v1.dlq.<service>`` with the reason
   and terminated (never redelivered);
-* a handler exception is logged and counted; the message is nak'ed with an exponential delay
-  and dead-lettered (then terminated) on its 5th delivery;
+* a handler exception is logged and counted. When it means a dependency is unavailable
+  (:func:`colo.transient.is_transient`: Redis or NATS down, restarting, loading, failing over) the
+  message is nak'ed with an exponential delay capped at 5 s and never dead-lettered; any other
+  failure is nak'ed with an exponential delay and dead-lettered (then terminated) at its 5th;
+* when the client reconnects, every consumer sends a new pull request at once (a restarted server
+  forgot the pending ones);
 * :meth:`Bus.settle` returns once every consumer of this bus has nothing pending and no
   handler is running (a few milliseconds on an idle bus).
 
