@@ -3,6 +3,7 @@
 #   make demo NODES=20 HOURS=1
 #   make demo JOBS=0          batch tasks as bare pods (no Jobs, gangs, team quotas)
 #   make test
+#   make ha-test              only the failover tests: NATS cluster leader kill, Redis Sentinel primary kill (~2 min)
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 
@@ -23,7 +24,7 @@ STAMP := $(VENV)/.installed
 # ignored; pip's errors, a failing build's output and every other warning still show.
 QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: install demo test up traces lint clean
+.PHONY: install demo test ha-test up traces lint clean
 
 install: $(STAMP)
 
@@ -41,6 +42,9 @@ demo: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+ha-test: install
+	$(PY) -m pytest -m ha -s $(PYTEST_ARGS)
 
 up: install
 	$(VENV)/bin/colo up

@@ -13,6 +13,9 @@ heterogeneous nodes (four sizes, batch resources, fresh metrics), then:
 
 ``--replicas N`` runs N scheduler processes that shard the pods (``COLO_SCHEDULER_REPLICAS``);
 ``--intake-only`` measures the admission intake alone (no cycles): ``admitted_per_s``.
+``--wait-replicas N`` starts N Redis replicas of the bench's Redis and has the scheduler acknowledge a bind
+only once N replicas hold it (``COLO_REDIS_WAIT_REPLICAS``: ``WAIT`` after each bind call; docs/operations.md
+"High availability").
 
 Targets (issue 3): ≥ 5,000 pods/s sustained; p99 ≤ 50 ms at 1,000 pods/s offered, 1,000 nodes.
 Everything (servers, scheduler, this driver) shares the machine: the CPU seconds each used
@@ -25,14 +28,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -46,6 +52,7 @@ from colo.bus import Bus
 from colo.embedded import EmbeddedServers, free_port
 from colo.messages import NodeMetric, NodeResource, NodeSpec, PodAdmitted, PodSpec, Resources, Usage
 from colo.store import Store
+from colo.testing.clusters import start_replica
 
 GI = 1024**3
 MI = 1024**2
@@ -292,16 +299,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     rng = random.Random(args.seed)
     nodes, resources = make_nodes(args.nodes, rng)
-    async with EmbeddedServers() as servers:
+    async with EmbeddedServers() as servers, contextlib.AsyncExitStack() as stack:
         bus = await Bus.connect(servers.nats_url, "bench")
         await bus.ensure_streams()
         store = await Store.connect(servers.redis_url, prefix="bench")
+        assert servers.redis is not None
+        replica_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="colo-bench-replicas-")))
+        for _ in range(args.wait_replicas):
+            stack.callback(start_replica(servers.redis.port, replica_dir).stop)
         ports = [free_port() for _ in range(args.replicas)]
         schedulers = []
         for i, port in enumerate(ports):
             env = {**os.environ, "COLO_NATS_URL": servers.nats_url, "COLO_REDIS_URL": servers.redis_url,
                    "COLO_STORE_PREFIX": "bench", "COLO_HTTP_PORT": str(port), "COLO_LOG_LEVEL": "WARNING",
-                   "COLO_SCHEDULER_REPLICAS": str(args.replicas), "COLO_SCHEDULER_REPLICA_INDEX": str(i)}
+                   "COLO_SCHEDULER_REPLICAS": str(args.replicas), "COLO_SCHEDULER_REPLICA_INDEX": str(i),
+                   "COLO_REDIS_WAIT_REPLICAS": str(args.wait_replicas)}
             schedulers.append(subprocess.Popen(_scheduler_command(args.profile, i), env=env,
                                                preexec_fn=_die_with_parent if sys.platform == "linux" else None))
         metrics_task: asyncio.Task[None] | None = None
@@ -352,7 +364,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for k, v in st.get("totals", {}).items():
             totals[k] = totals.get(k, 0) + v
     return {
-        "bench": "scheduler_e2e", "nodes": args.nodes, "replicas": args.replicas,
+        "bench": "scheduler_e2e", "nodes": args.nodes, "replicas": args.replicas, "wait_replicas": args.wait_replicas,
         "pods": args.warmup + args.pods + lat_pods,
         "throughput_pods": args.pods, "pods_per_s": round(pods_per_s, 1), "throughput_s": round(tput_s, 3),
         "offered_rate": args.rate, "latency_pods": lat_pods,
@@ -431,6 +443,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     ap.add_argument("--replicas", type=int, default=1, help="scheduler processes, pods sharded by uid hash")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wait-replicas", type=int, default=0,
+                    help="Redis replicas to start and WAIT for after every bind (0 = none)")
     ap.add_argument("--profile", default="", metavar="PATH",
                     help="run each scheduler under cProfile, stats to PATH.<replica index> (read with pstats);"
                     " profiling slows the scheduler: figures of such a run are not comparable")
@@ -448,7 +462,8 @@ def main() -> None:
         out = asyncio.run(run(args))
     except TimeoutError as exc:  # a stalled phase: say why, without a traceback
         sys.exit(f"scheduler_e2e: {exc}")
-    print(f"scheduler e2e, {out['nodes']} nodes, {out['replicas']} scheduler process(es); {out['cpus']} CPUs shared by"
+    print(f"scheduler e2e, {out['nodes']} nodes, {out['replicas']} scheduler process(es), WAIT for"
+          f" {out['wait_replicas']} Redis replica(s) per bind; {out['cpus']} CPUs shared by"
           " the schedulers, nats-server, redis-server and this driver")
     print(f"  throughput: {out['throughput_pods']} pods bound in {out['throughput_s']} s ="
           f" {out['pods_per_s']:.0f} pods/s (target >= 5000)")

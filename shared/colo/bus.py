@@ -46,9 +46,11 @@ from nats.js.kv import KeyValue
 
 from colo import codec, subjects, telemetry
 from colo.clock import Clock, WallClock
+from colo.connections import nats_options, nats_servers
 from colo.messages import DeadLetter, Tick, TickAck
+from colo.settings import RuntimeSettings
 from colo.subjects import Subject
-from colo.subscription import FETCH_BATCH, MessageInfo, Subscription
+from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
 from colo.transient import TransientError
 
 __all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
@@ -109,8 +111,11 @@ async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: flo
 class Bus:
     """A service's connection to NATS/JetStream. Create with ``await Bus.connect(...)``."""
 
-    def __init__(self, nc: NATS, service: str, clock: Clock, autostart: bool, retry_delay_s: float) -> None:
+    def __init__(self, nc: NATS, service: str, clock: Clock, autostart: bool, retry_delay_s: float,
+                 replicas: int = 1) -> None:
         self.nc = nc
+        self.replicas = replicas
+        """Replicas of the streams and KV buckets this bus creates (``RuntimeSettings.stream_replicas``)."""
         self.js: JetStreamContext = nc.jetstream()
         self.service = service
         self.clock = clock
@@ -131,7 +136,7 @@ class Bus:
     @classmethod
     async def connect(cls, url: str, service: str, clock: Clock | None = None, *,
                       autostart: bool = True, retry_delay_s: float = 0.1, name: str = "",
-                      connect_attempts: int = -1) -> Bus:
+                      connect_attempts: int = -1, settings: RuntimeSettings | None = None) -> Bus:
         """Connect to ``url`` as ``service`` (a subject token, e.g. ``"slo-manager"``).
 
         ``autostart=False`` defers consumers until :meth:`start_consumers` (the runtime uses it
@@ -141,14 +146,20 @@ class Bus:
         connected, reconnected) every 0.5 s before giving up, −1 = forever (services: the server may
         start after them; a command line tool passes a few). Raises ValueError for a bad service
         name and nats errors (``NoServersError``) when the server stays unreachable.
+
+        ``url`` may list several servers of a cluster separated by commas; ``settings`` gives the
+        credentials and TLS of the link (:func:`colo.connections.nats_options`; LinkError when a file
+        named there cannot be read) and the replica count of the streams and buckets it creates.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
         made: list[Bus] = []
-        nc = await nats.connect(url, name=name or service, connect_timeout=5,
+        nc = await nats.connect(servers=nats_servers(url), name=name or service, connect_timeout=5,
+                                **nats_options(settings),
                                 max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
                                 error_cb=_log_error if connect_attempts < 0 else _quiet_error,
                                 reconnected_cb=functools.partial(_reconnected, made))
-        made.append(cls(nc, service, clock or WallClock(), autostart, retry_delay_s))
+        made.append(cls(nc, service, clock or WallClock(), autostart, retry_delay_s,
+                        settings.stream_replicas if settings is not None else 1))
         return made[0]
 
     def on_reconnected(self) -> None:
@@ -161,7 +172,9 @@ class Bus:
             sub.repull()
 
     async def ensure_streams(self, store_retry_s: float = STORE_RETRY_S) -> None:
-        """Create or update every stream of :data:`colo.subjects.STREAMS`.
+        """Create or update every stream of :data:`colo.subjects.STREAMS`, with :attr:`replicas` replicas
+        (a stream created with fewer is updated to that count; JetStream refuses more replicas than the
+        cluster has servers).
 
         A stream created again right after it was deleted can be refused with JetStream's
         ``err_code`` 10049 ("error creating store for stream") while the server still removes the
@@ -173,7 +186,7 @@ class Bus:
             cfg = StreamConfig(
                 name=s.name, subjects=list(s.subjects), storage=StorageType.FILE,
                 max_age=s.max_age_s or None, max_msgs_per_subject=s.max_msgs_per_subject,
-                duplicate_window=s.duplicate_window_s,
+                duplicate_window=s.duplicate_window_s, num_replicas=self.replicas,
             )
             await retry_store_creation(functools.partial(self._add_or_update_stream, cfg), store_retry_s)
 
@@ -184,8 +197,8 @@ class Bus:
             await self.js.update_stream(cfg)
 
     async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
-        """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key) when
-        it does not exist and ``create`` is set.
+        """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key, with
+        :attr:`replicas` replicas) when it does not exist and ``create`` is set.
 
         Raises nats.js.errors.BucketNotFoundError when it does not exist and ``create`` is False,
         InvalidBucketNameError for a bad name, nats errors when JetStream is unavailable. Creation
@@ -196,7 +209,7 @@ class Bus:
         except nats.js.errors.BucketNotFoundError:
             if not create:
                 raise
-        config = KeyValueConfig(bucket=bucket, history=history)
+        config = KeyValueConfig(bucket=bucket, history=history, replicas=self.replicas)
         try:
             return await retry_store_creation(lambda: self.js.create_key_value(config))
         except nats.js.errors.BadRequestError:  # created meanwhile by another process
@@ -325,6 +338,8 @@ class Bus:
         sequence), so a redelivered message is dead-lettered once."""
         await self.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
                                msg_id=f"{self.service}-rejected-{info.subject}-{info.stream_seq}")
+        registered = subjects.by_subject(info.subject)  # labelled by pattern: node tokens would be unbounded
+        _dead.labels(self.service, registered.wildcard if registered is not None else "other").inc()
 
     # ------------------------------------------------------------------ consume
 

@@ -121,10 +121,11 @@ class ServiceRunner:
         s = self.settings
         telemetry.setup(self.service.name, s.otlp_endpoint)
         client_name = f"{self.service.name}-{s.instance}" if s.instance else self.service.name
-        bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name)
+        bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name,
+                                settings=s)
         try:
             await bus.ensure_streams()
-            store = await Store.connect(s.redis_url, s.store_prefix)
+            store = await Store.connect(s.redis_url, s.store_prefix, settings=s)
         except BaseException:
             await bus.close()
             raise

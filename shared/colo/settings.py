@@ -60,6 +60,82 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     instance: str = ""
     """Instance name when several replicas run: shown in logs and the NATS client name; replicas
     share durable consumers, so they split the work (``COLO_INSTANCE``)."""
+    # Links (docs/security.md, docs/operations.md): credentials and keys are read from files, never taken as values.
+    nats_creds_file: str = ""
+    """NATS credentials file (JWT + nkey seed, ``.creds``) of this service's user (``COLO_NATS_CREDS_FILE``)."""
+    nats_nkey_seed_file: str = ""
+    """File holding this service's nkey seed (``SU…``), for servers that list nkey users (``COLO_NATS_NKEY_SEED_FILE``)."""
+    nats_user: str = ""
+    """NATS user name for user/password authentication (``COLO_NATS_USER``)."""
+    nats_password_file: str = ""
+    """File holding the NATS password of :attr:`nats_user` (``COLO_NATS_PASSWORD_FILE``)."""
+    nats_tls_ca_file: str = ""
+    """CA bundle (PEM) that signs the NATS servers' certificates; set = TLS to NATS (``COLO_NATS_TLS_CA_FILE``)."""
+    nats_tls_cert_file: str = ""
+    """Client certificate (PEM) for NATS TLS with client verification (``COLO_NATS_TLS_CERT_FILE``)."""
+    nats_tls_key_file: str = ""
+    """Private key (PEM) of :attr:`nats_tls_cert_file` (``COLO_NATS_TLS_KEY_FILE``)."""
+    stream_replicas: int = 1
+    """Replicas of every JetStream stream and KV bucket the services create: 1 on a single server, 3 on a
+    three-server cluster (``COLO_STREAM_REPLICAS``)."""
+    redis_username: str = ""
+    """Redis ACL user of this service; empty = the ``default`` user (``COLO_REDIS_USERNAME``)."""
+    redis_password_file: str = ""
+    """File holding the Redis password of :attr:`redis_username` (``COLO_REDIS_PASSWORD_FILE``)."""
+    redis_tls_ca_file: str = ""
+    """CA bundle (PEM) that signs the Redis servers' certificates; set = TLS to Redis, as a ``rediss://`` URL
+    is (``COLO_REDIS_TLS_CA_FILE``)."""
+    redis_tls_cert_file: str = ""
+    """Client certificate (PEM) for Redis TLS with client verification (``COLO_REDIS_TLS_CERT_FILE``)."""
+    redis_tls_key_file: str = ""
+    """Private key (PEM) of :attr:`redis_tls_cert_file` (``COLO_REDIS_TLS_KEY_FILE``)."""
+    redis_sentinels: str = ""
+    """Comma-separated ``host:port`` of Redis Sentinels; set = the primary of :attr:`redis_sentinel_master`
+    is found (and followed across failovers) through them, and :attr:`redis_url` gives only the db number
+    (``COLO_REDIS_SENTINELS``)."""
+    redis_sentinel_master: str = "colo"
+    """Name of the monitored primary in the Sentinels' configuration (``COLO_REDIS_SENTINEL_MASTER``)."""
+    http_token_file: str = ""
+    """File holding the bearer token that ``/metrics`` and ``/debug/*`` require (``/healthz`` and ``/readyz``
+    stay open for probes); empty = no token (``COLO_HTTP_TOKEN_FILE``)."""
+    redis_wait_replicas: int = 0
+    """Replicas that must hold a bind or release before the store acknowledges it: ``WAIT n timeout`` after
+    the bind/release script on the same connection (Redis ``WAIT``); 1 with one replica behind Sentinel makes
+    an acknowledged bind survive a failover; 0 = no WAIT (``COLO_REDIS_WAIT_REPLICAS``). A WAIT that returns
+    short is logged and the bind kept (docs/operations.md "High availability")."""
+    redis_wait_timeout_ms: int = 1000
+    """Milliseconds a ``WAIT`` blocks at most for :attr:`redis_wait_replicas` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
+    0 would block for ever, so it must be >= 1)."""
+
+    def __post_init__(self) -> None:
+        problems = link_problems(self)
+        if problems:
+            raise SettingsError(problems, what="link settings")
+
+
+def link_problems(s: RuntimeSettings) -> list[str]:
+    """Inconsistent link settings of ``s`` (empty list when fine): a TLS certificate without its key (or
+    the reverse), a password file without a user, a replica count below 1, an unparsable Sentinel address."""
+    out: list[str] = []
+    for which in ("nats", "redis"):
+        cert, key = getattr(s, f"{which}_tls_cert_file"), getattr(s, f"{which}_tls_key_file")
+        if bool(cert) != bool(key):
+            out.append(f"{which}_tls_cert_file and {which}_tls_key_file go together (one is empty)")
+    if s.nats_password_file and not s.nats_user:
+        out.append("nats_password_file is set but nats_user is empty")
+    if sum(bool(x) for x in (s.nats_creds_file, s.nats_nkey_seed_file, s.nats_user)) > 1:
+        out.append("set only one of nats_creds_file, nats_nkey_seed_file, nats_user")
+    if s.stream_replicas < 1 or s.stream_replicas > 5:
+        out.append(f"stream_replicas must be 1..5 (JetStream's limit), got {s.stream_replicas}")
+    if s.redis_wait_replicas < 0:
+        out.append(f"redis_wait_replicas must be >= 0, got {s.redis_wait_replicas}")
+    if s.redis_wait_timeout_ms < 1:
+        out.append(f"redis_wait_timeout_ms must be >= 1 (0 blocks for ever), got {s.redis_wait_timeout_ms}")
+    for part in filter(None, (p.strip() for p in s.redis_sentinels.split(","))):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit():
+            out.append(f"redis_sentinels: {part!r} is not host:port")
+    return out
 
 
 def _strip_optional(tp: Any) -> Any:

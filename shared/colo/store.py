@@ -34,8 +34,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
+from colo.connections import redis_client
 from colo.keys import Keys
 from colo.messages import NodeResource, NodeSpec, PodPhase, PodRecord, PodSpec, Resources
+from colo.settings import RuntimeSettings
 from colo.store_binds import (
     BIND_CHUNK,
     REASON_ALREADY_BOUND,
@@ -48,9 +50,11 @@ from colo.store_binds import (
     BindResult,
     Fence,
     Lease,
+    ReplicaWait,
     bind_arg,
     bind_chunks,
     bind_units,
+    replicated,
 )
 from colo.store_lua import (
     ACQUIRE_LUA,
@@ -94,9 +98,11 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
     raise :class:`colo.codec.DecodeError`.
     """
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "colo") -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str = "colo", wait: ReplicaWait | None = None) -> None:
         self.redis = client
         self.keys = Keys(prefix)
+        self.wait = wait or ReplicaWait()
+        """Replicas a bind or release waits for (``RuntimeSettings.redis_wait_replicas``)."""
         self._bind = client.register_script(BIND_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._admit = client.register_script(ADMIT_LUA)
@@ -118,7 +124,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                              "quotas": k.quotas}).decode()
 
     @classmethod
-    async def connect(cls, url: str, prefix: str = "colo") -> Store:
+    async def connect(cls, url: str, prefix: str = "colo", settings: RuntimeSettings | None = None) -> Store:
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
 
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
@@ -126,15 +132,19 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
         (:data:`RECONNECT_BACKOFF_S`); redis-py's ``from_url`` default is no retry, so each stale
         connection failed one command after a restart.
+
+        ``settings`` gives the link's ACL user, TLS and Sentinels (:func:`colo.connections.redis_client`;
+        LinkError when a file named there cannot be read).
         """
-        client = aioredis.from_url(url, decode_responses=False, retry=_reconnecting_retry(),
-                                   retry_on_error=[redis_exc.ConnectionError, redis_exc.TimeoutError])
+        client = redis_client(url, settings, _reconnecting_retry(),
+                              [redis_exc.ConnectionError, redis_exc.TimeoutError])
         try:
             await client.ping()
         except BaseException:
             await client.aclose()
             raise
-        return cls(client, prefix)
+        wait = ReplicaWait(settings.redis_wait_replicas, settings.redis_wait_timeout_ms) if settings else None
+        return cls(client, prefix, wait)
 
     async def close(self) -> None:
         """Close the connection pool."""
@@ -365,25 +375,29 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         checked at the place of the group's first member (each member seeing the earlier ones, quotas
         included) and bound only when every one fits; otherwise none is, the refused members carry
         their reason and the others :data:`REASON_GANG_MEMBER_REFUSED` naming the first refused one.
-        A group is never split across script calls, however large. Raises RedisError on I/O failure.
+        A group is never split across script calls, however large. With :attr:`wait` the call returns once
+        that many replicas hold the binds (``WAIT``, :class:`colo.store_binds.ReplicaWait`). Raises
+        RedisError on I/O failure.
         """
         if not requests:
             return []
         args = [bind_arg(item) for item in requests]
         stems = self._stems if fence is None else self._stems_for(fence.name)
         value = fence.value if fence is not None else ""
-        if not any(isinstance(item, BindRequest) and item.group for item in requests):
-            out: list[BindResult] = []
-            for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
-                reasons = await self._bind(args=[stems, value, _json.encode(args[start:start + BIND_CHUNK])])
-                out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
-            return out
-        results: list[BindResult] = [BindResult(False)] * len(args)
-        for chunk in bind_chunks(bind_units(requests), BIND_CHUNK):
-            reasons = await self._bind(args=[stems, value, _json.encode([args[i] for i in chunk])])
-            for i, r in zip(chunk, _s(reasons).split("\n")):
-                results[i] = BindResult(not r, r)
-        return results
+        async with replicated(self.redis, self.wait, f"bind of {len(args)} pods") as conn:
+            if not any(isinstance(item, BindRequest) and item.group for item in requests):
+                out: list[BindResult] = []
+                for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
+                    reasons = await self._bind(args=[stems, value, _json.encode(args[start:start + BIND_CHUNK])],
+                                               client=conn)
+                    out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
+                return out
+            results: list[BindResult] = [BindResult(False)] * len(args)
+            for chunk in bind_chunks(bind_units(requests), BIND_CHUNK):
+                reasons = await self._bind(args=[stems, value, _json.encode([args[i] for i in chunk])], client=conn)
+                for i, r in zip(chunk, _s(reasons).split("\n")):
+                    results[i] = BindResult(not r, r)
+            return results
 
     async def release(self, uid: str, phase: PodPhase, reason: str, at: float, node: str = "") -> bool:
         """Free a bound pod's allocation exactly once and set its phase/reason.
@@ -398,10 +412,12 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
             bound = await self.bound_node(uid)
             if bound is None or (node and bound != node):
                 return False
-            res = await self._release(
-                keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
-                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
-            )
+            async with replicated(self.redis, self.wait, f"release of {uid}") as conn:
+                res = await self._release(
+                    keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
+                    args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
+                    client=conn,
+                )
             if int(res) == 1:
                 return True
             if int(res) == 0:

@@ -7,9 +7,10 @@ created and propagated over NATS (DESIGN.md §4), but no span leaves the process
 
 from __future__ import annotations
 
+import bisect
 import logging
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -158,6 +159,31 @@ def histogram(name: str, doc: str, labels: tuple[str, ...] = (),
     return _get_or_create(prometheus_client.Histogram, name, doc, labels, buckets=buckets)
 
 
+def observe_many(child: prometheus_client.Histogram, amounts: Sequence[float]) -> None:
+    """``child.observe(a)`` for every ``a`` of ``amounts`` (a histogram without labels, or one labelled child),
+    with one increment per bucket touched and one of the sum: what a cycle of a hundred pods observes costs a
+    few bucket increments instead of a hundred locked bucket walks. The samples are those of observing one by
+    one (tests/unit/test_telemetry_observe_many.py). Falls back to one by one on a prometheus_client without
+    the attributes relied on (``_upper_bounds``, ``_buckets``, ``_sum``, as of 0.20–0.26)."""
+    if not amounts:
+        return
+    bounds = getattr(child, "_upper_bounds", None)
+    buckets = getattr(child, "_buckets", None)
+    total = getattr(child, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(buckets) != len(bounds):
+        for a in amounts:
+            child.observe(a)
+        return
+    counts: dict[int, int] = {}
+    for a in amounts:
+        i = bisect.bisect_left(bounds, a)  # the first bound >= a: observe()'s "amount <= bound"
+        counts[i] = counts.get(i, 0) + 1
+    for i, n in counts.items():
+        if i < len(buckets):
+            buckets[i].inc(n)
+    total.inc(float(sum(amounts)))
+
+
 _metrics: dict[str, MetricWrapperBase] = {}
 _M = TypeVar("_M", bound=MetricWrapperBase)
 
@@ -171,6 +197,26 @@ def _get_or_create(kind: type[_M], name: str, doc: str, labels: tuple[str, ...],
     metric = kind(name, doc, labelnames=labels, registry=registry(), **kw)
     _metrics[name] = metric
     return metric
+
+
+def definitions() -> dict[str, MetricWrapperBase]:
+    """Every metric made by :func:`counter`, :func:`gauge` or :func:`histogram` in this process, by name."""
+    return dict(_metrics)
+
+
+def prune(metric: MetricWrapperBase, label: str, keep: Collection[str]) -> int:
+    """Remove every series of ``metric`` whose ``label`` value is not in ``keep`` (e.g. the nodes that
+    disappeared, so that no stale series stays exported); returns how many were removed. Raises ValueError
+    when ``metric`` has no such label."""
+    names = list(metric._labelnames)
+    if label not in names:
+        raise ValueError(f"metric {metric._name} has no label {label!r}")
+    i = names.index(label)
+    with metric._lock:
+        stale = [values for values in metric._metrics if values[i] not in keep]
+    for values in stale:
+        metric.remove(*values)
+    return len(stale)
 
 
 def render_metrics() -> tuple[bytes, str]:

@@ -16,7 +16,7 @@ from colo.messages import (
     SimWorkload,
 )
 from colo_node_agent.backends.sim import SimBackend, SimConfig
-from colo_node_agent.metrics import percentile
+from colo_node_agent.windows import percentile
 
 G = 10**9
 

@@ -83,7 +83,8 @@ def test_ctrl_c_at_a_terminal_stops_every_service_cleanly(tmp_path: Path) -> Non
         status = _reap(pid, 30)
         os.close(fd)
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", "".join(buf))
-    assert "all 5 services stopped cleanly" in out, out
+    assert "all 6 services stopped cleanly" in out, out
+    assert "web dashboard: http://127.0.0.1:" in out, out
     assert os.waitstatus_to_exitcode(status) == 0, out
 
 

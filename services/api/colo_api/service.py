@@ -15,6 +15,7 @@ from colo.runtime import ServiceContext
 from colo.settings import RuntimeSettings
 from colo_api import auth, openapi
 from colo_api.handlers import ROUTES, Handlers, checked
+from colo_api.metrics import instrumented
 from colo_api.settings import ApiSettings, resolve_token
 
 STATIC = Path(__file__).parent / "static"
@@ -45,12 +46,12 @@ class ApiService:
         if not self.token:
             ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE): /v1 is open to anyone "
                             "who reaches %s", ctx.settings.http_host)
-        for method, path, attr, query in ROUTES:
-            ctx.add_route(method, path, auth.guarded(checked(getattr(h, attr), query), self.token))
-        ctx.add_route("GET", "/v1/openapi.json", self.openapi)
-        ctx.add_route("*", "/v1/{tail:.*}", h.not_found)
-        ctx.add_route("GET", "/", self.index)
-        ctx.add_route("GET", "/static/{file}", self.static)
+        routes = [(method, path, auth.guarded(checked(getattr(h, attr), query), self.token))
+                  for method, path, attr, query in ROUTES]
+        routes += [("GET", "/v1/openapi.json", self.openapi), ("*", "/v1/{tail:.*}", h.not_found),
+                   ("GET", "/", self.index), ("GET", "/static/{file}", self.static)]
+        for method, path, handler in routes:
+            ctx.add_route(method, path, instrumented(path, handler))
 
     async def openapi(self, _: web.Request) -> web.Response:
         """The OpenAPI document (open: it holds no data)."""

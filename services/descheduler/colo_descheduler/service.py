@@ -19,6 +19,7 @@ from colo.messages import EvictionCommand, NodeMetric, NodeResource, NodeSpec, P
 from colo.runtime import ServiceContext
 from colo_descheduler.cluster import ClusterView
 from colo_descheduler.lownodeload import LowNodeLoad, RoundResult
+from colo_descheduler.metrics import TickCounters, observe_tick
 from colo_descheduler.migration_runner import MigrationController
 from colo_descheduler.ratelimit import TokenBucket
 from colo_descheduler.settings import DeschedulerSettings
@@ -49,6 +50,7 @@ class DeschedulerService:
         self._started = False
         self.jobs: MigrationController | None = None
         """The PodMigrationJob controller (``migration_jobs``), set at start."""
+        self._metered = TickCounters()
 
     async def start(self, ctx: ServiceContext) -> None:
         """Load nodes and bound pods from the store, then subscribe."""
@@ -185,6 +187,8 @@ class DeschedulerService:
             if items:
                 await self.ctx.bus.publish_many(items)
                 self.evictions += len(items)
+        observe_tick(self._metered, self.rounds, self.evictions, self.jobs.counts if self.jobs else None,
+                     len(self.cluster.migrations))
         stats = {"rounds": float(self.rounds), "evictions": float(self.evictions),
                 "round_evictions": float(len(result.evictions) if result else 0),
                 "high_nodes": float(len(result.high) if result else 0),

@@ -1,85 +1,126 @@
-"""Report windows for NodeMetric (REFERENCE.md §2): ring buffers of samples, averages and percentiles.
+"""The node agent's Prometheus metrics (docs/metrics.md "node-agent"), defined at import time.
 
-Samples are taken every sub-step (``dt`` seconds) for all nodes at once; arrays are ``(nodes, slots)``.
-The percentile of n samples is the sorted sample at index ``int(n × p) − 1`` floored at 0 (REFERENCE.md §2).
+Every figure comes from what the service publishes, so ``/metrics`` says what the bus says and both backends
+(``sim``: many nodes per process; ``host``: this machine) are covered by the same code:
+
+* each NodeMetric sets the node's gauges (usage by QoS class, the BE CPU budget of suppress, what suppress
+  takes away from BE) — values as of the node's last report (``report_interval_s``, 60 s by default);
+* each QoS event of a tick counts an action (suppress, burst), OOM kills, failed cgroup writes and the agent's
+  own evictions (BE memory / BE CPU eviction, REFERENCE.md §5); an eviction ordered over ``pod.evict``
+  (descheduler, preemption) counts with reason ``order``. A deletion (``colo delete``) is not an eviction.
+
+Labels: ``node`` (the nodes this process hosts, fixed at start), ``qos`` (:data:`QOS_LABELS`), ``reason``
+(:data:`EVICTION_REASONS`), ``action`` (:data:`QOS_ACTIONS`). No pod, uid or workload label.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 
-import numpy as np
-import numpy.typing as npt
+from colo import telemetry
+from colo.messages import NodeMetric, NodeSpec, QoSEvent
 
-from colo.messages import AggregatedUsage
+QOS_LABELS = ("ls", "be", "system")
+"""``qos`` of a usage series: ``ls`` = pods of class LSE, LSR, LS or unknown (suppress counts unknown pods as
+non-BE, REFERENCE.md §5); ``be`` = BE pods; ``system`` = the node's system usage, host applications and
+SYSTEM-class pods."""
+EVICTION_REASONS = ("memory", "cpu", "order")
+"""``reason`` of an eviction: BE memory eviction (node memory ≥ threshold), BE CPU eviction (BE CPU satisfaction
+low), an eviction ordered over ``pod.evict`` (descheduler migration, preemption)."""
+QOS_ACTIONS = ("suppress", "burst")
+"""``action`` of a QoS action: ``suppress`` = the BE cpuset or CFS quota changed (a new BE CPU budget);
+``burst`` = CPU burst scaled LS pods' CFS quota (REFERENCE.md §5)."""
 
-F64 = npt.NDArray[np.float64]
+_AGENT_EVICTIONS = {"BE memory eviction": "memory", "BE cpu eviction": "cpu"}
+"""QoSEvent.reason of the backends' evictions → ``reason`` label."""
 
-AGG_WINDOWS_S: tuple[int, ...] = (300, 600, 1800)
-"""Aggregated node usage windows: 5 m / 10 m / 30 m (REFERENCE.md §2)."""
-AGG_STATS: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
-
-
-def percentile_index(n: int, p: float) -> int:
-    """Index into n ascending samples for percentile ``p`` (0–1): int(n × p) − 1, floored at 0."""
-    return max(int(n * p) - 1, 0)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Percentile ``p`` of ``samples`` by the REFERENCE.md §2 rule. Raises ValueError when empty."""
-    if not samples:
-        raise ValueError("percentile of no samples")
-    ordered = sorted(samples)
-    return ordered[percentile_index(len(ordered), p)]
-
-
-class Ring:
-    """A ring of the last ``size`` samples for ``rows`` series (e.g. nodes): ``push`` a ``(rows,)`` vector."""
-
-    def __init__(self, rows: int, size: int) -> None:
-        self.data: F64 = np.zeros((rows, size))
-        self.size = size
-        self.count = 0
-        self.pos = 0
-
-    def push(self, values: F64) -> None:
-        """Append one sample per row."""
-        self.data[:, self.pos] = values
-        self.pos = (self.pos + 1) % self.size
-        self.count = min(self.count + 1, self.size)
-
-    def last(self, n: int) -> F64:
-        """The last min(n, count) samples, ``(rows, k)``, oldest first."""
-        k = min(n, self.count)
-        idx = (self.pos - k + np.arange(k)) % self.size
-        return self.data[:, idx]
-
-    def mean(self, n: int) -> F64:
-        """Per-row mean of the last n samples (zeros when empty)."""
-        window = self.last(n)
-        if window.shape[1] == 0:
-            return np.zeros(self.data.shape[0])
-        out: F64 = np.asarray(window.mean(axis=1), dtype=np.float64)
-        return out
+CPU_USAGE = telemetry.gauge(
+    "colo_node_cpu_usage_cores",
+    "CPU used on the node by QoS class (ls, be, system), cores, averaged over the last NodeMetric's window",
+    ("node", "qos"))
+MEMORY_USAGE = telemetry.gauge(
+    "colo_node_memory_usage_bytes",
+    "Memory used on the node by QoS class (ls, be, system), bytes, averaged over the last NodeMetric's window",
+    ("node", "qos"))
+CPU_CAPACITY = telemetry.gauge("colo_node_cpu_capacity_cores", "CPU capacity of the node, cores", ("node",))
+MEMORY_CAPACITY = telemetry.gauge("colo_node_memory_capacity_bytes", "Memory capacity of the node, bytes",
+                                  ("node",))
+BE_CPU_ALLOWED = telemetry.gauge(
+    "colo_node_be_cpu_allowed_cores",
+    "BE CPU budget in force (CPU suppress BEAllowed, enforced by cpuset or CFS quota), cores; absent while "
+    "suppress is off", ("node",))
+BE_CPU_SUPPRESSED = telemetry.gauge(
+    "colo_node_be_cpu_suppressed_cores",
+    "CPU taken away from BE by suppress: capacity − BE CPU budget, cores (0 while suppress is off)", ("node",))
+EVICTIONS = telemetry.counter(
+    "colo_node_agent_evictions_total",
+    "Pods evicted by the node agent, by reason (memory, cpu: BE eviction strategies; order: pod.evict)",
+    ("node", "reason"))
+QOS_ACTIONS_TOTAL = telemetry.counter(
+    "colo_node_agent_qos_actions_total",
+    "QoS actions applied, by action (suppress: new BE cpuset/CFS quota; burst: LS CFS quota scaled)",
+    ("node", "action"))
+OOM_KILLS = telemetry.counter("colo_node_agent_oom_kills_total", "Pods OOM-killed (cgroup limit or node memory)",
+                              ("node",))
+CGROUP_FAILURES = telemetry.counter("colo_node_agent_cgroup_write_failures_total",
+                                    "cgroup writes that failed (each also a QoSEvent of kind cgroup)", ("node",))
 
 
-def aggregated(cpu: Ring, mem: Ring, dt: float) -> list[list[AggregatedUsage]]:
-    """Per row, avg/p50/p90/p95/p99 of node CPU (milli) and memory (bytes) over each of AGG_WINDOWS_S."""
-    rows = cpu.data.shape[0]
-    out: list[list[AggregatedUsage]] = [[] for _ in range(rows)]
-    for window in AGG_WINDOWS_S:
-        n = max(math.ceil(window / dt), 1)
-        c, m = np.sort(cpu.last(n), axis=1), np.sort(mem.last(n), axis=1)
-        k = c.shape[1]
-        if k == 0:
-            continue
-        stats: list[tuple[str, F64, F64]] = [("avg", c.mean(axis=1), m.mean(axis=1))]
-        for name, p in AGG_STATS:
-            i = percentile_index(k, p)
-            stats.append((name, c[:, i], m[:, i]))
-        for name, cv, mv in stats:
-            cl, ml = cv.tolist(), mv.tolist()
-            for r in range(rows):
-                out[r].append(AggregatedUsage(window_s=window, stat=name,  # type: ignore[arg-type]
-                                              cpu=int(cl[r]), memory=int(ml[r])))
-    return out
+def register_nodes(nodes: Iterable[NodeSpec]) -> None:
+    """Capacity gauges and zeroed counters for every node hosted (a counter series exists from the start, so
+    that ``rate()`` sees its first increment)."""
+    for spec in nodes:
+        CPU_CAPACITY.labels(spec.name).set(spec.capacity.cpu / 1000)
+        MEMORY_CAPACITY.labels(spec.name).set(spec.capacity.memory)
+        for reason in EVICTION_REASONS:
+            EVICTIONS.labels(spec.name, reason)
+        for action in QOS_ACTIONS:
+            QOS_ACTIONS_TOTAL.labels(spec.name, action)
+        OOM_KILLS.labels(spec.name)
+        CGROUP_FAILURES.labels(spec.name)
+
+
+def usage_by_qos(metric: NodeMetric) -> dict[str, tuple[int, int]]:
+    """``qos`` label → (CPU milli-cores, memory bytes) of ``metric`` (see :data:`QOS_LABELS`)."""
+    out = {q: [0, 0] for q in QOS_LABELS}
+    for pod in metric.pods:
+        key = "be" if pod.qos_class == "BE" else "system" if pod.qos_class == "SYSTEM" else "ls"
+        out[key][0] += pod.cpu
+        out[key][1] += pod.memory
+    out["system"][0] += metric.system_usage.cpu + metric.host_apps_usage.cpu
+    out["system"][1] += metric.system_usage.memory + metric.host_apps_usage.memory
+    return {q: (cpu, mem) for q, (cpu, mem) in out.items()}
+
+
+def observe_node_metric(metric: NodeMetric, cpu_capacity_milli: int) -> None:
+    """Set the node's gauges from the NodeMetric just published (``cpu_capacity_milli``: the node's)."""
+    node = metric.node
+    for qos, (cpu, mem) in usage_by_qos(metric).items():
+        CPU_USAGE.labels(node, qos).set(cpu / 1000)
+        MEMORY_USAGE.labels(node, qos).set(mem)
+    if metric.be_cpu_allowed < 0:
+        BE_CPU_ALLOWED.remove(node)  # no budget while suppress is off: no series (removing none is a no-op)
+        BE_CPU_SUPPRESSED.labels(node).set(0)
+        return
+    BE_CPU_ALLOWED.labels(node).set(metric.be_cpu_allowed / 1000)
+    BE_CPU_SUPPRESSED.labels(node).set(max(cpu_capacity_milli - metric.be_cpu_allowed, 0) / 1000)
+
+
+def observe_events(events: Iterable[QoSEvent]) -> None:
+    """Count the QoS events a tick publishes (the backends' own evictions, suppress, burst, OOM, cgroup)."""
+    for ev in events:
+        if ev.kind == "evict":
+            # the backends evict for memory or cpu only (strategies/node.py); anything else is an order
+            EVICTIONS.labels(ev.node, _AGENT_EVICTIONS.get(ev.reason, "order")).inc(len(ev.pods))
+        elif ev.kind in QOS_ACTIONS:
+            QOS_ACTIONS_TOTAL.labels(ev.node, ev.kind).inc()
+        elif ev.kind == "oom":
+            OOM_KILLS.labels(ev.node).inc(len(ev.pods) or 1)
+        elif ev.kind == "cgroup":
+            CGROUP_FAILURES.labels(ev.node).inc()
+
+
+def ordered_eviction(node: str) -> None:
+    """Count one eviction ordered over ``pod.evict`` (not a deletion) on ``node``."""
+    EVICTIONS.labels(node, "order").inc()
+

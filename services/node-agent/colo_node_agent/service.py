@@ -33,6 +33,7 @@ from colo.messages import (
     with_hostname_label,
 )
 from colo.runtime import ServiceContext
+from colo_node_agent import metrics
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
@@ -136,6 +137,8 @@ class NodeAgentService:
         self._ended: dict[str, float] = {}
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
+        self._cpu_capacity: dict[str, int] = {}
+        """Node → CPU capacity, milli-cores (what suppress takes away is measured against it)."""
         self._started = False
         # consumers run concurrently: a pod's start, eviction and end must publish in the order they happen
         self._lock = asyncio.Lock()
@@ -166,6 +169,8 @@ class NodeAgentService:
             items.append((subjects.NODE_REGISTERED, reg, f"node-registered-{spec.name}-{now:.3f}",
                           {"node": spec.name}))
         await ctx.bus.publish_many(items)
+        self._cpu_capacity = {spec.name: spec.capacity.cpu for spec in nodes}
+        metrics.register_nodes(nodes)
         await self._adopt(nodes, now)
         names = [n.name for n in nodes]
         agent = agent_id(names, ctx.settings.instance)
@@ -290,6 +295,8 @@ class NodeAgentService:
             return
         event = QoSEvent(node=end.node, kind="evict", at=now, reason=msg.reason, pods=[msg.uid],
                          detail={"by": msg.by})
+        if reason != DELETE_EVICTION_REASON:
+            metrics.ordered_eviction(end.node)
         await self.ctx.bus.publish_many([self._end_item(end),
                                          (subjects.NODE_QOS, event, None, {"node": end.node})])
 
@@ -350,6 +357,8 @@ class NodeAgentService:
                 items.append((subjects.NODE_METRIC, metric, f"metric-{metric.node}-{now:.3f}",
                               {"node": metric.node}))
                 self.counters["metrics_published"] += 1
+                metrics.observe_node_metric(metric, self._cpu_capacity.get(metric.node, 0))
         if items:
             await self.ctx.bus.publish_many(items)
+        metrics.observe_events(ev for _, ev, _, _ in items if isinstance(ev, QoSEvent))
         return {k: float(res.stats.get(k, 0.0)) for k in STAT_KEYS}

@@ -26,6 +26,7 @@ from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
 from colo.runtime import ServiceContext
 from colo_profiler import checkpoint
+from colo_profiler.metrics import PredictionMetrics
 from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
 
@@ -90,6 +91,8 @@ class ProfilerService:
         self._checkpoint_from: float | None = None
         self._expire_from = -math.inf
         self._started = False
+        self.prediction_metrics = PredictionMetrics()
+        """Prediction vs usage for ``/metrics`` (:mod:`colo_profiler.metrics`)."""
 
     async def start(self, ctx: ServiceContext) -> None:
         """Restore the checkpoint, load nodes from the store, then subscribe to metrics and pod events."""
@@ -197,6 +200,7 @@ class ProfilerService:
             await self._reject(metric, info, problem)
             return
         self.model.ingest(metric)
+        self.prediction_metrics.observe(metric, self.model)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -208,7 +212,10 @@ class ProfilerService:
         due = self.model.due(now)
         items: list[tuple[Any, Any, str, dict[str, str]]] = []
         sent = []
+        pm = self.prediction_metrics
+        pm.score()  # the predictions of earlier ticks against the usage reported since
         for name, profile in zip(due, self.model.profiles(due, now)):
+            pm.predict(profile)
             if self.model.worth_sending(profile):
                 items.append((subjects.PROFILE_NODE, profile, f"profile-{name}-{now:.3f}", {"node": name}))
                 sent.append(profile)
@@ -222,6 +229,7 @@ class ProfilerService:
             self.model.mark_published(profile.node, now, profile)
         for name in due:  # unchanged ones count as done for this interval too
             self.model.mark_published(name, now)
+        pm.keep(self.model.nodes, self.model)
         iv = self.settings.checkpoint_interval_s
         if iv > 0:
             if self._checkpoint_from is None:

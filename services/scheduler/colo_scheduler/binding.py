@@ -19,6 +19,7 @@ from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.lease import LeaderElector
+from colo_scheduler.metrics import observe_binds
 
 log = logging.getLogger("colo.scheduler")
 
@@ -56,6 +57,7 @@ class SchedulerBinding:
         if self.elector is not None and fence is None:  # lease lost during the cycle: bind nothing
             for p in out.placements:
                 self.core.bind_failed(p.pod)
+            observe_binds(out.placements, None, 0.0)
             return 0
         t0 = time.perf_counter()
         try:
@@ -64,6 +66,7 @@ class SchedulerBinding:
             self._bind_error(out, exc)
             return 0
         bind_ms = (time.perf_counter() - t0) * 1e3
+        observe_binds(out.placements, results, bind_ms / 1e3)
         bound = 0
         stale: set[str] = {p.node for p in out.placements if p.reservation}  # the store's sums are exact
         unsure: dict[str, Any] = {}

@@ -47,6 +47,7 @@ from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.introspection import LIVE_VALUES, SchedulerIntrospection
 from colo_scheduler.lease import LeaderElector
+from colo_scheduler.metrics import observe_cycle, watch_queue
 from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.quota_events import QuotaEvents
 from colo_scheduler.replicas import Replica
@@ -125,6 +126,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         """
         self.ctx = ctx
         self.replica = Replica.from_settings(self.settings, ctx.settings.instance)
+        watch_queue(lambda: self.core.queue.lengths(), lambda: len(self.core.waiting))
         await self._claim_shard()
         await self._load(ctx.clock.now())
         if self.heap.interval_s > 0:
@@ -394,6 +396,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
             task.add_done_callback(self._publishing.discard)
         else:
             await self._publish(events)
+        observe_cycle(out, time.perf_counter() - t_cycle)
         self.heap.maybe()
         if not stats:
             return {}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from colo import codec, subjects, telemetry
+from colo import codec, subjects
 from colo.bus import MessageInfo
 from colo.clock import VirtualClock
 from colo.messages import (
@@ -43,6 +43,7 @@ from colo.messages import (
     Usage,
 )
 from colo.validation import identity_problems
+from colo_slo_manager import metrics
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
 from colo_slo_manager.config import Composed
@@ -59,12 +60,6 @@ if TYPE_CHECKING:
     from colo.runtime import ServiceContext
 
 log = logging.getLogger("colo_slo_manager")
-
-_applied = telemetry.counter("colo_config_applied_total", "Configurations put in force while running",
-                             ("service", "trigger"))
-_rejected = telemetry.counter("colo_config_rejected_total", "New configurations refused (the old one stays)",
-                              ("service", "trigger"))
-
 
 def _msg_id(prefix: str, key: str) -> str:
     """A de-duplication id ``prefix-key``; keys that are not plain tokens are hashed."""
@@ -178,6 +173,7 @@ class SloManagerService:
         bus.subscribe(subjects.POD_STATUS, self.on_pod_status, durable="status")
         await self.workloads.start(ctx, bus)
         self._ready = True
+        metrics.config_in_force(self.config.current.version, self._config_at)
         await self._announce("start", self.config.current)
 
     async def stop(self) -> None:
@@ -197,7 +193,8 @@ class SloManagerService:
         self.config_applied += 1
         self._config_at = self.ctx.clock.now()
         self._restart_required = composed.restart_required
-        _applied.labels(self.name, trigger).inc()
+        metrics.APPLIED.labels(self.name, trigger).inc()
+        metrics.config_in_force(composed.version, self._config_at)
         log.info("configuration %s in force (from %s)", composed.version, trigger)
         if composed.restart_required:
             log.warning("configuration %s changes %s: takes effect after a restart", composed.version,
@@ -215,7 +212,7 @@ class SloManagerService:
         for e in errors:
             log.error("  - %s", e)
         self.config_rejected += 1
-        _rejected.labels(self.name, trigger).inc()
+        metrics.REJECTED.labels(self.name, trigger).inc()
         now = self.ctx.clock.now()
         announced = announced_errors(errors)
         self.last_rejection = {"at": now, "trigger": trigger, "errors": announced}
@@ -270,6 +267,7 @@ class SloManagerService:
         rejected = sum(1 for r in results if isinstance(r, PodRejected))
         self.admitted += len(results) - rejected
         self.rejected += rejected
+        metrics.admissions(len(results) - rejected, rejected)
 
     async def _put_node(self, node: NodeSpec) -> bool:
         problems = node_problems(node)
@@ -318,6 +316,7 @@ class SloManagerService:
             await self.ctx.bus.publish(subjects.NODE_RESOURCE, out, msg_id=_msg_id("pressure", f"{name}-{now:.3f}"),
                                        node=name)
             self.state.published[name] = out
+            metrics.offered(self.state.published, self.state.nodes)
 
     async def on_node_profile(self, profile: NodeProfile, info: MessageInfo) -> None:
         """Keep the newest profiler output per node (prod-reclaimable for mid resources)."""
@@ -413,6 +412,7 @@ class SloManagerService:
             await self.ctx.bus.publish_many(items)
         for res in resources:
             self.state.published[res.node] = res
+        metrics.offered(self.state.published, self.state.nodes)
         self.state.forget_finished(now)
         return self._stats(len(resources), sum(1 for r in resources if r.reset), len(slos))
 

@@ -1,4 +1,4 @@
-"""``colo up``: embedded NATS/Redis and the five services on the wall clock, until Ctrl-C (docs/cli.md)."""
+"""``colo up``: embedded NATS/Redis, the five services and the REST API on the wall clock, until Ctrl-C (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _up_nodes(args: argparse.Namespace) -> list[NodeSpec]:
 async def _up(args: argparse.Namespace) -> int:
     from colo.embedded import EmbeddedServers
     from colo.sim.run import NODES_FILE_ENV, _write_nodes
-    from colo.sim.services import Supervisor
+    from colo.sim.services import SERVICES, Supervisor
 
     out = Path(args.work_dir)
     nodes = _up_nodes(args)
@@ -47,7 +47,7 @@ async def _up(args: argparse.Namespace) -> int:
     with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
         env = {"COLO_NATS_URL": nats_url or servers.nats_url, "COLO_REDIS_URL": redis_url or servers.redis_url,
                "COLO_SIM": "0", NODES_FILE_ENV: str(nodes_file)}
-        sup = Supervisor("up", env, out / "logs")
+        sup = Supervisor("up", env, out / "logs", services=SERVICES + UP_EXTRA_SERVICES)
         stop = asyncio.Event()
         received: list[int] = []
         loop = asyncio.get_running_loop()
@@ -67,6 +67,9 @@ async def _up(args: argparse.Namespace) -> int:
             console.print(f"NATS {env['COLO_NATS_URL']}  Redis {env['COLO_REDIS_URL']}", soft_wrap=True)
             for name, p in sup.procs.items():
                 console.print(f"  {name:<12} pid {p.proc.pid}  http://127.0.0.1:{p.port}  log {p.log_path}",
+                              soft_wrap=True)
+            if "api" in sup.procs:
+                console.print(f"REST API and web dashboard: http://127.0.0.1:{sup.procs['api'].port}/ (docs/api.md)",
                               soft_wrap=True)
             console.print(f"{len(nodes)} simulated nodes; all services ready; Ctrl-C stops everything")
             console.print("colo submit/get/events in another shell find these servers by themselves; other "
@@ -100,6 +103,9 @@ async def _up(args: argparse.Namespace) -> int:
                               style="red" if bad else "green" if line.startswith("all") else None)
     return 1 if failed else 0
 
+
+UP_EXTRA_SERVICES: tuple[tuple[str, str], ...] = (("api", "colo_api"),)
+"""Services ``colo up`` starts beside the five of the simulator: the REST API with the web dashboard."""
 
 CTRL_C_GRACE_S = 10.0
 """Seconds ``colo up`` waits after Ctrl-C for the services to stop by themselves before it sends SIGTERM
@@ -155,7 +161,7 @@ def _signal_name(num: int) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Embedded servers (unless URLs are set) + the five services on the wall clock."""
+    """Embedded servers (unless URLs are set) + the five services and the REST API on the wall clock."""
     try:
         return asyncio.run(_up(args))
     except Exception as exc:

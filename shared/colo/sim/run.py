@@ -44,6 +44,7 @@ from colo.messages import (
     Tick,
     WorkloadRejected,
 )
+from colo.settings import RuntimeSettings
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -141,8 +142,12 @@ def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
 
 async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, work_dir: Path,
                    progress: Progress | None = None, hook: StepHook | None = None,
-                   extra_env: dict[str, str] | None = None, tick_timeout_s: float = 120.0) -> RunResult:
+                   extra_env: dict[str, str] | None = None, tick_timeout_s: float = 120.0,
+                   settings: RuntimeSettings | None = None) -> RunResult:
     """One run of ``scenario`` with the settings of :data:`SIM_ENV` and ``RUN_ENV[run]`` against the given servers.
+
+    ``settings`` are the coordinator's own links (a cluster's stream replicas, Sentinels), as the services
+    get theirs from ``extra_env``.
 
     Raises ServiceError when a service dies or does not become ready, TimeoutError when a
     tick is not answered within ``tick_timeout_s`` (wall seconds).
@@ -157,8 +162,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     }
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
-    bus = await Bus.connect(nats_url, f"sim-{run}")
-    store = await Store.connect(redis_url, prefix=prefix)
+    bus = await Bus.connect(nats_url, f"sim-{run}", settings=settings)
+    store = await Store.connect(redis_url, prefix=prefix, settings=settings)
     sup = Supervisor(run, env, work_dir / "logs")
     started = time.perf_counter()
     result = RunResult(metrics=metrics)

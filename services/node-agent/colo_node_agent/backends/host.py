@@ -66,10 +66,10 @@ from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
-from colo_node_agent.metrics import Ring, aggregated
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, pod_settings
 from colo_node_agent.strategies.memory_pressure import condition
 from colo_node_agent.strategies.node import NodeSnapshot, PodState, StrategyMemory, plan_node
+from colo_node_agent.windows import Ring, aggregated
 
 __all__ = ["HostBackend", "HostConfig", "HostConfigError", "host_problems"]
 

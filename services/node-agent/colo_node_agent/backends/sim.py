@@ -28,11 +28,11 @@ from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.fs import default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format
-from colo_node_agent.metrics import aggregated
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import pod_settings
 from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.memory_pressure import condition
+from colo_node_agent.windows import aggregated
 
 IDLE_WEIGHT = 1e-9
 """Relative weight of a ``cpu.idle`` group: it gets (practically) nothing while non-idle groups want more."""

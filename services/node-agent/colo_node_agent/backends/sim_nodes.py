@@ -20,7 +20,6 @@ from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
-from colo_node_agent.metrics import Ring
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources
 from colo_node_agent.strategies.cpu_burst import Limiter
 from colo_node_agent.strategies.cpu_evict import BECPUSample
@@ -32,6 +31,7 @@ from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, PressureStat
 from colo_node_agent.strategies.memory_qos import MemoryPod, memory_qos
 from colo_node_agent.strategies.types import PodView
 from colo_node_agent.topology import CPUTopology
+from colo_node_agent.windows import Ring
 
 
 class SimNodes:
