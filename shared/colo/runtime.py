@@ -5,7 +5,8 @@ loads settings (exit 2 listing every problem), builds the service and runs it un
 or SIGINT (exit 0). In-process (tests) use :class:`ServiceRunner`. See docs/architecture.md
 "Service model".
 
-HTTP (aiohttp): ``/healthz`` (process alive), ``/readyz`` (200 when ``service.ready()``),
+HTTP (aiohttp): ``/healthz`` (process alive), ``/readyz`` (200 when ``service.ready()`` and NATS and Redis
+answer, else 503; the body names each dependency and its state: :mod:`colo.readiness`),
 ``/metrics`` (Prometheus text), ``/debug/state`` (``service.debug()`` as JSON), plus any
 route added with :meth:`ServiceContext.add_route` during ``start``. With ``http_token_file`` set every
 path but ``/healthz``, ``/readyz`` and the routes a service adds as ``public`` requires
@@ -26,7 +27,7 @@ import msgspec
 from aiohttp import web
 from opentelemetry import metrics, trace
 
-from colo import http_auth, telemetry
+from colo import http_auth, readiness, telemetry
 from colo.bus import Bus
 from colo.clock import Clock, VirtualClock, WallClock
 from colo.messages import Tick, TickAck
@@ -175,12 +176,14 @@ class ServiceRunner:
         return web.json_response({"status": "ok", "service": self.service.name})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        bus_ok = self.ctx is not None and self.ctx.bus.nc.is_connected
         try:
-            ready = bool(self.service.ready()) and bus_ok and not self._stopping.is_set()
+            started = bool(self.service.ready())
         except Exception as exc:
-            return web.json_response({"ready": False, "error": repr(exc)}, status=503)
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+            return web.json_response({"ready": False, "service": self.service.name, "error": repr(exc)}, status=503)
+        ctx = self.ctx
+        status, body = await readiness.report(self.service.name, started, self._stopping.is_set(),
+                                              ctx.bus if ctx else None, ctx.store if ctx else None)
+        return web.json_response(body, status=status)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body, ctype = telemetry.render_metrics()

@@ -150,6 +150,11 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         """Close the connection pool."""
         await self.redis.aclose()
 
+    async def ping(self) -> None:
+        """One PING (readiness, :mod:`colo.readiness`). Raises redis.exceptions.RedisError when Redis does not
+        answer after the resends of :meth:`connect`."""
+        await self.redis.ping()
+
     # ------------------------------------------------------------------ nodes
 
     async def put_node(self, spec: NodeSpec) -> None:

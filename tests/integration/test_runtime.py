@@ -80,7 +80,10 @@ async def test_http_endpoints_and_clean_shutdown(nats_url: str, redis_url: str, 
             async with http.get(f"{base}/healthz") as r:
                 assert r.status == 200
             async with http.get(f"{base}/readyz") as r:
-                assert r.status == 200 and (await r.json()) == {"ready": True}
+                body = await r.json()
+                assert r.status == 200 and body["ready"] is True and body["service"] == "counter"
+                assert body["dependencies"] == {"nats": {"state": "up", "error": ""},
+                                                "redis": {"state": "up", "error": ""}}
             assert runner.ctx is not None
             await runner.ctx.bus.settle()
             async with http.get(f"{base}/metrics") as r:
