@@ -123,7 +123,7 @@ class ServiceRunner:
         bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name)
         try:
             await bus.ensure_streams()
-            store = await Store.connect(s.redis_url, s.store_prefix)
+            store = await Store.connect(s.redis_url, s.store_prefix, s.redis_wait_replicas, s.redis_wait_timeout_ms)
         except BaseException:
             await bus.close()
             raise

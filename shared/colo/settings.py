@@ -60,6 +60,24 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     instance: str = ""
     """Instance name when several replicas run: shown in logs and the NATS client name; replicas
     share durable consumers, so they split the work (``COLO_INSTANCE``)."""
+    redis_wait_replicas: int = 0
+    """Replicas that must have a bind or release before the store returns it: after each bind/release
+    script the store sends ``WAIT n timeout`` on the same connection (Redis ``WAIT``); 0 = no WAIT, the
+    bind is durable as far as the primary's AOF fsync policy makes it (``COLO_REDIS_WAIT_REPLICAS``).
+    Fewer replicas acknowledged in time: the bind is kept and reported (log +
+    ``colo_store_wait_short_total``); docs/operations.md "Recovery"."""
+    redis_wait_timeout_ms: int = 1000
+    """Milliseconds ``WAIT`` blocks at most for ``redis_wait_replicas`` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
+    0 would block for ever, so it must be > 0)."""
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.redis_wait_replicas < 0:
+            errors.append(f"redis_wait_replicas must be >= 0, got {self.redis_wait_replicas}")
+        if self.redis_wait_timeout_ms < 1:
+            errors.append(f"redis_wait_timeout_ms must be >= 1, got {self.redis_wait_timeout_ms}")
+        if errors:
+            raise SettingsError(errors, "runtime settings")
 
 
 def _strip_optional(tp: Any) -> Any:

@@ -64,6 +64,8 @@ from colo.store_lua import (
 )
 from colo.store_quota import QuotaOps
 from colo.store_rejected import RejectionOps
+from colo.store_restore import RestoreOps
+from colo.store_wait import WaitPolicy, replicated
 from colo.store_workloads import WorkloadOps
 
 __all__ = ["BIND_CHUNK", "REASON_ALREADY_BOUND", "REASON_GANG_MEMBER_REFUSED", "REASON_LEASE_LOST",
@@ -86,7 +88,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps, WorkloadOps, RejectionOps):
+class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -94,9 +96,10 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
     raise :class:`colo.codec.DecodeError`.
     """
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "colo") -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str = "colo", wait: WaitPolicy | None = None) -> None:
         self.redis = client
         self.keys = Keys(prefix)
+        self.wait = wait or WaitPolicy()
         self._bind = client.register_script(BIND_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._admit = client.register_script(ADMIT_LUA)
@@ -118,8 +121,12 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                              "quotas": k.quotas}).decode()
 
     @classmethod
-    async def connect(cls, url: str, prefix: str = "colo") -> Store:
+    async def connect(cls, url: str, prefix: str = "colo", wait_replicas: int = 0,
+                      wait_timeout_ms: int = 1000) -> Store:
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
+
+        ``wait_replicas`` > 0: every bind/release call returns only after ``WAIT wait_replicas
+        wait_timeout_ms`` on its connection (:mod:`colo.store_wait`; a short count is kept and reported).
 
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
         A command that meets a dead connection (Redis restarted: every pooled connection is closed)
@@ -134,7 +141,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         except BaseException:
             await client.aclose()
             raise
-        return cls(client, prefix)
+        return cls(client, prefix, WaitPolicy(wait_replicas, wait_timeout_ms))
 
     async def close(self) -> None:
         """Close the connection pool."""
@@ -367,18 +374,20 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         args = [bind_arg(item) for item in requests]
         stems = self._stems if fence is None else self._stems_for(fence.name)
         value = fence.value if fence is not None else ""
-        if not any(isinstance(item, BindRequest) and item.group for item in requests):
-            out: list[BindResult] = []
-            for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
-                reasons = await self._bind(args=[stems, value, _json.encode(args[start:start + BIND_CHUNK])])
-                out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
-            return out
-        results: list[BindResult] = [BindResult(False)] * len(args)
-        for chunk in bind_chunks(bind_units(requests), BIND_CHUNK):
-            reasons = await self._bind(args=[stems, value, _json.encode([args[i] for i in chunk])])
-            for i, r in zip(chunk, _s(reasons).split("\n")):
-                results[i] = BindResult(not r, r)
-        return results
+        async with replicated(self.redis, self.wait, "bind", f"of {len(args)} pods") as conn:
+            if not any(isinstance(item, BindRequest) and item.group for item in requests):
+                out: list[BindResult] = []
+                for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
+                    reasons = await self._bind(args=[stems, value, _json.encode(args[start:start + BIND_CHUNK])],
+                                               client=conn)
+                    out += (BindResult(not r, r) for r in _s(reasons).split("\n"))
+                return out
+            results: list[BindResult] = [BindResult(False)] * len(args)
+            for chunk in bind_chunks(bind_units(requests), BIND_CHUNK):
+                reasons = await self._bind(args=[stems, value, _json.encode([args[i] for i in chunk])], client=conn)
+                for i, r in zip(chunk, _s(reasons).split("\n")):
+                    results[i] = BindResult(not r, r)
+            return results
 
     async def release(self, uid: str, phase: PodPhase, reason: str, at: float, node: str = "") -> bool:
         """Free a bound pod's allocation exactly once and set its phase/reason.
@@ -393,10 +402,12 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
             bound = await self.bound_node(uid)
             if bound is None or (node and bound != node):
                 return False
-            res = await self._release(
-                keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
-                args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
-            )
+            async with replicated(self.redis, self.wait, "release", f"of {uid}") as conn:
+                res = await self._release(
+                    keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
+                    args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
+                    client=conn,
+                )
             if int(res) == 1:
                 return True
             if int(res) == 0:
