@@ -12,6 +12,8 @@ Quota usage is not charged again: the agent does not know the pod's quota chain,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis.asyncio as aioredis
 
 from colo import codec
@@ -58,3 +60,18 @@ class RestoreOps:
                                  k.pods],
                            args=[node, repr(float(bound_at)), repr(float(at)), uid, *req, codec.encode(spec)])
         return out.decode() if isinstance(out, bytes) else str(out)
+
+    async def missing_nodes(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` the store has no NodeSpec of (one pipeline), in input order."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(self.keys.node(name))
+        return [name for name, n in zip(names, await pipe.execute()) if not n]
+
+    async def node_pods_many(self, names: Sequence[str]) -> dict[str, set[str]]:
+        """Uids bound to each of ``names`` (one pipeline; a node with none maps to an empty set)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.smembers(self.keys.node_pods(name))
+        return {name: {u.decode() if isinstance(u, bytes) else str(u) for u in uids}
+                for name, uids in zip(names, await pipe.execute())}

@@ -42,7 +42,7 @@ class WaitPolicy:
     async def wait(self, conn: aioredis.Redis, op: str, what: str) -> int:
         """``WAIT`` on ``conn`` (the connection that sent the writes); returns the replicas that acknowledged.
         A short count is logged and counted, never raised. Raises RedisError on I/O failure."""
-        acked = int(await conn.execute_command("WAIT", self.replicas, self.timeout_ms))
+        acked = int(await conn.wait(self.replicas, self.timeout_ms))
         if acked < self.replicas:
             self.short[op] = self.short.get(op, 0) + 1
             _SHORT.labels(op=op).inc()

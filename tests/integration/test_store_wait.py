@@ -21,7 +21,7 @@ REQ = Resources(cpu=100, memory=10**8)
 
 @pytest.fixture
 def primary_replica() -> Iterator[tuple[ServerHandle, ServerHandle]]:
-    primary = start_redis()
+    primary = start_redis(extra_args=["--repl-diskless-sync-delay", "0"])  # the default waits 5 s for more replicas
     replica = start_redis(extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
     try:
         yield primary, replica

@@ -17,6 +17,7 @@ import socket
 from typing import Any
 
 import msgspec
+from redis.exceptions import RedisError
 
 from colo import codec, subjects
 from colo.bus import MessageInfo
@@ -36,12 +37,16 @@ from colo.runtime import ServiceContext
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.reconcile import reconcile
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 
 log = logging.getLogger("colo.node-agent")
 
 ENDED_MEMORY = 100_000
 """Pods that ended here remembered (uid → bind time) so that a redelivered PodBound never restarts one."""
+LAST_END_MEMORY = 10_000
+"""Pods whose last end here is remembered whole (phase, reason), for reconciliation to release a binding whose
+release was lost (:mod:`colo_node_agent.reconcile`)."""
 
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
@@ -134,6 +139,10 @@ class NodeAgentService:
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
         self._ended: dict[str, float] = {}
+        self._last_end: dict[str, PodEnd] = {}
+        self._registered: dict[str, NodeSpec] = {}
+        self._last_reconcile = 0.0
+        self.reconcile_fixes: dict[str, int] = {}
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
         self._started = False
@@ -163,6 +172,7 @@ class NodeAgentService:
         for spec in nodes:  # every node carries kubernetes.io/hostname, as in Kubernetes
             reg = msgspec.structs.replace(with_hostname_label(spec), registered_at=now)
             await ctx.store.put_node(reg)
+            self._registered[spec.name] = reg
             items.append((subjects.NODE_REGISTERED, reg, f"node-registered-{spec.name}-{now:.3f}",
                           {"node": spec.name}))
         await ctx.bus.publish_many(items)
@@ -173,6 +183,7 @@ class NodeAgentService:
         ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable=f"evict-{agent}", keys={"node": names})
         ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable=f"slo-{agent}", keys={"node": names})
         self._started = True
+        self._last_reconcile = now
         ctx.log.info("node-agent: %d nodes on the %s backend", len(nodes), s.backend)
 
     async def _adopt(self, nodes: list[NodeSpec], now: float) -> None:
@@ -224,7 +235,8 @@ class NodeAgentService:
     def debug(self) -> dict[str, object]:
         """Counters and a per-node summary."""
         nodes = self.backend.debug() if self.backend is not None else {}
-        return {"counters": dict(self.counters), "last_report": self.last_report, "nodes": nodes}
+        return {"counters": dict(self.counters), "reconcile_fixes": dict(self.reconcile_fixes),
+                "last_report": self.last_report, "nodes": nodes}
 
     # ------------------------------------------------------------------ handlers
 
@@ -319,6 +331,10 @@ class NodeAgentService:
         self._ended[end.uid] = self.bound_at.pop(end.uid, end.at)
         while len(self._ended) > ENDED_MEMORY:
             del self._ended[next(iter(self._ended))]
+        self._last_end.pop(end.uid, None)
+        self._last_end[end.uid] = end
+        while len(self._last_end) > LAST_END_MEMORY:
+            del self._last_end[next(iter(self._last_end))]
         self.counters["ended"] += 1
         return item
 
@@ -352,4 +368,28 @@ class NodeAgentService:
                 self.counters["metrics_published"] += 1
         if items:
             await self.ctx.bus.publish_many(items)
+        interval = self.settings.reconcile_interval_s
+        if interval > 0 and now - self._last_reconcile >= interval - 1e-6:
+            self._last_reconcile = now
+            await self._reconcile(now)
         return {k: float(res.stats.get(k, 0.0)) for k in STAT_KEYS}
+
+    async def _reconcile(self, now: float) -> None:
+        """One reconciliation pass (:mod:`colo_node_agent.reconcile`); a Redis failure is logged and the pass
+        tried again next interval, never raised into the tick."""
+        assert self.ctx is not None and self.backend is not None
+        try:
+            out = await reconcile(self.ctx.store, self.backend, self._registered, now, bound_at=self.bound_at,
+                                  ended=self._last_end, grace_s=self.settings.reconcile_grace_s,
+                                  status_item=self._status_item,
+                                  problems=lambda spec: pod_problems(spec, self.settings.backend))
+        except RedisError as exc:
+            log.warning("reconcile at %.3f failed, tried again in %.0f s: %r", now,
+                        self.settings.reconcile_interval_s, exc)
+            return
+        for end in out.stopped:
+            self._end_item(end)  # remembered (a redelivered PodBound never restarts it), not published
+        for kind, n in out.fixes.items():
+            self.reconcile_fixes[kind] = self.reconcile_fixes.get(kind, 0) + n
+        if out.items:
+            await self.ctx.bus.publish_many(out.items)
