@@ -4,7 +4,7 @@ The node agent is the one service that *knows* what runs on its nodes, as the ku
 store only records what was decided. After a store loss (an empty Redis) or a rollback (an AOF cut back by
 ``appendfsync everysec``, a restored snapshot) the two disagree. Every ``reconcile_interval_s`` the agent
 compares them, node by node, and fixes each difference, one kind each (counted in
-``colo_reconcile_fixes_total{kind}`` and logged):
+``colo_reconcile_fixes_total{kind}``, logged one by one at INFO and per pass at WARNING):
 
 * ``node_registered``: a node of ours is missing from the store (without it every bind there is refused
   "unknown node"): its NodeSpec is stored again and ``node.registered`` published, as at start;
@@ -57,7 +57,7 @@ class Outcome:
     def count(self, kind: str, what: str) -> None:
         self.fixes[kind] = self.fixes.get(kind, 0) + 1
         _FIXES.labels(kind=kind).inc()
-        log.warning("reconcile %s: %s", kind, what)
+        log.info("reconcile %s: %s", kind, what)
 
 
 async def reconcile(store: Store, backend: NodeBackend, nodes: Mapping[str, NodeSpec], now: float, *,

@@ -391,5 +391,8 @@ class NodeAgentService:
             self._end_item(end)  # remembered (a redelivered PodBound never restarts it), not published
         for kind, n in out.fixes.items():
             self.reconcile_fixes[kind] = self.reconcile_fixes.get(kind, 0) + n
+        if out.fixes:
+            log.warning("reconcile at %.3f fixed the store: %s", now,
+                        ", ".join(f"{n} {kind}" for kind, n in sorted(out.fixes.items())))
         if out.items:
             await self.ctx.bus.publish_many(out.items)
