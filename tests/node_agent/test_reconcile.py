@@ -205,3 +205,18 @@ async def test_allocations_without_a_pod_are_released(bus_factory: BusFactory, s
     ended = sorted((s.uid, s.phase, s.reason) for s in c.statuses if s.phase != "Running")
     assert ended == [("bad", "Failed", "CreateContainerConfigError"), ("ghost", "Failed", "Evicted"),
                      ("job", "Succeeded", "Completed"), ("job", "Succeeded", "Completed")]  # its end, again
+
+
+async def test_a_pod_that_ended_between_ticks_is_left_to_the_scheduler(bus_factory: BusFactory,
+                                                                       store: Store) -> None:
+    """Found in the demo (a false fix each time a batch pod ended early in a 60 s tick): the grace runs from the
+    tick that published the end, not from the end's time within the tick."""
+    c = await start(bus_factory, store, [["n1"]])
+    job = PodSpec(uid="job", name="job", qos_class="BE", priority=5500, requests=Resources(batch_cpu=1000),
+                  sim=SimWorkload(kind="batch", cpu_milli=1000, duration_s=15))
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=4000, batch_memory=4 * G))
+    await c.bind(job, "n1")
+    await c.tick(T0 + 60)  # ends at ~T0 + 20, its status goes out now: the scheduler has not seen it yet
+    assert [(s.uid, s.phase) for s in c.statuses] == [("job", "Running"), ("job", "Succeeded")]
+    assert c.agents[0].reconcile_fixes == {}
+    assert await store.bound_node("job") == "n1"

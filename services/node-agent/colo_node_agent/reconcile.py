@@ -15,7 +15,7 @@ compares them, node by node, and fixes each difference, one kind each (counted i
   running here, after a rollback): the store's binding is the one its allocation counts, so the copy here is
   stopped, without a status event (the pod lives on, elsewhere);
 * ``allocation_released``: the store binds a pod here that does not run here, for ``reconcile_grace_s`` or
-  more (since its bind, or since its end here). A pod that ended here (its release was lost) is released with
+  more (since its bind, or since its end here was reported). A pod that ended here (its release was lost) is released with
   its end phase and reason and its status published again; any other is released as ``Failed``/``Evicted`` (the node lost it) and its status
   published, so the scheduler requeues it, as a ReplicaSet replaces a pod its node lost.
 """
@@ -61,12 +61,13 @@ class Outcome:
 
 
 async def reconcile(store: Store, backend: NodeBackend, nodes: Mapping[str, NodeSpec], now: float, *,
-                    bound_at: Mapping[str, float], ended: Mapping[str, PodEnd], grace_s: float,
+                    bound_at: Mapping[str, float], ended: Mapping[str, tuple[PodEnd, float]], grace_s: float,
                     status_item: StatusItem, problems: Problems) -> Outcome:
     """One pass over ``nodes`` (name → the NodeSpec registered at start) at clock ``now`` (seconds).
 
     ``bound_at``: bind time of each pod running here; ``ended``: the last end of pods that ended here (uid →
-    PodEnd); ``status_item`` builds a ``pod.status`` publish item like the agent's own; ``problems`` says why
+    PodEnd and the clock time its status was published: a pod may end between two ticks, its status goes out at
+    the tick); ``status_item`` builds a ``pod.status`` publish item like the agent's own; ``problems`` says why
     a pod cannot run here (such a binding is released as ``Failed``/``CreateContainerConfigError``, never
     requeued). Raises RedisError on I/O failure (the agent tries again next interval)."""
     out = Outcome()
@@ -93,7 +94,7 @@ async def reconcile(store: Store, backend: NodeBackend, nodes: Mapping[str, Node
 
 
 async def _release_orphans(store: Store, backend: NodeBackend, names: list[str], now: float,
-                           ended: Mapping[str, PodEnd], grace_s: float, status_item: StatusItem,
+                           ended: Mapping[str, tuple[PodEnd, float]], grace_s: float, status_item: StatusItem,
                            problems: Problems, out: Outcome) -> None:
     bound = await store.node_pods_many(names)
     orphans = [(uid, node) for node in names for uid in sorted(bound.get(node, ())) if not backend.has_pod(uid)]
@@ -104,14 +105,16 @@ async def _release_orphans(store: Store, backend: NodeBackend, names: list[str],
         where = bindings.get(uid)
         if where is None or where[0] != node:
             continue  # released or bound elsewhere meanwhile
-        end = ended.get(uid)
+        end, reported_at = ended.get(uid, (None, 0.0))
         if end is not None and end.node == node:
-            if now - end.at < grace_s:
+            if now - reported_at < grace_s:
                 continue  # its status is still on its way to the scheduler, which releases it
             if await store.release(uid, end.phase, end.reason, end.at, node=node):
                 item = status_item(end.spec, node, end.phase, end.reason, end.message, end.at)
                 out.items.append((item[0], item[1], f"{item[2]}-reconciled-{now:.3f}", item[3]))
-                out.count("allocation_released", f"pod {uid} ended on {node} ({end.phase}) but kept its binding")
+                out.count("allocation_released", f"pod {uid} ended on {node} ({end.phase} at "
+                                                        f"{end.at:.3f}) but kept its binding (bound at "
+                                                        f"{where[1]:.3f})")
             continue
         if now - where[1] < grace_s:
             continue  # its PodBound may still be on its way

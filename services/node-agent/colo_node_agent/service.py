@@ -139,7 +139,7 @@ class NodeAgentService:
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
         self._ended: dict[str, float] = {}
-        self._last_end: dict[str, PodEnd] = {}
+        self._last_end: dict[str, tuple[PodEnd, float]] = {}
         self._registered: dict[str, NodeSpec] = {}
         self._last_reconcile = 0.0
         self.reconcile_fixes: dict[str, int] = {}
@@ -332,7 +332,7 @@ class NodeAgentService:
         while len(self._ended) > ENDED_MEMORY:
             del self._ended[next(iter(self._ended))]
         self._last_end.pop(end.uid, None)
-        self._last_end[end.uid] = end
+        self._last_end[end.uid] = (end, self.ctx.clock.now() if self.ctx is not None else end.at)
         while len(self._last_end) > LAST_END_MEMORY:
             del self._last_end[next(iter(self._last_end))]
         self.counters["ended"] += 1
