@@ -220,3 +220,27 @@ async def test_a_pod_that_ended_between_ticks_is_left_to_the_scheduler(bus_facto
     assert [(s.uid, s.phase) for s in c.statuses] == [("job", "Running"), ("job", "Succeeded")]
     assert c.agents[0].reconcile_fixes == {}
     assert await store.bound_node("job") == "n1"
+
+
+async def test_an_agent_restarted_on_an_empty_store_reports_the_pods_it_lost(bus_factory: BusFactory,
+                                                                            store: Store) -> None:
+    """Observation 4's second half: a restarted sim agent dropped its running pods without a status event."""
+    c = await start(bus_factory, store, [["n1", "n2"]])
+    job = PodSpec(uid="job", name="job", qos_class="BE", priority=5500, requests=Resources(batch_cpu=1000),
+                  sim=SimWorkload(kind="batch", cpu_milli=1000, duration_s=15))
+    await store.put_node_resource(NodeResource(node="n1", batch_cpu=4000, batch_memory=4 * G))
+    await c.bind(ls_pod("ls-1"), "n1")
+    await c.bind(ls_pod("ls-2"), "n2")
+    await c.bind(job, "n1")
+    await c.tick(T0 + 20)  # the job ends (reported); ls-1 and ls-2 run
+    await c.buses[0].close()  # the agent stops; its pods lived in its memory
+    await store.delete_all()  # and the store is lost
+    bus = await bus_factory("node-agent", clock=c.clock, retry_delay_s=0.01)
+    agent = NodeAgentService(NodeAgentSettings(), nodes=[node("n1"), node("n2")])
+    await agent.start(service_context(bus, store, c.clock))
+    await bus.start_consumers()
+    await bus.settle(timeout_s=20)
+    await c.client.settle(timeout_s=20)
+    lost = [(s.uid, s.node, s.phase, s.reason) for s in c.statuses if s.message.startswith("lost:")]
+    assert lost == [("ls-1", "n1", "Failed", "Evicted"), ("ls-2", "n2", "Failed", "Evicted")]
+    assert agent.counters["lost"] == 2

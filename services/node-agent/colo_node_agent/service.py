@@ -20,7 +20,7 @@ import msgspec
 from redis.exceptions import RedisError
 
 from colo import codec, subjects
-from colo.bus import MessageInfo
+from colo.bus import BusError, MessageInfo
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
     DELETE_EVICTION_REASON,
@@ -37,6 +37,7 @@ from colo.runtime import ServiceContext
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.lost import LOST_MESSAGE, lost_pods
 from colo_node_agent.reconcile import reconcile
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 
@@ -168,6 +169,7 @@ class NodeAgentService:
                                  system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
                                  window_s=s.window_s, max_gap_s=s.max_gap_s),
                 s.default_slo, start=now)
+        store_lost = bool(await ctx.store.missing_nodes([n.name for n in nodes]))
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         for spec in nodes:  # every node carries kubernetes.io/hostname, as in Kubernetes
             reg = msgspec.structs.replace(with_hostname_label(spec), registered_at=now)
@@ -178,6 +180,8 @@ class NodeAgentService:
         await ctx.bus.publish_many(items)
         await self._adopt(nodes, now)
         names = [n.name for n in nodes]
+        if store_lost:
+            await self._report_lost(names, now)
         agent = agent_id(names, ctx.settings.instance)
         ctx.bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable=f"bound-{agent}", keys={"node": names})
         ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable=f"evict-{agent}", keys={"node": names})
@@ -220,6 +224,27 @@ class NodeAgentService:
                     statuses.append(self._end_item(end))
         if statuses:
             await self.ctx.bus.publish_many(statuses)
+
+    async def _report_lost(self, names: list[str], now: float) -> None:
+        """Report the pods the last agent ran on our nodes that nobody runs now (:mod:`colo_node_agent.lost`);
+        a stream that cannot be read is logged, not raised (the agent runs without the report)."""
+        assert self.ctx is not None and self.backend is not None
+        running = {spec.uid for name in names for spec in self.backend.running(name)}
+        try:
+            lost = await lost_pods(self.ctx.bus, set(names), running)
+        except BusError as exc:
+            log.warning("pods lost with the store not reported: %s", exc)
+            return
+        items = []
+        for bound in lost:
+            subject, status, _, keys = self._status_item(bound.spec, bound.node, "Failed", "Evicted", LOST_MESSAGE,
+                                                         now)
+            items.append((subject, status, f"status-{bound.spec.uid}-{bound.at:.3f}-Failed-lost", keys))
+        if items:
+            self.counters["lost"] = self.counters.get("lost", 0) + len(items)
+            log.warning("%d pods bound to our nodes before the store was lost no longer run: reported Failed/"
+                        "Evicted", len(items))
+            await self.ctx.bus.publish_many(items)
 
     async def stop(self) -> None:
         """Release the backend: the host backend saves its state and leaves the pods running (the next agent
