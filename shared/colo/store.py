@@ -52,6 +52,7 @@ from colo.store_binds import (
     bind_chunks,
     bind_units,
 )
+from colo.store_checkpoints import CheckpointOps
 from colo.store_lua import (
     ACQUIRE_LUA,
     ADMIT_LUA,
@@ -88,7 +89,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps):
+class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -461,25 +462,6 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps):
                 out[name] = Resources(cpu=v[0], memory=v[1], batch_cpu=v[2], batch_memory=v[3], mid_cpu=v[4],
                                       mid_memory=v[5], pods=v[6])
         return out
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def checkpoint_key(self, name: str) -> str:
-        """Key of the checkpoint blob of ``name`` (``{prefix}:checkpoint:{name}``, a string).
-        Raises ValueError unless ``name`` is letters, digits, '.', '_', '-'."""
-        return self.keys.checkpoint(name)
-
-    async def put_checkpoint(self, name: str, blob: bytes) -> None:
-        """Replace the checkpoint ``name`` by ``blob`` in one SET: a reader gets the old or the new blob whole,
-        never a mix. Raises ValueError for a bad name."""
-        await self.redis.set(self.checkpoint_key(name), blob)
-
-    async def get_checkpoint(self, name: str) -> bytes | None:
-        """The checkpoint blob ``name``, or None when there is none. Raises ValueError for a bad name."""
-        raw = await self.redis.get(self.checkpoint_key(name))
-        if isinstance(raw, str):  # Store.connect never decodes responses; a client that does would corrupt blobs
-            raise TypeError("the Redis client decodes responses: checkpoints need bytes")
-        return raw
 
     async def delete_all(self) -> int:
         """Delete every key under the prefix; returns how many were deleted."""
