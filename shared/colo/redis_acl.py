@@ -32,8 +32,9 @@ READ_COMMANDS = ("get", "mget", "exists", "hget", "hmget", "hgetall", "hvals", "
 still fails on a write, by the ACL of its key patterns)."""
 
 WRITE_COMMANDS = ("set", "del", "unlink", "expire", "pexpire", "incr", "hset", "hdel", "hincrby", "sadd",
-                  "srem", "zadd", "zrem")
-"""Commands of services that write."""
+                  "srem", "zadd", "zrem", "wait")
+"""Commands of services that write (``wait``: a bind or release acknowledged once replicas hold it,
+:mod:`colo.store_wait`)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ GRANTS: dict[str, StoreGrant] = {
     "scheduler": StoreGrant(writes=("*",)),
     "slo-manager": StoreGrant(writes=("node_resource", "limits", "pod", "pods", "pod_state", "pod_groups",
                                       "workloads")),
-    "node-agent": StoreGrant(writes=("nodes", "node", "limits", "pod_state"), node_scoped=True),
+    # reconciliation (colo_node_agent.reconcile) restores a running pod's binding and record and releases a
+    # binding with no pod: binding, pod records, quota use and reservations; allocations of its own nodes only
+    "node-agent": StoreGrant(writes=("nodes", "node", "limits", "pod_state", "allocated", "node_pods", "binding",
+                                     "pod", "pods", "quota_used", "reservation"), node_scoped=True),
     "profiler": StoreGrant(writes=("checkpoint",)),
     "descheduler": StoreGrant(),
     "api": StoreGrant(),

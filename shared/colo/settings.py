@@ -103,7 +103,7 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Replicas that must hold a bind or release before the store acknowledges it: ``WAIT n timeout`` after
     the bind/release script on the same connection (Redis ``WAIT``); 1 with one replica behind Sentinel makes
     an acknowledged bind survive a failover; 0 = no WAIT (``COLO_REDIS_WAIT_REPLICAS``). A WAIT that returns
-    short is logged and the bind kept (docs/operations.md "High availability")."""
+    short is logged and the bind kept, counted in ``colo_store_wait_short_total`` (docs/operations.md)."""
     redis_wait_timeout_ms: int = 1000
     """Milliseconds a ``WAIT`` blocks at most for :attr:`redis_wait_replicas` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
     0 would block for ever, so it must be >= 1)."""

@@ -253,7 +253,9 @@ async def test_a_client_without_the_right_credentials_cannot_connect(secured: Se
     ("scheduler", ("FLUSHALL",), False),  # a command no service needs
     ("scheduler", ("CONFIG", "GET", "*"), False),
     ("node-agent-1", ("HSET", "colo:podstate:u1", "phase", "Running"), True),
-    ("node-agent-1", ("HSET", "colo:binding:u1", "node", "s1"), False),
+    ("node-agent-1", ("HSET", "colo:binding:u1", "node", "s1"), True),  # reconciliation restores bindings
+    ("node-agent-1", ("HSET", "colo:alloc:s9", "cpu", "1"), False),  # another node agent's allocation
+    ("node-agent-1", ("SET", "colo:lease:scheduler", "x"), False),  # outside its written families
     ("node-agent-1", ("SET", "colo:node:s1", SAME), True),
     ("node-agent-1", ("GET", "colo:node:s9"), True),
     ("node-agent-1", ("SET", "colo:node:s9", SAME), False),  # another node agent's node
