@@ -108,6 +108,11 @@ async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: flo
         delay = min(delay * 2, 0.5)
 
 
+TICK_NO_RESPONDERS_GRACE_S = 2.0
+"""Seconds :meth:`Bus.request_tick` keeps asking while NATS answers "no responders" (interest still
+propagating between cluster servers, or a service that has only just subscribed)."""
+
+
 class Bus:
     """A service's connection to NATS/JetStream. Create with ``await Bus.connect(...)``."""
 
@@ -437,15 +442,25 @@ class Bus:
     async def request_tick(self, service: str, tick: Tick, timeout_s: float = 600.0) -> TickAck:
         """Send ``tick`` to ``service`` and wait for its TickAck.
 
+        "No responders" is asked again every 50 ms for up to :data:`TICK_NO_RESPONDERS_GRACE_S` (or
+        ``timeout_s`` when shorter): in a NATS cluster a subscription made on one server reaches the others
+        a moment later, so a service that has just started serving ticks elsewhere is not yet seen.
+
         Raises BusError when no service answers or the answer does not arrive within ``timeout_s``.
         """
         subj = subjects.SIM_TICK.format(service=service)
-        try:
-            reply = await self.nc.request(subj, codec.encode(tick), timeout=timeout_s)
-        except nats.errors.NoRespondersError as exc:
-            raise BusError(f"no {service} is serving ticks on {subj}") from exc
-        except (nats.errors.TimeoutError, TimeoutError) as exc:
-            raise BusError(f"{service} did not answer tick {tick.seq} within {timeout_s}s") from exc
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + min(timeout_s, TICK_NO_RESPONDERS_GRACE_S)
+        while True:
+            try:
+                reply = await self.nc.request(subj, codec.encode(tick), timeout=timeout_s)
+                break
+            except nats.errors.NoRespondersError as exc:
+                if loop.time() >= give_up:
+                    raise BusError(f"no {service} is serving ticks on {subj}") from exc
+                await asyncio.sleep(0.05)
+            except (nats.errors.TimeoutError, TimeoutError) as exc:
+                raise BusError(f"{service} did not answer tick {tick.seq} within {timeout_s}s") from exc
         return codec.decode(reply.data, TickAck)
 
     # ------------------------------------------------------------------ lifecycle
