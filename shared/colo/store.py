@@ -310,10 +310,10 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
             for uid in chunk:
                 pipe.get(k.pod(uid))
                 pipe.hgetall(k.pod_state(uid))
-                pipe.hmget(k.binding(uid), "node", "at")
+                pipe.hmget(k.binding(uid), "node", "at", "cpuset")
             res = await pipe.execute()
             for i in range(len(chunk)):
-                raw, state, (bnode, bat) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
+                raw, state, (bnode, bat, bcpus) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
                 if raw is None:
                     continue
                 st = {_s(a): _s(b) for a, b in state.items()}
@@ -326,6 +326,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                     reason=st.get("reason", ""),
                     updated_at=float(st.get("updated_at") or 0.0),
                     bound_at=bound_at,
+                    cpuset=_s(bcpus) if bnode is not None and bcpus is not None else "",
                 ))
         return out
 

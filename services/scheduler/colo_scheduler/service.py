@@ -255,7 +255,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         for rec in await store.list_pods():
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
-                    if (self.core.adopt(rec.spec, rec.node, rec.bound_at) and rec.phase == "Pending"
+                    if (self.core.adopt(rec.spec, rec.node, rec.bound_at, rec.cpuset) and rec.phase == "Pending"
                             and self.replica.owns_pod(rec.spec)):
                         # bound, not started: its PodBound may have died with the last scheduler
                         self._announce[rec.spec.uid] = (rec.spec, rec.node, rec.bound_at)

@@ -152,7 +152,7 @@ class SimNodes:
             spec = T.specs[key]
             cur = self.ex[i].read(pod_dir(T.qos[key], spec.uid), "cpuset.cpus")
             pods.append(CpusetPod(spec.uid, T.qos[key], spec.requests.cpu,
-                                  cpuset_parse(cur) if isinstance(cur, str) else ()))
+                                  cpuset_parse(cur) if isinstance(cur, str) else (), T.assigned.get(key, ())))
         plan = plan_cpusets(pods, self.topology[i], self.reserved_cpus[i], self.slos[i].cpuset)
         self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
         if plan.be_candidates != self.candidates[i]:
