@@ -15,7 +15,12 @@ from typing import NamedTuple
 import pytest
 
 from colo.messages import cpuset_format, cpuset_parse, smt_topology
-from colo_scheduler.plugins.nodenumaresource.accumulator import CPUDetails, ExclusivePolicy, eligible, take_cpus
+from colo_scheduler.plugins.nodenumaresource.accumulator import (
+    CPUDetails,
+    ExclusivePolicy,
+    eligible,
+    take_cpus,
+)
 from colo_scheduler.plugins.nodenumaresource.hints import min_width, numa_choice
 
 TOPOLOGIES = {

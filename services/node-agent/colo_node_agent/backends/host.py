@@ -114,6 +114,8 @@ class HostBackend:
         self.ex = Executor(tree.fs, self.version)
         self.features = kernel_features(tree)
         self.topology = node_topology(self.cap.cpus)
+        # registered with the node: the scheduler's NodeNUMAResource chooses LSE/LSR cpusets from it
+        self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
         self._problems_seen: set[str] = set()

@@ -60,7 +60,9 @@ class SimNodes:
         self.logical = [s.cpus or max(s.capacity.cpu // 1000, 1) for s in nodes]
         reserved = [set(cpuset_parse(s.reserved_cpus)) if s.reserved_cpus else set() for s in nodes]
         self.candidates = [tuple(c for c in range(k) if c not in r) for k, r in zip(self.logical, reserved)]
-        self.topology = [CPUTopology.flat(k) for k in self.logical]
+        # the registered topology when it covers the node's CPUs, else one core per CPU
+        self.topology = [CPUTopology.of(s.topology) if len(s.topology.cpus) == k else CPUTopology.flat(k)
+                         for s, k in zip(nodes, self.logical)]
         self.reserved_cpus = [tuple(sorted(r)) for r in reserved]
         self.lsr_cpus: list[tuple[int, ...]] = [() for _ in nodes]
         self.share_pool: list[tuple[int, ...]] = [c for c in self.candidates]
