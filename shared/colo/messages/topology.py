@@ -122,8 +122,8 @@ def cpuset_parse(text: str) -> tuple[int, ...]:
         part = part.strip()
         if not part:
             continue
-        lo_s, _, hi_s = part.partition("-")
-        lo, hi = int(lo_s), int(hi_s or lo_s)
+        lo_s, dash, hi_s = part.partition("-")
+        lo, hi = int(lo_s), int(hi_s if dash else lo_s)
         if lo < 0 or hi < lo:
             raise ValueError(f"bad cpu range {part!r}")
         cpus.update(range(lo, hi + 1))

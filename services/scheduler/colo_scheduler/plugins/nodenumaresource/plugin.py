@@ -80,10 +80,16 @@ class NodeNUMAResource:
     settled_none = True  # filter() is None for a pod without a cpuset wish at every table state
     app_blind = True
 
+    MEMO_SIZE = 65_536
+    """Answers (filter and score) kept at most before the memo is cleared."""
+
     def __init__(self, args: NodeNUMAResourceArgs | None = None) -> None:
         self.args = args or NodeNUMAResourceArgs()
         self.nodes: dict[str, NodeCPUs] = {}
-        self._specs: dict[str, tuple[NodeSpec, CPUDetails | None, NodeKnobs]] = {}
+        self._specs: dict[str, tuple[NodeSpec, CPUDetails | None, NodeKnobs, bytes]] = {}
+        self._details: dict[bytes, CPUDetails] = {}
+        # nodes of one topology with no CPUs held give the same answer: one computation for all of them
+        self._memo: dict[tuple[object, ...], tuple[tuple[int, ...] | None, str] | int] = {}
 
     # ------------------------------------------------------------------ pod and node facts
 
@@ -96,15 +102,36 @@ class NodeNUMAResource:
 
     def node(self, table: NodeTable, i: int) -> tuple[CPUDetails | None, NodeKnobs]:
         """Details (None without a topology) and knobs of row ``i``."""
+        cached = self._spec(table, i)
+        return cached[1], cached[2]
+
+    def _spec(self, table: NodeTable, i: int) -> tuple[NodeSpec, CPUDetails | None, NodeKnobs, bytes]:
         spec = table.specs[i]
         cached = self._specs.get(spec.name)
         if cached is None or cached[0] is not spec:
-            details = CPUDetails.of(spec.topology) if spec.topology.cpus else None
+            key = msgspec.msgpack.encode(spec.topology)
+            details = self._details.get(key)
+            if details is None and spec.topology.cpus:
+                details = self._details[key] = CPUDetails.of(spec.topology)
             knobs = node_knobs(spec, self.args.default_numa_topology_policy)
             for p in knobs.problems:
                 log.warning("node %s: %s (ignored)", spec.name, p)
-            cached = self._specs[spec.name] = (spec, details, knobs)
-        return cached[1], cached[2]
+            cached = self._specs[spec.name] = (spec, details, knobs, key)
+        return cached
+
+    def _memo_key(self, table: NodeTable, i: int, what: str, req: CPURequest) -> tuple[object, ...]:
+        """The memo key of an answer about row ``i``: the topology, knobs and request when the node holds
+        no CPUs (shared by every such node), else the node and its allocation version."""
+        spec, _, knobs, topo = self._spec(table, i)
+        held = self.nodes.get(spec.name)
+        if held is None or not held.pods:
+            return what, topo, knobs, req
+        return what, spec.name, held.version, knobs, req
+
+    def _remember(self, key: tuple[object, ...], value: tuple[tuple[int, ...] | None, str] | int) -> None:
+        if len(self._memo) >= self.MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = value
 
     def free_cpus(self, table: NodeTable, i: int) -> tuple[set[int], NodeCPUs]:
         """Unallocated, unreserved CPUs of row ``i`` and its allocations."""
@@ -115,6 +142,15 @@ class NodeNUMAResource:
 
     def choose(self, table: NodeTable, i: int, req: CPURequest) -> tuple[tuple[int, ...] | None, str]:
         """(CPUs for ``req`` on row ``i``, "") or (None, why not); ((), "") on a node without a topology."""
+        key = self._memo_key(table, i, "choose", req)
+        got = self._memo.get(key)
+        if got is None:
+            got = self.choose_fresh(table, i, req)
+            self._remember(key, got)
+        return got  # type: ignore[return-value]
+
+    def choose_fresh(self, table: NodeTable, i: int, req: CPURequest) -> tuple[tuple[int, ...] | None, str]:
+        """:meth:`choose` computed anew, without the memo (the per-node loop oracle compares the two)."""
         details, knobs = self.node(table, i)
         if details is None:
             return (), ""
@@ -177,7 +213,15 @@ class NodeNUMAResource:
         req, _ = self.request(pod)
         if req is None:
             return 0
-        table = state.table
+        key = self._memo_key(state.table, i, "score", req)
+        got = self._memo.get(key)
+        if got is None:
+            got = self.score_fresh(state.table, i, req)
+            self._remember(key, got)
+        return got  # type: ignore[return-value]
+
+    def score_fresh(self, table: NodeTable, i: int, req: CPURequest) -> int:
+        """:meth:`score_node`'s raw score of row ``i`` computed anew, without the memo."""
         details, knobs = self.node(table, i)
         if details is None:
             return 0

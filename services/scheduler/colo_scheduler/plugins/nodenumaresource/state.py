@@ -19,11 +19,14 @@ class NodeCPUs:
 
     pods: dict[str, tuple[tuple[int, ...], ExclusivePolicy]] = field(default_factory=dict)
     held: dict[int, ExclusivePolicy] = field(default_factory=dict)
+    version: int = 0
+    """Bumped at every change (the plugin's memo of answers keys on it)."""
 
     def add(self, uid: str, cpus: tuple[int, ...], exclusive: ExclusivePolicy) -> list[int]:
         """Record ``cpus`` for ``uid`` (replacing what it held); returns the CPUs another pod already held (a
         conflict: a stored assignment that overlaps another; the pod still gets them, the caller logs it)."""
         self.remove(uid)
+        self.version += 1
         clash = [c for c in cpus if c in self.held]
         self.pods[uid] = (cpus, exclusive)
         for c in cpus:
@@ -35,6 +38,7 @@ class NodeCPUs:
         entry = self.pods.pop(uid, None)
         if entry is None:
             return ()
+        self.version += 1
         owned = {c for u, (cs, _) in self.pods.items() for c in cs}
         for c in entry[0]:
             if c not in owned:
