@@ -348,6 +348,20 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                     out[uid] = (_s(node), float(_s(at) or 0.0))
         return out
 
+    async def bound_cpusets(self, uids: Sequence[str]) -> dict[str, str]:
+        """The cpuset kept with the binding of every pod of ``uids`` that has one (kernel list format; one
+        pipeline; docs/topology.md)."""
+        out: dict[str, str] = {}
+        for start in range(0, len(uids), 1000):
+            chunk = uids[start:start + 1000]
+            pipe = self.redis.pipeline(transaction=False)
+            for uid in chunk:
+                pipe.hget(self.keys.binding(uid), "cpuset")
+            for uid, cpus in zip(chunk, await pipe.execute()):
+                if cpus:
+                    out[uid] = _s(cpus)
+        return out
+
     # ------------------------------------------------------------------ bind / release
 
     async def bind(self, uid: str, node: str, requests: Resources, at: float,

@@ -21,6 +21,7 @@ from colo.messages import (
     cpuset_parse,
     smt_topology,
 )
+from colo.store import BindRequest
 from colo.testing.fixtures import service_context
 from colo_scheduler.plugins.nodenumaresource import NodeNUMAResource
 from colo_scheduler.service import SchedulerService
@@ -86,3 +87,20 @@ async def test_restart_keeps_every_cpuset_assignment(bus_factory: Any, store: An
     await svc3._load(12.0)
     assert held(svc3) == {**before, "d": d}
     await svc.stop()
+
+
+async def test_a_leader_taking_over_books_the_cpusets_its_predecessor_bound(bus_factory: Any, store: Any) -> None:
+    clock = VirtualClock(10.0)
+    bus = await bus_factory("scheduler", clock, autostart=False)
+    svc = SchedulerService(SchedulerSettings(seed=1))
+    svc.ctx = service_context(bus, store, clock)
+    r = Resources(cpu=16_000, memory=64 * GI, pods=110)
+    spec = NodeSpec(name="n1", capacity=r, allocatable=r, topology=smt_topology(2, 4, 2, 1))
+    await store.put_node(spec)
+    await svc._load(10.0)
+    pod = lse("e", 2)
+    svc.core.add_pod(pod, 10.0)  # queued here, then bound by the previous leader on CPUs a fresh choice would not take
+    await store.put_pod(PodRecord(spec=pod))
+    assert (await store.bind_many([BindRequest("e", "n1", pod.requests, 10.0, cpuset="7,15")]))[0].ok
+    await svc._take_over(11.0)
+    assert held(svc) == {"e": (7, 15)}

@@ -234,9 +234,10 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         self._take_over_pending = False
         queued = {p.uid: p for p in self.core.queue.pods()}
         bound = await self._store().bound_nodes(list(queued))
+        cpusets = await self._store().bound_cpusets(list(bound)) if bound else {}
         for uid, (node, at) in bound.items():
             if uid in queued and uid not in self.core.framework.placed:
-                if self.core.adopt(queued[uid].spec, node, at):
+                if self.core.adopt(queued[uid].spec, node, at, cpusets.get(uid, "")):
                     self._announce[uid] = (queued[uid].spec, node, at)  # the old leader may have died first
         await self._resync(now)
         log.info("took over scheduling: %d queued pods, %d already bound by the previous leader",
