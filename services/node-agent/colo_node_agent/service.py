@@ -31,6 +31,7 @@ from colo.messages import (
     PodSpec,
     PodStatus,
     QoSEvent,
+    cpuset_parse,
     with_hostname_label,
 )
 from colo.runtime import ServiceContext
@@ -218,7 +219,7 @@ class NodeAgentService:
                         self.counters["adopted"] += 1
                         statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
                     continue
-                if self.backend.start_pod(rec.spec, spec.name):
+                if self.backend.start_pod(rec.spec, spec.name, _cpus(rec.cpuset, uid)):
                     self.bound_at[uid] = rec.bound_at
                     self.counters["adopted" if host is None else "started"] += 1
                     statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
@@ -283,6 +284,10 @@ class NodeAgentService:
     async def _start_bound(self, msg: PodBound, info: MessageInfo) -> None:
         assert self.ctx is not None and self.backend is not None
         problems = pod_problems(msg.spec, self.settings.backend)
+        try:
+            cpuset = cpuset_parse(msg.cpuset)
+        except ValueError as exc:
+            problems.append(f"cpuset: {msg.cpuset!r} is not a CPU list ({exc})")
         if msg.node not in self.backend.index:
             problems.append(f"node {msg.node!r} is not hosted by this agent")
         if problems:
@@ -305,7 +310,7 @@ class NodeAgentService:
         if rec is not None and rec.phase in ("Succeeded", "Failed"):
             log.info("pod %s: PodBound for a finished pod (%s) ignored", uid, rec.phase)
             return
-        if not self.backend.start_pod(msg.spec, msg.node):
+        if not self.backend.start_pod(msg.spec, msg.node, cpuset):
             return
         now = self.ctx.clock.now()
         self.bound_at[uid] = msg.at
@@ -430,3 +435,11 @@ class NodeAgentService:
                         ", ".join(f"{n} {kind}" for kind, n in sorted(out.fixes.items())))
         if out.items:
             await self.ctx.bus.publish_many(out.items)
+
+def _cpus(text: str, uid: str) -> tuple[int, ...]:
+    """The CPU ids of a stored binding's cpuset; () (the agent chooses) when it does not parse."""
+    try:
+        return cpuset_parse(text)
+    except ValueError as exc:
+        log.error("pod %s: stored cpuset %r ignored: %s", uid, text, exc)
+        return ()
