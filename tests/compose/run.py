@@ -187,6 +187,9 @@ def scenario(stack: Stack, out: Path, summary: Summary, pods_per_batch: int) -> 
         summary.add("      " + wait_running(stack, names))
     with summary.step("every service still healthy"):
         stack.wait_healthy(services, timeout_s=60.0)
+    if stack.secrets is not None:
+        with summary.step("no permission violation (NATS log, Redis ACL LOG)"):
+            summary.add("      " + security_checks.no_permission_violations(stack, stack.secrets))
 
 
 def main(argv: list[str] | None = None) -> int:

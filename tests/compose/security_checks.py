@@ -123,3 +123,40 @@ def explain_with_token(stack: Stack, secrets: Path, pod: str) -> str:
     if "node" not in text.lower():
         raise AssertionError(f"colo explain {pod}: {text[:300]}")
     return f"explain {pod}: API 200, colo explain answered ({len(text.splitlines())} lines)"
+
+
+def no_permission_violations(stack: Stack, secrets: Path) -> str:
+    """After the scenario: the stack's nats-server logged no ``Violation`` (every service published and
+    subscribed within its permissions) and Redis's ``ACL LOG`` (read as ``colo-admin``) holds no refused
+    command, key or channel; its failed ``auth`` entries are this module's wrong-password attempt. Raises
+    ``AssertionError`` listing what was refused."""
+    log = stack.compose("logs", "--no-color", "nats", quiet=True)
+    violations = [line for line in log.splitlines() if "Violation" in line]
+    admin = stack.admin_env
+    client = redis.Redis(host="127.0.0.1", port=stack.ports["COLO_REDIS_HOST_PORT"], ssl=True,
+                         ssl_ca_certs=str(secrets / "ca.pem"), ssl_certfile=str(secrets / "client.pem"),
+                         ssl_keyfile=str(secrets / "client-key.pem"), username=admin["COLO_REDIS_USERNAME"],
+                         password=Path(admin["COLO_REDIS_PASSWORD_FILE"]).read_text().strip(), socket_timeout=5)
+    try:
+        entries = client.execute_command("ACL", "LOG", "128")
+    finally:
+        client.close()
+    rows = [{(k.decode() if isinstance(k, bytes) else k): v for k, v in _pairs(e)} for e in entries]
+    refused = [r for r in rows if _text(r.get("reason")) != "auth"]
+    if violations or refused:
+        raise AssertionError(f"NATS violations: {violations[:5]}; Redis ACL LOG refusals: {refused[:5]}")
+    auth = sum(int(r.get("count", 1)) for r in rows if _text(r.get("reason")) == "auth")
+    return (f"no NATS permission violation in the server's log; Redis ACL LOG: no refused command/key, "
+            f"{auth} failed auth (the wrong-password check)")
+
+
+def _pairs(entry: object) -> list[tuple[object, object]]:
+    """An ``ACL LOG`` entry as (field, value) pairs: redis-py gives a dict or a flat list."""
+    if isinstance(entry, dict):
+        return list(entry.items())
+    flat = list(entry) if isinstance(entry, (list, tuple)) else []
+    return list(zip(flat[::2], flat[1::2]))
+
+
+def _text(v: object) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
