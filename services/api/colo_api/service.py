@@ -45,7 +45,8 @@ class ApiService:
         """Register the routes (no subscriptions)."""
         self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus)
         # the services' common token (COLO_HTTP_TOKEN_FILE) guards /v1 too unless the API has its own
-        self.token = self.token or http_auth.read_token(ctx.settings.http_token_file)
+        h.scheduler_token = http_auth.read_token(ctx.settings.http_token_file)  # the scheduler's /debug asks it
+        self.token = self.token or h.scheduler_token
         if not self.token:
             ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE / COLO_HTTP_TOKEN_FILE): /v1 "
                             "is open to anyone who reaches %s", ctx.settings.http_host)
