@@ -41,7 +41,13 @@ import numpy as np
 from colo.sim import traces
 from colo_scheduler.plugins.deviceshare.fgdplus import POLICIES, warm_up
 from colo_scheduler.plugins.deviceshare.policies import PolicyContext, select_node
-from colo_scheduler.plugins.deviceshare.state import GpuNodeTable, PodShape, TargetWorkload, allocate, pick_devices
+from colo_scheduler.plugins.deviceshare.state import (
+    GpuNodeTable,
+    PodShape,
+    TargetWorkload,
+    allocate,
+    pick_devices,
+)
 
 NODES = "alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
 PODS = "alibaba-gpu-v2023/openb_pod_list_default.csv"

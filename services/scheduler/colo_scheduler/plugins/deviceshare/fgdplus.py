@@ -34,7 +34,13 @@ from colo_scheduler.plugins.deviceshare.policies import (
     PolicyContext,
     Scores,
 )
-from colo_scheduler.plugins.deviceshare.state import FloatArray, GpuNodeTable, IntArray, PodShape, TargetWorkload
+from colo_scheduler.plugins.deviceshare.state import (
+    FloatArray,
+    GpuNodeTable,
+    IntArray,
+    PodShape,
+    TargetWorkload,
+)
 
 STRANDING_WEIGHT = 0.3
 """α: GPUs of fragmentation one CPU-stranded GPU is worth."""

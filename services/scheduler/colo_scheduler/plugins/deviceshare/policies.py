@@ -73,7 +73,7 @@ def _masked(table: GpuNodeTable, pod: PodShape, raw: FloatArray) -> Scores:
 def score_random(table: GpuNodeTable, pod: PodShape, ctx: PolicyContext) -> Scores:
     """Uniform scores; a GPU-share pod takes a random fitting device."""
     n = table.gpu_free.shape[0]
-    scores, dev = _masked(table, pod, ctx.rng.random(n))
+    scores, dev = _masked(table, pod, np.asarray(ctx.rng.random(n), dtype=np.float64))
     if pod.is_share:
         keys = np.where(table.gpu_free >= pod.gpu_milli, ctx.rng.random(table.gpu_free.shape), -1.0)
         dev = np.argmax(keys, axis=1).astype(np.int64)

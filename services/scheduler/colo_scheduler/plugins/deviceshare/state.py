@@ -10,7 +10,7 @@ GPU models are small integers (:attr:`GpuNodeTable.model`); a pod's allowed mode
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +140,7 @@ class TargetWorkload:
         return cls.from_counts(counts, popularity)
 
     @classmethod
-    def from_counts(cls, counts: dict[tuple[int, int, int, int], float], popularity: float = 1.0
+    def from_counts(cls, counts: Mapping[tuple[int, int, int, int], float], popularity: float = 1.0
                     ) -> TargetWorkload:
         """Shapes ``(cpu, gpu_milli, num_gpu, models)`` with weights; keeps the heaviest covering
         ``popularity`` of the weight (ties by shape order), renormalised. Raises ValueError when empty."""
