@@ -21,8 +21,10 @@ on the machine does not count; median over seeds),
 then one JSON line. Trace files: ``COLO_TRACES_DIR`` (default ``../shared/traces``), or ``--nodes`` /
 ``--pods`` files of the same schemas.
 
-Run: ``.venv/bin/python bench/gpu_fragmentation.py`` (10 seeds, all policies: about 10 minutes on 2
-cores); ``--seeds 3 --policies FGD,Ours`` for a quick look; ``--curve`` prints the 0–130 % curves.
+Run: ``.venv/bin/python bench/gpu_fragmentation.py`` (10 seeds, all policies: about 5 minutes on 2
+busy cores); ``--seeds 3 --policies FGD,Ours`` for a quick look; ``--curve`` prints the 0–130 % curves; ``--ties random``
+breaks equal scores at random as kube-scheduler does (the default, the first listed node, is what reproduces
+the paper's figures: docs/gpu.md).
 """
 
 from __future__ import annotations
