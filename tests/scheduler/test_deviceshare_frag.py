@@ -67,7 +67,7 @@ def _build(nodes: list[tuple[int, int, str, list[int]]],
     return table, target, plain
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(node_st, min_size=1, max_size=6), st.lists(shape_st, min_size=1, max_size=6))
 def test_fragmentation_equals_plain_definition(nodes: list[tuple[int, int, str, list[int]]],
                                                shapes: list[tuple[int, int, int, set[str], float]]) -> None:
@@ -83,7 +83,7 @@ pod_st = st.tuples(st.integers(0, 20_000), st.sampled_from([(0, 0), (1, 100), (1
                                                            (2, 1000), (4, 1000)]))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(node_st, min_size=1, max_size=5), st.lists(shape_st, min_size=1, max_size=5), pod_st)
 def test_delta_is_fragmentation_after_minus_before(nodes: list[tuple[int, int, str, list[int]]],
                                                    shapes: list[tuple[int, int, int, set[str], float]],

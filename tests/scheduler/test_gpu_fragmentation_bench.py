@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_fragmentation.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_fragmentation_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 n0,64000,262144,2,P100
@@ -27,18 +38,18 @@ p6,4000,4096,1,320,T4|P100,LS,Running,0,10,0
 """
 
 
-def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, pods: str = PODS) -> dict[str, Any]:
     (tmp_path / "nodes.csv").write_text(NODES)
-    (tmp_path / "pods.csv").write_text(PODS)
-    return subprocess.run([sys.executable, str(BENCH), "--nodes", str(tmp_path / "nodes.csv"),
-                           "--pods", str(tmp_path / "pods.csv"), "--seeds", "2", *extra],
-                          capture_output=True, text=True, timeout=120)
+    (tmp_path / "pods.csv").write_text(pods)
+    code = _bench().main(["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv"),
+                          "--seeds", "2", *extra])
+    assert code == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return result
 
 
-def test_bench_runs_every_policy_on_a_tiny_cluster(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--curve")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def test_bench_runs_every_policy_on_a_tiny_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(tmp_path, capsys, "--curve")
     assert result["gpus"] == 16 and result["nodes"] == 4  # the CPU-only node is left out
     assert set(result["policies"]) == {"Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD",
                                        "FGD-exact", "Ours"}
@@ -49,19 +60,15 @@ def test_bench_runs_every_policy_on_a_tiny_cluster(tmp_path: Path) -> None:
     assert result["policies"]["BestFit"]["unallocated_reduction_vs_bestfit_pct_at_130"] == 0.0
 
 
-def test_bench_workload_variant_and_random_ties(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--workload", "gpushare80", "--ties", "random", "--policies", "FGD,Ours")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def test_bench_workload_variant_and_random_ties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(tmp_path, capsys, "--workload", "gpushare80", "--ties", "random", "--policies", "FGD,Ours")
     assert result["workload"] == "gpushare80" and result["ties"] == "random"
     assert set(result["policies"]) == {"FGD", "Ours"}
 
 
-def test_bench_reports_bad_rows_and_policies(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--policies", "FGD,Nope")
-    assert done.returncode != 0 and "Nope" in done.stderr
-    (tmp_path / "bad.csv").write_text(PODS.replace("p4,8000,32768,2,1000", "p4,8000,32768,2,500"))
-    bad = subprocess.run([sys.executable, str(BENCH), "--nodes", str(tmp_path / "nodes.csv"),
-                          "--pods", str(tmp_path / "bad.csv"), "--seeds", "1"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "bad.csv:6" in bad.stderr
+def test_bench_reports_bad_rows_and_policies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _run(tmp_path, capsys, "--policies", "FGD,Nope")
+    assert "Nope" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"pods.csv:6.*num_gpu=2 gpu_milli=500"):
+        _run(tmp_path, capsys, pods=PODS.replace("p4,8000,32768,2,1000", "p4,8000,32768,2,500"))
