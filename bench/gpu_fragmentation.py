@@ -57,7 +57,7 @@ ARRIVED_PCT = np.arange(0, 131)
 """Arrival points: GPU requests arrived, % of the cluster's GPUs."""
 PAPER = {  # allocation % at 100 / 130 % arrived, mean of the 10 seeds the authors publish for this trace
     # (experiments/analysis/expected_results/analysis_allo_discrete.csv, workload openb_pod_list_default;
-    # read off by hand, ±0.05)
+    # read off the per-seed rows by hand, ±0.1)
     "Random": (85.1, 87.4), "DotProd": (90.6, 90.8), "GpuClustering": (91.6, 91.8),
     "GpuPacking": (91.7, 91.8), "BestFit": (92.8, 93.0), "FGD": (95.2, 95.4),
 }
