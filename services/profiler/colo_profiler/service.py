@@ -25,15 +25,33 @@ from colo.bus import MessageInfo
 from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
 from colo.runtime import ServiceContext
+from colo.validation import MAX_QUANTITY
 from colo_profiler import checkpoint
 from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
+
+
+def quantity_problem(what: str, **amounts: int) -> str:
+    """"" when every amount (milli-cores, bytes) is within 0..:data:`colo.validation.MAX_QUANTITY`, else the
+    reason naming the first one out of range: a decoded int can reach 2^64 (msgspec decodes it), which the
+    checkpoint's msgpack cannot encode and the predictions should never see."""
+    for name, v in amounts.items():
+        if not 0 <= v <= MAX_QUANTITY:
+            return f"{what}.{name} = {v} is out of range (0..{MAX_QUANTITY})"
+    return ""
 
 
 def metric_problem(metric: NodeMetric) -> str:
     """Why a decoded NodeMetric cannot be used ("" when it can)."""
     if not math.isfinite(metric.at):
         return f"NodeMetric.at is not a finite time: {metric.at}"
+    problem = (quantity_problem("NodeMetric.node_usage", cpu=metric.node_usage.cpu, memory=metric.node_usage.memory)
+               or quantity_problem("NodeMetric.system_usage", cpu=metric.system_usage.cpu,
+                                   memory=metric.system_usage.memory)
+               or next((q for p in metric.pods if (q := quantity_problem("NodeMetric.pods[]", cpu=p.cpu,
+                                                                           memory=p.memory))), ""))
+    if problem:
+        return problem
     if not metric.node:
         return "NodeMetric.node is empty"
     if not _is_token(metric.node, NODE_NAME_MAX):
@@ -161,6 +179,10 @@ class ProfilerService:
         if not spec.name:
             await self._reject(spec, info, "NodeSpec.name is empty")
             return
+        problem = quantity_problem("NodeSpec.allocatable", cpu=spec.allocatable.cpu, memory=spec.allocatable.memory)
+        if problem:
+            await self._reject(spec, info, problem)
+            return
         self._node(spec)
 
     async def on_bound(self, msg: PodBound, info: MessageInfo) -> None:
@@ -169,6 +191,10 @@ class ProfilerService:
             await self._reject(msg, info, "PodBound needs spec.uid, node and a finite at")
             return
         r = msg.spec.requests
+        problem = quantity_problem("PodBound.spec.requests", cpu=r.cpu, memory=r.memory)
+        if problem:
+            await self._reject(msg, info, problem)
+            return
         workload = (msg.spec.namespace, msg.spec.app) if msg.spec.app and _is_token(msg.spec.namespace) else None
         self.model.pod_bound(msg.spec.uid, msg.node, r.cpu, r.memory, priority_class_of(msg.spec), msg.at,
                              workload)
@@ -177,6 +203,10 @@ class ProfilerService:
         """Pod lifecycle: Running refreshes what we know, Succeeded/Failed drop the pod."""
         if not msg.uid or not math.isfinite(msg.at):
             await self._reject(msg, info, "PodStatus needs uid and a finite at")
+            return
+        problem = quantity_problem("PodStatus.requests", cpu=msg.requests.cpu, memory=msg.requests.memory)
+        if problem:
+            await self._reject(msg, info, problem)
             return
         if msg.phase in ("Succeeded", "Failed"):
             pod = self.model.pods.get(msg.uid)
