@@ -5,6 +5,7 @@
 #   make test
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
+#   make fuzz                 bad input at scale: FUZZ_N (10000) payloads per consumed subject (docs/fuzz.md)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -15,6 +16,8 @@ SEED   ?= 1
 OUT    ?= out/demo
 JOBS   ?= 1
 PYTEST_ARGS ?=
+FUZZ_N ?= 10000
+FUZZ_SEED ?= 1
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
@@ -23,7 +26,7 @@ STAMP := $(VENV)/.installed
 # ignored; pip's errors, a failing build's output and every other warning still show.
 QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: install demo test up traces lint clean
+.PHONY: install demo test up traces lint clean fuzz
 
 install: $(STAMP)
 
@@ -44,6 +47,11 @@ test: install
 
 up: install
 	$(VENV)/bin/colo up
+
+fuzz: install
+	rm -f out/fuzz/fuzz.jsonl
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_REPORT=out/fuzz/fuzz.jsonl $(PY) -m pytest tests/fuzz -q -p no:logging $(PYTEST_ARGS); \
+	  status=$$?; $(PY) tests/fuzz/report.py out/fuzz/fuzz.jsonl; exit $$status
 
 traces: install
 	$(VENV)/bin/colo traces fetch
