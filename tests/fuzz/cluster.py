@@ -78,7 +78,7 @@ class Cluster:
 
     async def settle(self) -> None:
         for bus in (*self.buses.values(), self.client):
-            await bus.settle(timeout_s=120)
+            await bus.settle(timeout_s=600)  # 10,000 payloads on a busy 2-core machine
 
     async def settle_subscriptions(self, subs: list[Subscription[Any]], timeout_s: float = 120.0) -> None:
         """Return once ``subs`` have nothing pending and no handler runs (cheaper than :meth:`settle`)."""

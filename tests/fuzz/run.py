@@ -76,6 +76,7 @@ class Outcome:
                 "decodable": self.decodable, "dead_lettered": self.dead_lettered, "accepted": self.accepted,
                 "replayed": self.replayed, "replays_accepted": self.replays_accepted,
                 "crashes": self.crashes, "problems": len(self.problems), "seconds": round(self.seconds, 1),
+                "first_problems": [p[:400] for p in self.problems[:10]],
                 "origins": self.origins}
 
 

@@ -38,6 +38,9 @@ EPSILON = 1e-4
 
 MAX_DECAY_EXPONENT = 100
 """Re-base the reference time before 2^exponent grows past 2^100 (float64 stays exact enough)."""
+MAX_TIME_S = 1e12
+"""Sample times are within ±this (seconds; year ~33,700): beyond, ``t − ref`` loses whole half-lives to float
+rounding and the exponents overflow. The profiler's handlers refuse messages dated outside it."""
 MAX_BACKWARD_HALF_LIVES = 800
 """Farthest a sample older than the reference moves it back (half-lives): the weights kept grow by 2^800 at
 most, which with 2^:data:`MAX_DECAY_EXPONENT` stays under float64's 2^1024."""
@@ -226,8 +229,9 @@ class HistogramBank:
             raise ValueError(f"rows {r.shape}, values {v.shape}, weights and times must be equal 1-d shapes")
         if r.size == 0:
             return
-        if not (np.isfinite(v).all() and np.isfinite(w).all() and np.isfinite(times).all()) or (w < 0).any():
-            raise ValueError("values and times must be finite and weights non-negative")
+        if not (np.isfinite(v).all() and np.isfinite(w).all() and (np.abs(times) <= MAX_TIME_S).all()) or (
+                w < 0).any():
+            raise ValueError("values must be finite, times within ±MAX_TIME_S and weights non-negative")
         self.add_unchecked(r, v, times, w)
 
     def add_unchecked(self, rows: IntArray, values: FloatArray, t: float | FloatArray,
