@@ -279,7 +279,11 @@ class SloManagerService:
         return True
 
     async def on_node_registered(self, node: NodeSpec, info: MessageInfo) -> None:
-        """Record a node; an unusable spec (no capacity, bad CPU list) is dead-lettered with the reason."""
+        """Record a node; an unusable spec (no capacity, bad CPU list, a name that is not a subject token or
+        not the subject's) is dead-lettered with the reason."""
+        if not info.subject.endswith(f".{node.name}"):
+            await self._reject_invalid(info, node, f"invalid node {node.name!r}: registered on subject {info.subject}")
+            return
         if not await self._put_node(node):
             await self._reject_invalid(info, node, f"invalid node {node.name!r}: {self.invalid_nodes[node.name]}")
 
