@@ -37,8 +37,8 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
 
 class SubmittedObject(msgspec.Struct, frozen=True, kw_only=True):
     """One object ``POST /v1/submit`` published: its ``kind``, ``namespace`` ("" for cluster-scoped quotas),
-    ``name``, ``uid`` ("" for kinds without one), the ``subject`` it went to and the ``pods`` a workload
-    creates at once (0 for other kinds)."""
+    ``name``, ``uid`` ("" for kinds without one), the ``subject`` it went to and the ``pods`` it creates at
+    once (1 for a Pod, a workload's initial pods, 0 for other kinds)."""
 
     kind: str
     namespace: str
