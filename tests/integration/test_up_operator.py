@@ -127,3 +127,26 @@ def test_every_example_is_admitted(up: Up, path: Path) -> None:
     assert status == 201, out
     refused = [o for o in out.get("objects", []) if o.get("admission") not in ("admitted", "accepted", None, "")]
     assert not refused, refused
+
+
+REFUSED = """apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata:
+  name: team-greedy
+  labels: {quota.scheduling.koordinator.sh/parent: org}
+spec:
+  min: {cpu: "1000", memory: 64Gi}
+  namespaces: [greedy]
+"""
+
+
+def test_quotas_list_marks_refused_ones(up: Up) -> None:
+    """The dashboard's "Elastic quotas" panel used to list a refused quota as if it were in force."""
+    status, out = up.submit((REPO / "examples" / "quotas.yaml").read_text())
+    assert status == 201, out
+    status, out = up.submit(REFUSED)
+    assert status == 422 and out["rejected"] == 1, out
+    status, quotas = up.get("/v1/quotas")
+    assert status == 200, quotas
+    in_force = {q["name"]: q.get("in_force") for q in quotas["items"]}
+    assert in_force == {"org": True, "team-a": True, "team-b": True, "team-greedy": False}, quotas

@@ -165,13 +165,16 @@ class QuotaView(msgspec.Struct, frozen=True, kw_only=True):
     """An elastic quota: ``spec`` as last submitted (``quota.spec.{name}``; None for a quota known only from
     the store), ``status`` as the scheduler last published it (``quota.status.{name}``; None before its first),
     ``max`` the hard max the store's bind script enforces and ``used`` what it charged (Resources field names:
-    milli-cores, bytes, ``pods`` a count)."""
+    milli-cores, bytes, ``pods`` a count); ``in_force`` True when the scheduler applies the spec last submitted
+    (its status carries that spec's ``created_at``, or there is no spec), False for a quota it refused (dead-lettered:
+    the reason is on ``colo.v1.dlq.>``) or has not accepted yet (a child waiting for its parent)."""
 
     name: str
     spec: ElasticQuota | None = None
     status: QuotaStatus | None = None
     max: dict[str, int] = {}
     used: dict[str, int] = {}
+    in_force: bool = False
 
 
 class QuotaList(msgspec.Struct, frozen=True, kw_only=True):

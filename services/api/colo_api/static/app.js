@@ -242,7 +242,9 @@ async function refreshNodes() { state.nodes = (await api("/v1/nodes")).items; re
 async function refreshQuotas() {
   state.quotas = (await api("/v1/quotas")).items;
   const fmt = (o) => Object.entries(o || {}).map(([k, v]) => `${k}=${/cpu/.test(k) ? cores(v) : /memory/.test(k) ? gib(v) : v}`).join(" ") || "-";
-  $("#quotas tbody").innerHTML = state.quotas.map((q) => `<tr><td>${esc(q.name)}</td>` +
+  // a quota the scheduler refused (or has not accepted yet) is marked, not shown as if it were in force
+  $("#quotas tbody").innerHTML = state.quotas.map((q) => `<tr${q.in_force ? "" : ' class="refused"'}><td>${esc(q.name)}` +
+    `${q.in_force ? "" : ' <span class="badge bad" title="refused or not yet accepted: see colo get quotas / the dead-letter stream">not in force</span>'}</td>` +
     `<td>${esc((q.spec || q.status || {}).parent || "-")}</td><td>${esc(fmt((q.spec || {}).min))}</td>` +
     `<td>${esc(fmt((q.spec || {}).max || q.max))}</td><td>${esc(fmt((q.status || {}).used || q.used))}</td>` +
     `<td>${esc(fmt((q.status || {}).runtime))}</td></tr>`).join("") || `<tr><td colspan="6" class="muted">no quotas</td></tr>`;
