@@ -12,7 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from colo.classes import qos_class_of
-from colo.cli.get import pod_reason
+from colo.cli.get import pod_reason, pod_status
 from colo.messages import (
     ElasticQuota,
     NodeMetric,
@@ -93,7 +93,7 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
 
 def _reason(record: PodRecord, messages: dict[str, str]) -> str:
     reason = pod_reason(record, messages)
-    return "" if reason == "-" and not record.reason else reason
+    return "" if reason == "-" and record.reason in ("", pod_status(record)) else reason
 
 
 def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodView:
@@ -103,7 +103,7 @@ def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodVi
     if record.phase == "Pending":
         state = "Bound" if record.node else "Waiting"
     elif record.phase == "Failed":
-        state = next((w for w in ENDED_WORDS if record.reason.startswith(w + ":")), "Failed")
+        state = pod_status(record)
     return PodView(namespace=s.namespace, name=s.name, uid=s.uid, phase=record.phase, state=state,
                    node=record.node, reason=_reason(record, messages or {}), qos=qos_class_of(s), requests=s.requests,
                    limits=s.limits, updated_at=record.updated_at, bound_at=record.bound_at, spec=s)
