@@ -28,8 +28,8 @@ pytestmark = pytest.mark.integration
 class Up:
     """A running ``colo up``: its banner so far and the API's base URL."""
 
-    def __init__(self, proc: subprocess.Popen[str], banner: str, api: str) -> None:
-        self.proc, self.banner, self.api = proc, banner, api
+    def __init__(self, proc: subprocess.Popen[str], banner: str, api: str, state_dir: str) -> None:
+        self.proc, self.banner, self.api, self.state_dir = proc, banner, api, state_dir
 
     def submit(self, body: str, wait_s: float = 10.0) -> tuple[int, Any]:
         resp = requests.post(f"{self.api}/v1/submit", params={"wait": str(wait_s)}, data=body.encode(),
@@ -65,7 +65,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     try:
         assert "Ctrl-C stops everything" in banner, banner
         services = json.loads((tmp / "state" / "up.json").read_text())["services"]
-        yield Up(proc, banner, services["api"])
+        yield Up(proc, banner, services["api"], str(tmp / "state"))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -150,3 +150,40 @@ def test_quotas_list_marks_refused_ones(up: Up) -> None:
     assert status == 200, quotas
     in_force = {q["name"]: q.get("in_force") for q in quotas["items"]}
     assert in_force == {"org": True, "team-a": True, "team-b": True, "team-greedy": False}, quotas
+
+
+def test_explain_after_delete(up: Up, tmp_path: Path) -> None:
+    """``colo explain`` of a pod deleted after it was bound (issue 14 follow-up: "unknown to this scheduler")."""
+    status, out = up.submit(POD.replace("solo-0", "gone-0"))
+    assert status == 201, out
+    _wait_bound(up, "up-test", "gone-0")
+    resp = requests.delete(f"{up.api}/v1/pods/up-test/gone-0", timeout=30)
+    assert resp.status_code in (200, 202), resp.text
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and up.get("/v1/pods/up-test/gone-0")[1].get("state") != "Deleted":
+        time.sleep(0.5)
+    assert up.get("/v1/pods/up-test/gone-0")[1].get("state") == "Deleted"
+    status, decision = up.get("/v1/explain/up-test/gone-0")
+    assert status == 200, decision
+    env = {**os.environ, "COLO_STATE_DIR": up.state_dir, "NO_COLOR": "1", "COLUMNS": "200"}
+    for k in ("COLO_NATS_URL", "COLO_REDIS_URL", "COLO_SCHEDULER_URL"):
+        env.pop(k, None)
+    for ref in (["up-test/gone-0"], ["gone-0"]):
+        cli = subprocess.run([sys.executable, "-m", "colo.cli.main", "explain", *ref], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert "unknown to this scheduler" not in cli.stdout, cli.stdout
+
+
+def test_explain_of_an_ambiguous_bare_name_leads_with_the_namespaces(up: Up) -> None:
+    """``colo explain twin`` with ``twin`` in two namespaces used to lead with "unknown to this scheduler"."""
+    for ns in ("twin-a", "twin-b"):
+        status, out = up.submit(POD.replace("solo-0", "twin").replace("up-test", ns))
+        assert status == 201, out
+    env = {**os.environ, "COLO_STATE_DIR": up.state_dir, "NO_COLOR": "1", "COLUMNS": "300"}
+    for k in ("COLO_NATS_URL", "COLO_REDIS_URL", "COLO_SCHEDULER_URL"):
+        env.pop(k, None)
+    cli = subprocess.run([sys.executable, "-m", "colo.cli.main", "explain", "twin"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    assert cli.stdout.startswith("pod 'twin' is in several namespaces (twin-a, twin-b)"), cli.stdout
