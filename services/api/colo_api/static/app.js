@@ -81,7 +81,7 @@ function renderNodes() {
   const rows = state.nodes.map((n) => {
     const u = n.usage, o = n.offered, a = n.allocated || {};
     return `<tr data-node="${esc(n.name)}"><td>${esc(n.name)}</td>` +
-      `<td class="num">${cores(n.spec.allocatable.cpu)} / ${gib(n.spec.allocatable.memory)}</td>` +
+      `<td class="num cpu">${cores(n.spec.allocatable.cpu)}</td><td class="num memory">${gib(n.spec.allocatable.memory)}</td>` +
       `<td class="num ls-use">${u ? cores(u.ls_cpu) + " / " + gib(u.ls_memory) : "-"}</td>` +
       `<td class="num be-use">${u ? cores(u.be_cpu) + " / " + gib(u.be_memory) : "-"}</td>` +
       `<td class="num allocated">${cores(a.cpu)} / ${gib(a.memory)}` +
@@ -91,7 +91,7 @@ function renderNodes() {
       `<td class="num">${o ? cores(o.mid_cpu) + " / " + gib(o.mid_memory) : "-"}</td>` +
       `<td class="num">${a.pods || 0}</td><td>${bar(n)}</td></tr>`;
   });
-  $("#nodes tbody").innerHTML = rows.join("") || `<tr><td colspan="9" class="muted">no nodes registered</td></tr>`;
+  $("#nodes tbody").innerHTML = rows.join("") || `<tr><td colspan="10" class="muted">no nodes registered</td></tr>`;
   renderSummary();
 }
 
