@@ -31,7 +31,7 @@ JOB_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
 
 
 WHY: dict[str, str] = {
-    "be_evictions": "co-location puts more BE work on the nodes, so BE memory and CPU eviction (REFERENCE.md §5) "
+    "be_evictions": "co-location puts more BE work on the nodes, so BE memory and CPU eviction (Koordinator's BE eviction strategies, docs/node-agent.md) "
                     "have more to evict",
     "preemptions": "by design: a high-priority job preempts lower-priority pods when no node has room, and "
                    "co-location keeps the nodes fuller",

@@ -89,7 +89,7 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
 {_quota_table(summary)}
 {reasons_html(summary)}
 <h2 id="over-time">Over time</h2>
-<p>Mid resources (prod pods' reclaimable CPU and memory, REFERENCE.md §7) are offered only for pods older than the
+<p>Mid resources (prod pods' reclaimable CPU and memory, docs/profiler.md) are offered only for pods older than the
 profiler's cold start (<code>COLO_PROFILER_COLD_START_S</code>, {_cold_start_s():g} s in simulations): in a run of
 about that length they appear in the last steps only — a real effect of the cold start, not of the sampling.</p>
 {over_time}
