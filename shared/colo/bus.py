@@ -47,10 +47,10 @@ from colo import codec, subjects, telemetry
 from colo.clock import Clock, WallClock
 from colo.connections import nats_options, nats_servers
 from colo.messages import DeadLetter, Tick, TickAck
+from colo.publish_acks import AckBatch, BusError, BusUnavailableError, Outgoing
 from colo.settings import RuntimeSettings
 from colo.subjects import Subject
 from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
-from colo.publish_acks import AckBatch, BusError, BusUnavailableError, Outgoing
 
 __all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
            "MessageInfo", "Subscription", "retry_store_creation"]
@@ -116,7 +116,7 @@ class Bus:
         self._closed = False
         self._ack_inbox = ""
         self._ack_seq = 0
-        self._ack_batches: dict[str, _AckBatch] = {}
+        self._ack_batches: dict[str, AckBatch] = {}
         self._published: dict[str, Any] = {}
         """Published-messages counter per subject pattern (a labels() lookup per message costs more
         than the publish)."""

@@ -21,8 +21,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
 from redis.asyncio.connection import SSLConnection
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 
 from colo.settings import RuntimeSettings

@@ -65,7 +65,7 @@ class FailoverRetry(Retry):
                               with_failure_count: bool = False) -> T:
         """``await do()``; on a supported error ``await fail(error[, failures])``, drop the idle pooled
         connections, wait the backoff and try again while inside the window. Raises the last error after it."""
-        self._backoff.reset()
+        self._backoff.reset()  # type: ignore[no-untyped-call]
         failures = 0
         deadline = time.monotonic() + self.window_s
         while True:
