@@ -64,7 +64,11 @@ def test_pod_and_node_knobs() -> None:
     core = Scheduler(SchedulerSettings(seed=1))
     core.on_node(numa_node("n1", smt_topology(2, 4, 2, 1)), 0.0)
     assert place(core, lse("s", 3, spec={"preferredCPUBindPolicy": "SpreadByPCPUs"})) == {"s": "n1:0-2"}
-    failures = [f for f in (core.add_pod(lse("odd", 3), 2.0), core.schedule_cycle(2.0))[1].failures]
+    # FullPCPUs is only preferred by default: an odd count is placed one CPU per core, not refused (an LSR pod
+    # asking cpu: 1 on a hyper-threaded node used to stay unschedulable for good)
+    assert place(core, lse("odd", 3)) == {"odd": "n1:8-10"}  # best fit: the free threads of NUMA node 0
+    required = lse("strict", 3, spec={"requiredCPUBindPolicy": "FullPCPUs"})
+    failures = [f for f in (core.add_pod(required, 3.0), core.schedule_cycle(3.0))[1].failures]
     assert failures and "SMT alignment" in failures[0].result.message
 
 
@@ -153,7 +157,7 @@ def test_cpuset_invariants(sockets: int, cores: int, threads: int, numa: int, po
                 assert not {numa_of[c] for c in cpus} & {numa_of[c] for c in theirs}, "NUMANodeLevel shared"
         if policy == "SingleNUMANode":
             assert len({numa_of[c] for c in cpus}) == 1
-        if bind == "FullPCPUs" and threads == 2:
+        if bind == "FullPCPUs" and threads == 2 and n % 2 == 0:  # an odd count falls back to one CPU per core
             assert all(all(x in cpus for x in topo.cores()[core_of[c]]) for c in cpus), "FullPCPUs whole cores"
         live[uid] = (cpus, exclusive)
     held = plugin(core).nodes.get("n1")

@@ -163,8 +163,14 @@ class NodeNUMAResource:
         if why:
             return None, why
         got = take_cpus(details, cpus, held.held, req.n, bind, req.exclusive, self.args.numa_allocate_strategy, numa)
+        unaligned = bind == "FullPCPUs" and req.n % details.threads_per_core != 0
+        if got is None and unaligned and not (req.required or knobs.bind == "FullPCPUs"):
+            # FullPCPUs only preferred (neither the pod's requiredCPUBindPolicy nor the node's FullPCPUsOnly /
+            # kubelet full-pcpus-only): an odd count takes its CPUs one per core instead of being refused
+            got = take_cpus(details, cpus, held.held, req.n, "SpreadByPCPUs", req.exclusive,
+                            self.args.numa_allocate_strategy, numa)
         if got is None:
-            if bind == "FullPCPUs" and req.n % details.threads_per_core:
+            if unaligned:
                 return None, f"SMT alignment: FullPCPUs needs a multiple of {details.threads_per_core} CPUs"
             return None, f"not enough free CPUs for a {req.n}-CPU cpuset ({bind}, exclusive {req.exclusive})"
         return got, ""
