@@ -4,6 +4,8 @@
 #   make demo JOBS=0          batch tasks as bare pods (no Jobs, gangs, team quotas)
 #   make test
 #   make ha-test              only the failover tests: NATS cluster leader kill, Redis Sentinel primary kill (~2 min)
+#   make chaos                chaos soak: random kill -9 of services, NATS members, the Redis primary (~10 min)
+#   make chaos CHAOS_MINUTES=30 CHAOS_SEED=7
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
@@ -17,6 +19,9 @@ SEED   ?= 1
 OUT    ?= out/demo
 JOBS   ?= 1
 PYTEST_ARGS ?=
+CHAOS_MINUTES ?= 10
+CHAOS_SEED ?= 1
+CHAOS_OUT ?= out/chaos
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
@@ -31,7 +36,7 @@ COMPOSE_CACHE ?= $(HOME)/.cache/colo/compose-test
 # extra compose files merged after compose.yaml, separated by ":" (e.g. a security override)
 COMPOSE_OVERRIDES ?=
 
-.PHONY: install demo test ha-test up traces lint clean compose-test compose-clean
+.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean
 
 install: $(STAMP)
 
@@ -52,6 +57,10 @@ test: install
 
 ha-test: install
 	$(PY) -m pytest -m ha -s $(PYTEST_ARGS)
+
+# Not part of `make test`: 20 nodes, 2 trace hours paced over CHAOS_MINUTES; writes $(CHAOS_OUT)/summary.json
+chaos: install
+	$(PY) -m colo.sim.chaos_soak --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --out $(CHAOS_OUT)
 
 up: install
 	$(VENV)/bin/colo up
