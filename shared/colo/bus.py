@@ -11,8 +11,12 @@ Delivery contract (docs/architecture.md "Bus"):
   acked once the call returns;
 * a payload that does not decode is published to ``colo.v1.dlq.<service>`` with the reason
   and terminated (never redelivered);
-* a handler exception is logged and counted; the message is nak'ed with an exponential delay
-  and dead-lettered (then terminated) on its 5th delivery;
+* a handler exception is logged and counted. When it means a dependency is unavailable
+  (:func:`colo.transient.is_transient`: Redis or NATS down, restarting, loading, failing over) the
+  message is nak'ed with an exponential delay capped at 5 s and never dead-lettered; any other
+  failure is nak'ed with an exponential delay and dead-lettered (then terminated) at its 5th;
+* when the client reconnects, every consumer sends a new pull request at once (a restarted server
+  forgot the pending ones);
 * :meth:`Bus.settle` returns once every consumer of this bus has nothing pending and no
   handler is running (a few milliseconds on an idle bus).
 
@@ -26,21 +30,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-import itertools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import nats
 import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
 from colo import codec, subjects, telemetry
@@ -49,364 +50,37 @@ from colo.connections import nats_options, nats_servers
 from colo.messages import DeadLetter, Tick, TickAck
 from colo.settings import RuntimeSettings
 from colo.subjects import Subject
+from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
+from colo.transient import TransientError
+
+__all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
+           "MessageInfo", "Subscription", "retry_store_creation"]
+"""``MessageInfo`` and ``Subscription`` live in :mod:`colo.subscription`; handlers import them from here."""
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("colo.bus")
 
-FETCH_BATCH = 256
-"""Messages asked for per pull request."""
-PULL_EXPIRES_S = 10.0
-"""Lifetime of an idle pull request on the server."""
-ACK_WAIT_S = 30.0
-"""JetStream ack wait of every consumer."""
-YIELD_AFTER_S = 0.002
-"""A consumer working through queued messages lets the event loop run other tasks after this long:
-handlers that never wait (e.g. 1,000 node metrics in a burst) would otherwise hold it for the whole
-burst, and a scheduling cycle with it."""
-MAX_DELIVER = 5
-"""Deliveries of a failing message before it is dead-lettered."""
 DEAD_LETTER_MAX_DATA = 64 * 1024
 """Bytes of the offending payload kept in a DeadLetter (a payload near the server's 1 MiB limit,
 or invalid UTF-8 inflated by replacement characters, would otherwise not fit)."""
 
 _published = telemetry.counter("colo_bus_published_total", "Messages published", ("service", "subject"))
-_consumed = telemetry.counter("colo_bus_consumed_total", "Messages handled and acked", ("service", "subject"))
-_dead = telemetry.counter("colo_bus_dead_lettered_total", "Messages dead-lettered", ("service", "subject"))
-_errors = telemetry.counter("colo_bus_handler_errors_total", "Handler exceptions", ("service", "subject"))
 
 
 class BusError(RuntimeError):
     """A bus operation failed (tick without responder, settle timeout, not connected)."""
 
 
-@dataclass(frozen=True)
-class MessageInfo:
-    """Delivery details passed as the optional second handler argument."""
-
-    subject: str
-    headers: Mapping[str, str]
-    stream_seq: int
-    num_delivered: int
-
-
-def _filters(subject: Subject[Any], keys: Mapping[str, str | Sequence[str]] | None) -> list[str]:
-    """Concrete filter subjects for ``keys`` (missing keys → ``*``). Raises ValueError on bad keys."""
-    if not keys:
-        return [subject.wildcard]
-    unknown = set(keys) - set(subject.keys)
-    if unknown:
-        raise ValueError(f"{subject.pattern}: unknown keys {sorted(unknown)}")
-    choices: list[list[str]] = []
-    for k in subject.keys:
-        v = keys.get(k)
-        if v is None:
-            choices.append(["*"])
-            continue
-        vals = [v] if isinstance(v, str) else list(v)
-        if not vals:
-            raise ValueError(f"{subject.pattern}: keys[{k!r}] is empty")
-        choices.append(vals)
-    out = []
-    for combo in itertools.product(*choices):
-        s = subject.pattern
-        for k, x in zip(subject.keys, combo):
-            if x != "*":
-                subject.format(**{kk: (x if kk == k else "x") for kk in subject.keys})  # validates x
-            s = s.replace("{" + k + "}", x)
-        out.append(s)
-    return sorted(set(out))
-
-
-class Subscription(Generic[T]):
-    """One durable pull consumer and its handling loop. Awaiting it waits until the consumer exists."""
-
-    def __init__(self, bus: Bus, subject: Subject[T], handler: Callable[..., Awaitable[Any]],
-                 durable: str, keys: Mapping[str, str | Sequence[str]] | None, max_batch: int = 0) -> None:
-        if subject.stream is None:
-            raise ValueError(f"{subject.pattern} has no stream: durable subscriptions need one")
-        self.bus = bus
-        self.subject = subject
-        self.handler = handler
-        self.name = f"{bus.service}-{durable}"
-        self.filters = _filters(subject, keys)
-        self._with_info = _takes_two(handler)
-        self.max_batch = max_batch
-        """0: ``handler`` takes one message; > 0: a list of up to this many ``(msg, info)``."""
-        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._busy = False
-        self._stopping = False
-        self._outstanding = 0
-        self._req_deadline = 0.0
-        self._started: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._inbox = ""
-        self._sub: Any = None
-        labels = (bus.service, subject.wildcard)
-        self._n_consumed = _consumed.labels(*labels)
-        self._n_dead = _dead.labels(*labels)
-        self._n_errors = _errors.labels(*labels)
-        self._span_name = f"consume {subject.wildcard}"
-
-    def __await__(self) -> Any:
-        async def wait() -> Subscription[T]:
-            if self._started is not None:
-                await self._started
-            return self
-        return wait().__await__()
-
-    def start(self) -> asyncio.Future[None]:
-        """Create the consumer and start the loop (idempotent); the future completes when running."""
-        if self._started is None:
-            self._started = asyncio.ensure_future(self._start())
-        return self._started
-
-    async def _start(self) -> None:
-        cfg = ConsumerConfig(
-            name=self.name, durable_name=self.name, deliver_policy=DeliverPolicy.ALL,
-            ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=-1,
-            max_ack_pending=20_000, max_waiting=64,
-        )
-        if len(self.filters) == 1:
-            cfg.filter_subject = self.filters[0]
-        else:
-            cfg.filter_subjects = self.filters
-        assert self.subject.stream is not None
-        await self.bus.js.add_consumer(self.subject.stream, config=cfg)
-        self._inbox = self.bus.nc.new_inbox()
-        self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_msg,
-                                                pending_msgs_limit=-1, pending_bytes_limit=-1)
-        await self.bus.nc.flush()
-        self._task = asyncio.create_task(self._run(), name=f"consumer:{self.name}")
-
-    async def _on_msg(self, msg: Msg) -> None:
-        self._queue.put_nowait(msg)
-
-    @property
-    def idle(self) -> bool:
-        """No handler running and nothing queued locally."""
-        return not self._busy and self._queue.empty()
-
-    async def pending(self) -> int:
-        """Messages not yet acked according to the server (undelivered + unacked)."""
-        assert self.subject.stream is not None
-        info = await self.bus.js.consumer_info(self.subject.stream, self.name)
-        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
-
-    async def _pull(self) -> None:
-        req = {"batch": FETCH_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}
-        assert self.subject.stream is not None
-        await self.bus.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{self.subject.stream}.{self.name}",
-                                  json.dumps(req).encode(), reply=self._inbox)
-        self._outstanding = FETCH_BATCH
-        self._req_deadline = time.monotonic() + PULL_EXPIRES_S + 5.0
-
-    async def _run(self) -> None:
-        yielded_at = time.monotonic()
-        while not self._stopping:
-            if self._outstanding <= 0 or time.monotonic() > self._req_deadline:
-                try:
-                    await self._pull()
-                except Exception as exc:  # disconnected: the client reconnects, ask again later
-                    log.warning("%s: pull request failed: %r", self.name, exc)
-                    self._outstanding = 0
-                    await asyncio.sleep(0.5)
-                    continue
-            if self._queue.empty():
-                try:
-                    msg = await asyncio.wait_for(self._queue.get(),
-                                                 timeout=max(0.01, self._req_deadline - time.monotonic()))
-                except TimeoutError:
-                    self._outstanding = 0
-                    continue
-                yielded_at = time.monotonic()
-            else:
-                if time.monotonic() - yielded_at > YIELD_AFTER_S:
-                    await asyncio.sleep(0)  # a burst must not starve the other consumers and loops
-                    yielded_at = time.monotonic()
-                msg = self._queue.get_nowait()
-            if self._is_status(msg):
-                continue
-            self._outstanding -= 1
-            self._busy = True
-            try:
-                if self.max_batch > 0:
-                    await self._process_batch(self._take_batch(msg))
-                else:
-                    await self._process(msg)
-            except Exception:  # never let one message kill the loop
-                log.exception("%s: failed to settle message on %s", self.name, msg.subject)
-            finally:
-                self._busy = False
-                if self._queue.empty():
-                    self.bus._went_idle.set()
-
-    def _is_status(self, msg: Msg) -> bool:
-        """True for a pull status message (not data); a final status ends the pull request."""
-        status = msg.headers.get("Status") if msg.headers else None
-        if not status:
-            return False
-        if status != "100":  # 404 no messages, 408 expired, 409 ended: ask again
-            self._outstanding = 0
-        return True
-
-    def _take_batch(self, first: Msg) -> list[Msg]:
-        """``first`` and the data messages already queued locally, up to ``max_batch`` in all."""
-        batch = [first]
-        while len(batch) < self.max_batch and not self._queue.empty():
-            msg = self._queue.get_nowait()
-            if not self._is_status(msg):
-                self._outstanding -= 1
-                batch.append(msg)
-        return batch
-
-    async def _process_batch(self, msgs: list[Msg]) -> None:
-        """Decode ``msgs`` (dead-lettering what does not decode), hand the rest to the handler in one
-        call and ack them. When the call raises, each message is handled again alone, so that one
-        poisonous message is retried and dead-lettered by itself while the others are acked."""
-        items: list[tuple[Any, MessageInfo]] = []
-        kept: list[Msg] = []
-        for msg in msgs:
-            headers = dict(msg.headers or {})
-            seq, delivered = _ack_sequence(msg)
-            try:
-                decoded = codec.decode(msg.data, self.subject.type)
-            except codec.DecodeError as exc:
-                await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-                self._n_dead.inc()
-                await msg.term()
-                continue
-            items.append((decoded, MessageInfo(msg.subject, headers, seq, delivered)))
-            kept.append(msg)
-        if not items:
-            return
-        if len(items) > 1:
-            try:
-                await self.handler(items)
-            except Exception as exc:
-                self._n_errors.inc()
-                log.warning("%s: batch handler failed on %d messages: %r; handling them one by one",
-                            self.name, len(items), exc)
-            else:
-                for msg in kept:
-                    await msg.ack()
-                self._n_consumed.inc(len(kept))
-                return
-        for msg, item in zip(kept, items):
-            await self._settle_one(msg, item)
-
-    async def _settle_one(self, msg: Msg, item: tuple[Any, MessageInfo]) -> None:
-        """Batch handler on the single ``item``: ack, or nak with delay / dead-letter like :meth:`_process`."""
-        info = item[1]
-        try:
-            await self.handler([item])
-        except Exception as exc:
-            await self._failed(msg, dict(info.headers), info.stream_seq, info.num_delivered, exc)
-            return
-        await msg.ack()
-        self._n_consumed.inc()
-
-    async def _process(self, msg: Msg) -> None:
-        headers = dict(msg.headers or {})
-        seq, delivered = _ack_sequence(msg)
-        try:
-            decoded = codec.decode(msg.data, self.subject.type)
-        except codec.DecodeError as exc:
-            await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
-            return
-        try:
-            if telemetry.tracing_enabled():
-                with telemetry.consume_span(self._span_name, headers):
-                    await self._call(decoded, msg.subject, headers, seq, delivered)
-            else:
-                await self._call(decoded, msg.subject, headers, seq, delivered)
-        except Exception as exc:
-            await self._failed(msg, headers, seq, delivered, exc)
-            return
-        await msg.ack()
-        self._n_consumed.inc()
-
-    async def _failed(self, msg: Msg, headers: dict[str, str], seq: int, delivered: int, exc: Exception) -> None:
-        """A handler raised on ``msg``: nak with exponential delay, or dead-letter on the last delivery."""
-        self._n_errors.inc()
-        if delivered >= MAX_DELIVER:
-            log.error("%s: handler failed on %s (delivery %d), dead-lettering: %r",
-                      self.name, msg.subject, delivered, exc, exc_info=exc)
-            reason = f"handler failed {delivered} times: {type(exc).__name__}: {exc}"
-            await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
-        else:
-            log.warning("%s: handler failed on %s (delivery %d): %r; will retry",
-                        self.name, msg.subject, delivered, exc)
-            await msg.nak(delay=self.bus.retry_delay_s * 2 ** (delivered - 1))
-
-    async def _call(self, decoded: Any, subject: str, headers: dict[str, str], seq: int,
-                    delivered: int) -> None:
-        if self._with_info:
-            await self.handler(decoded, MessageInfo(subject, headers, seq, delivered))
-        else:
-            await self.handler(decoded)
-
-    async def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop intake; let a running handler finish (cancelled after ``timeout_s``); unsubscribe."""
-        self._stopping = True
-        if self._started is not None and not self._started.done():
-            self._started.cancel()
-        if self._task is not None:
-            if not self._busy:
-                self._task.cancel()
-            done, _ = await asyncio.wait({self._task}, timeout=timeout_s)
-            if not done:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # connection already closing
-                pass
-        while not self._queue.empty():  # delivered but never handled: redeliver at once
-            m = self._queue.get_nowait()
-            if m.reply and not (m.headers and m.headers.get("Status")):
-                try:
-                    await m.nak()
-                except Exception:
-                    pass
+class BusUnavailableError(BusError, TransientError):
+    """JetStream did not take a publish because it is unavailable (status 503, no responders: a server
+    restarting, a stream without leader); transient (:func:`colo.transient.is_transient`)."""
 
 
 def _trace_headers() -> dict[str, str] | None:
     """W3C trace headers of the current span when tracing is set up (:func:`colo.telemetry.setup`),
     else None."""
     return telemetry.inject({}) if telemetry.tracing_enabled() else None
-
-
-def _ack_sequence(msg: Msg) -> tuple[int, int]:
-    """(stream sequence, delivery count) from a JetStream message's ack subject; (0, 1) when absent.
-
-    Reads ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...`` (and the 12-token form with
-    domain and account) directly: the client's metadata parser costs more than a handler here.
-    """
-    tokens = (msg.reply or "").split(".")
-    try:
-        if len(tokens) == 9 and tokens[1] == "ACK":
-            return int(tokens[5]), int(tokens[4])
-        if len(tokens) >= 11 and tokens[1] == "ACK":
-            return int(tokens[7]), int(tokens[6])
-        meta = msg.metadata
-        return int(meta.sequence.stream), int(meta.num_delivered)
-    except Exception:
-        return 0, 1
-
-
-def _takes_two(handler: Callable[..., Any]) -> bool:
-    try:
-        params = [p for p in inspect.signature(handler).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return False
-    return len(params) >= 2
 
 
 STORE_RETRY_S = 10.0
@@ -478,12 +152,24 @@ class Bus:
         named there cannot be read) and the replica count of the streams and buckets it creates.
         """
         subjects.DEAD_LETTER.format(service=service)  # validates the token
+        made: list[Bus] = []
         nc = await nats.connect(servers=nats_servers(url), name=name or service, connect_timeout=5,
                                 **nats_options(settings),
                                 max_reconnect_attempts=connect_attempts, reconnect_time_wait=0.5,
-                                error_cb=_log_error if connect_attempts < 0 else _quiet_error)
-        return cls(nc, service, clock or WallClock(), autostart, retry_delay_s,
-                   settings.stream_replicas if settings is not None else 1)
+                                error_cb=_log_error if connect_attempts < 0 else _quiet_error,
+                                reconnected_cb=functools.partial(_reconnected, made))
+        made.append(cls(nc, service, clock or WallClock(), autostart, retry_delay_s,
+                        settings.stream_replicas if settings is not None else 1))
+        return made[0]
+
+    def on_reconnected(self) -> None:
+        """The client reconnected (to the same server restarted, or another one): every running consumer
+        sends a new pull request at once (:meth:`Subscription.repull`) instead of waiting out the expiry
+        of one the server may have forgotten (up to :data:`colo.subscription.PULL_EXPIRES_S` + 5 s)."""
+        log.info("%s: reconnected to NATS; re-issuing the pull requests of %d consumers", self.service,
+                 len(self._subs))
+        for sub in self._subs:
+            sub.repull()
 
     async def ensure_streams(self, store_retry_s: float = STORE_RETRY_S) -> None:
         """Create or update every stream of :data:`colo.subjects.STREAMS`, with :attr:`replicas` replicas
@@ -812,6 +498,8 @@ def _check_pub_ack(reply: Msg) -> None:
     status = reply.headers.get("Status") if reply.headers else None
     if status:
         desc = reply.headers.get("Description", "") if reply.headers else ""
+        if status == "503":
+            raise BusUnavailableError(f"publish refused: status 503 {desc} (JetStream unavailable, or no stream)")
         raise BusError(f"publish refused: status {status} {desc} (are the streams created?)")
     try:
         body = json.loads(reply.data)
@@ -819,6 +507,12 @@ def _check_pub_ack(reply: Msg) -> None:
         raise BusError(f"unreadable publish ack: {reply.data[:200]!r}") from exc
     if "error" in body:
         raise BusError(f"publish refused: {body['error']}")
+
+
+async def _reconnected(made: list[Bus]) -> None:
+    """nats-py's ``reconnected_cb`` (called after the client re-sent its subscriptions)."""
+    for bus in made:
+        bus.on_reconnected()
 
 
 async def _log_error(exc: Exception) -> None:

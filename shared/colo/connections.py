@@ -76,6 +76,8 @@ def nats_options(settings: RuntimeSettings | None) -> dict[str, Any]:
         out["user"] = s.nats_user
         if s.nats_password_file:
             out["password"] = _read_secret(s.nats_password_file, "nats_password_file")
+    if s.nats_inbox_prefix:
+        out["inbox_prefix"] = s.nats_inbox_prefix
     if s.nats_tls_ca_file or s.nats_tls_cert_file:
         out["tls"] = _tls_context(s.nats_tls_ca_file, s.nats_tls_cert_file, s.nats_tls_key_file, "nats_tls_*")
     return out
@@ -126,4 +128,6 @@ def redis_client(url: str, settings: RuntimeSettings | None, retry: Retry, retry
         client: aioredis.Redis = sentinel.master_for(settings.redis_sentinel_master, db=db, decode_responses=False,
                                                     retry=retry, retry_on_error=retry_on_error)
         return client
+    if opts.pop("ssl", False) and url.startswith("redis://"):  # from_url picks the TLS connection by scheme
+        url = "rediss://" + url.removeprefix("redis://")
     return aioredis.from_url(url, decode_responses=False, retry=retry, retry_on_error=retry_on_error, **opts)

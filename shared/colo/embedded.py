@@ -16,7 +16,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -199,12 +199,15 @@ def start_nats(port: int = 0, store_dir: str | None = None) -> ServerHandle:
     raise EmbeddedServerError(f"could not start nats-server: {last}")
 
 
-def start_redis(port: int = 0, binary: str | None = None, data_dir: str | None = None) -> ServerHandle:
+def start_redis(port: int = 0, binary: str | None = None, data_dir: str | None = None,
+                extra_args: Sequence[str] = ()) -> ServerHandle:
     """Start ``redis-server`` on 127.0.0.1:``port`` (0 = a free port), no persistence.
 
     With ``data_dir`` the data persists there instead (append-only file, fsync after every write):
     a server started again on the same ``data_dir`` has every write acknowledged before a kill -9
     (the restart tests of tests/e2e/test_chaos_migration.py); ``stop()`` leaves ``data_dir`` in place.
+    ``extra_args`` go last on the command line and so override the above (e.g. ``["--appendfsync",
+    "everysec"]``, ``["--replicaof", "127.0.0.1", "6379"]`` for a replica; the bench and the WAIT tests).
 
     Raises EmbeddedServerError when redis-server is not installed or does not start.
     """
@@ -215,7 +218,8 @@ def start_redis(port: int = 0, binary: str | None = None, data_dir: str | None =
         tmp = tempfile.TemporaryDirectory(prefix="colo-redis-")
         persist = ["--appendonly", "yes", "--appendfsync", "always", "--dir", data_dir] if data_dir else \
             ["--appendonly", "no", "--dir", tmp.name]
-        args = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", *persist, "--daemonize", "no"]
+        args = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", *persist, "--daemonize", "no",
+                *extra_args]
         try:
             proc = _spawn("redis-server", args, p, tmp)
         except EmbeddedServerError as exc:

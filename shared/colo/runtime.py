@@ -5,9 +5,12 @@ loads settings (exit 2 listing every problem), builds the service and runs it un
 or SIGINT (exit 0). In-process (tests) use :class:`ServiceRunner`. See docs/architecture.md
 "Service model".
 
-HTTP (aiohttp): ``/healthz`` (process alive), ``/readyz`` (200 when ``service.ready()``),
+HTTP (aiohttp): ``/healthz`` (process alive), ``/readyz`` (200 when ``service.ready()`` and NATS and Redis
+answer, else 503; the body names each dependency and its state: :mod:`colo.readiness`),
 ``/metrics`` (Prometheus text), ``/debug/state`` (``service.debug()`` as JSON), plus any
-route added with :meth:`ServiceContext.add_route` during ``start``.
+route added with :meth:`ServiceContext.add_route` during ``start``. With ``http_token_file`` set every
+path but ``/healthz``, ``/readyz`` and the routes a service adds as ``public`` requires
+``Authorization: Bearer <token>`` (:mod:`colo.http_auth`, docs/security.md).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import msgspec
 from aiohttp import web
 from opentelemetry import metrics, trace
 
-from colo import telemetry
+from colo import http_auth, readiness, telemetry
 from colo.bus import Bus
 from colo.clock import Clock, VirtualClock, WallClock
 from colo.messages import Tick, TickAck
@@ -83,10 +86,15 @@ class ServiceContext:
     meter: metrics.Meter
     tracer: trace.Tracer
     routes: list[tuple[str, str, Handler]] = field(default_factory=list)
+    public_paths: set[str] = field(default_factory=set)
 
-    def add_route(self, method: str, path: str, handler: Handler) -> None:
-        """Serve ``method path`` (aiohttp handler) on the service's HTTP server; call from ``start``."""
+    def add_route(self, method: str, path: str, handler: Handler, *, public: bool = False) -> None:
+        """Serve ``method path`` (aiohttp handler) on the service's HTTP server; call from ``start``.
+        ``public``: open even when ``http_token_file`` is set (a page holding no data, or a route that
+        checks a token itself)."""
         self.routes.append((method.upper(), path, handler))
+        if public:
+            self.public_paths.add(path)
 
 
 def _json_default(obj: Any) -> Any:
@@ -106,6 +114,7 @@ class ServiceRunner:
         self.clock: Clock = VirtualClock() if settings.sim else WallClock()
         self.ctx: ServiceContext | None = None
         self.http_port = 0
+        self._token = ""
         self.ticks = 0
         self._http: web.AppRunner | None = None
         self._tick_task: asyncio.Task[None] | None = None
@@ -115,9 +124,11 @@ class ServiceRunner:
     async def start(self) -> None:
         """Connect, ensure streams, ``service.start``, start consumers, HTTP and ticks.
 
-        Raises whatever connecting or ``service.start`` raises (after cleaning up).
+        Raises TokenFileError (before connecting) when ``http_token_file`` cannot be read, whatever
+        connecting or ``service.start`` raises (after cleaning up).
         """
         s = self.settings
+        self._token = http_auth.read_token(s.http_token_file)
         telemetry.setup(self.service.name, s.otlp_endpoint)
         client_name = f"{self.service.name}-{s.instance}" if s.instance else self.service.name
         bus = await Bus.connect(s.nats_url, self.service.name, self.clock, autostart=False, name=client_name,
@@ -147,7 +158,8 @@ class ServiceRunner:
 
     async def _start_http(self) -> None:
         assert self.ctx is not None
-        app = web.Application()
+        open_paths = {"/healthz", "/readyz", *self.ctx.public_paths}
+        app = web.Application(middlewares=[http_auth.middleware(self._token, open_paths)] if self._token else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -164,12 +176,14 @@ class ServiceRunner:
         return web.json_response({"status": "ok", "service": self.service.name})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        bus_ok = self.ctx is not None and self.ctx.bus.nc.is_connected
         try:
-            ready = bool(self.service.ready()) and bus_ok and not self._stopping.is_set()
+            started = bool(self.service.ready())
         except Exception as exc:
-            return web.json_response({"ready": False, "error": repr(exc)}, status=503)
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+            return web.json_response({"ready": False, "service": self.service.name, "error": repr(exc)}, status=503)
+        ctx = self.ctx
+        status, body = await readiness.report(self.service.name, started, self._stopping.is_set(),
+                                              ctx.bus if ctx else None, ctx.store if ctx else None)
+        return web.json_response(body, status=status)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body, ctype = telemetry.render_metrics()
@@ -302,5 +316,8 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         asyncio.run(run(service, runtime))
     except StartRefused as exc:
         print(f"{prefix}: refused to start: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except http_auth.TokenFileError as exc:
+        print(f"{prefix}: invalid settings: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -102,10 +103,14 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Replicas that must hold a bind or release before the store acknowledges it: ``WAIT n timeout`` after
     the bind/release script on the same connection (Redis ``WAIT``); 1 with one replica behind Sentinel makes
     an acknowledged bind survive a failover; 0 = no WAIT (``COLO_REDIS_WAIT_REPLICAS``). A WAIT that returns
-    short is logged and the bind kept (docs/operations.md "High availability")."""
+    short is logged and the bind kept, counted in ``colo_store_wait_short_total`` (docs/operations.md)."""
     redis_wait_timeout_ms: int = 1000
     """Milliseconds a ``WAIT`` blocks at most for :attr:`redis_wait_replicas` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
     0 would block for ever, so it must be >= 1)."""
+    nats_inbox_prefix: str = ""
+    """Prefix of the client's reply subjects (nats-py ``inbox_prefix``; "" = ``_INBOX``): ``colo security
+    init`` gives each user its own (``_INBOX_<user>``) and lets it subscribe only there, so that no user reads
+    another's replies (``COLO_NATS_INBOX_PREFIX``; docs/security.md)."""
 
     def __post_init__(self) -> None:
         problems = link_problems(self)
@@ -131,6 +136,9 @@ def link_problems(s: RuntimeSettings) -> list[str]:
         out.append(f"redis_wait_replicas must be >= 0, got {s.redis_wait_replicas}")
     if s.redis_wait_timeout_ms < 1:
         out.append(f"redis_wait_timeout_ms must be >= 1 (0 blocks for ever), got {s.redis_wait_timeout_ms}")
+    if s.nats_inbox_prefix and not re.fullmatch(r"[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*", s.nats_inbox_prefix):
+        out.append(f"nats_inbox_prefix: {s.nats_inbox_prefix!r} is not a subject prefix (tokens of letters, digits, "
+                   "'_', '-', '$' separated by dots)")
     for part in filter(None, (p.strip() for p in s.redis_sentinels.split(","))):
         host, _, port = part.rpartition(":")
         if not host or not port.isdigit():

@@ -50,12 +50,11 @@ from colo.store_binds import (
     BindResult,
     Fence,
     Lease,
-    ReplicaWait,
     bind_arg,
     bind_chunks,
     bind_units,
-    replicated,
 )
+from colo.store_checkpoints import CheckpointOps
 from colo.store_lua import (
     ACQUIRE_LUA,
     ADMIT_LUA,
@@ -68,6 +67,8 @@ from colo.store_lua import (
 )
 from colo.store_quota import QuotaOps
 from colo.store_rejected import RejectionOps
+from colo.store_restore import RestoreOps
+from colo.store_wait import WaitPolicy, replicated
 from colo.store_workloads import WorkloadOps
 
 __all__ = ["BIND_CHUNK", "REASON_ALREADY_BOUND", "REASON_GANG_MEMBER_REFUSED", "REASON_LEASE_LOST",
@@ -90,7 +91,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps, WorkloadOps, RejectionOps):
+class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -98,11 +99,10 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
     raise :class:`colo.codec.DecodeError`.
     """
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "colo", wait: ReplicaWait | None = None) -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str = "colo", wait: WaitPolicy | None = None) -> None:
         self.redis = client
         self.keys = Keys(prefix)
-        self.wait = wait or ReplicaWait()
-        """Replicas a bind or release waits for (``RuntimeSettings.redis_wait_replicas``)."""
+        self.wait = wait or WaitPolicy()
         self._bind = client.register_script(BIND_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._admit = client.register_script(ADMIT_LUA)
@@ -127,6 +127,9 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
     async def connect(cls, url: str, prefix: str = "colo", settings: RuntimeSettings | None = None) -> Store:
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
 
+        ``settings.redis_wait_replicas`` > 0: every bind/release call returns only after ``WAIT replicas
+        redis_wait_timeout_ms`` on its connection (:mod:`colo.store_wait`; a short count is kept and reported).
+
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
         A command that meets a dead connection (Redis restarted: every pooled connection is closed)
         reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
@@ -143,12 +146,17 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         except BaseException:
             await client.aclose()
             raise
-        wait = ReplicaWait(settings.redis_wait_replicas, settings.redis_wait_timeout_ms) if settings else None
+        wait = WaitPolicy(settings.redis_wait_replicas, settings.redis_wait_timeout_ms) if settings else None
         return cls(client, prefix, wait)
 
     async def close(self) -> None:
         """Close the connection pool."""
         await self.redis.aclose()
+
+    async def ping(self) -> None:
+        """One PING (readiness, :mod:`colo.readiness`). Raises redis.exceptions.RedisError when Redis does not
+        answer after the resends of :meth:`connect`."""
+        await self.redis.ping()
 
     # ------------------------------------------------------------------ nodes
 
@@ -371,7 +379,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         included) and bound only when every one fits; otherwise none is, the refused members carry
         their reason and the others :data:`REASON_GANG_MEMBER_REFUSED` naming the first refused one.
         A group is never split across script calls, however large. With :attr:`wait` the call returns once
-        that many replicas hold the binds (``WAIT``, :class:`colo.store_binds.ReplicaWait`). Raises
+        that many replicas hold the binds (``WAIT``, :class:`colo.store_wait.WaitPolicy`). Raises
         RedisError on I/O failure.
         """
         if not requests:
@@ -379,7 +387,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
         args = [bind_arg(item) for item in requests]
         stems = self._stems if fence is None else self._stems_for(fence.name)
         value = fence.value if fence is not None else ""
-        async with replicated(self.redis, self.wait, f"bind of {len(args)} pods") as conn:
+        async with replicated(self.redis, self.wait, "bind", f"of {len(args)} pods") as conn:
             if not any(isinstance(item, BindRequest) and item.group for item in requests):
                 out: list[BindResult] = []
                 for start in range(0, len(args), BIND_CHUNK):  # direct calls, as in admit_pending
@@ -407,7 +415,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
             bound = await self.bound_node(uid)
             if bound is None or (node and bound != node):
                 return False
-            async with replicated(self.redis, self.wait, f"release of {uid}") as conn:
+            async with replicated(self.redis, self.wait, "release", f"of {uid}") as conn:
                 res = await self._release(
                     keys=[k.binding(uid), k.pod_state(uid), k.allocated(bound), k.node_pods(bound)],
                     args=[bound, phase, reason, repr(float(at)), uid, k.quota_used(""), k.reservation("")],
@@ -466,25 +474,6 @@ class Store(QuotaOps, WorkloadOps, RejectionOps):
                 out[name] = Resources(cpu=v[0], memory=v[1], batch_cpu=v[2], batch_memory=v[3], mid_cpu=v[4],
                                       mid_memory=v[5], pods=v[6])
         return out
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def checkpoint_key(self, name: str) -> str:
-        """Key of the checkpoint blob of ``name`` (``{prefix}:checkpoint:{name}``, a string).
-        Raises ValueError unless ``name`` is letters, digits, '.', '_', '-'."""
-        return self.keys.checkpoint(name)
-
-    async def put_checkpoint(self, name: str, blob: bytes) -> None:
-        """Replace the checkpoint ``name`` by ``blob`` in one SET: a reader gets the old or the new blob whole,
-        never a mix. Raises ValueError for a bad name."""
-        await self.redis.set(self.checkpoint_key(name), blob)
-
-    async def get_checkpoint(self, name: str) -> bytes | None:
-        """The checkpoint blob ``name``, or None when there is none. Raises ValueError for a bad name."""
-        raw = await self.redis.get(self.checkpoint_key(name))
-        if isinstance(raw, str):  # Store.connect never decodes responses; a client that does would corrupt blobs
-            raise TypeError("the Redis client decodes responses: checkpoints need bytes")
-        return raw
 
     async def delete_all(self) -> int:
         """Delete every key under the prefix; returns how many were deleted."""

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import redis.asyncio as aioredis
-import redis.exceptions as redis_exc
 
 from colo.messages import Resources
 
@@ -123,45 +119,3 @@ def bind_chunks(units: list[list[int]], size: int) -> Iterable[list[int]]:
         chunk += unit
     if chunk:
         yield chunk
-
-
-@dataclass
-class ReplicaWait:
-    """How a bind or release is acknowledged: only once ``replicas`` replicas hold it (Redis ``WAIT
-    replicas timeout_ms`` on the connection that wrote it), 0 = on the primary's reply. ``short`` counts the
-    calls whose WAIT returned fewer replicas in time: those writes are kept (they are on the primary and
-    its AOF; only a failover before they replicate loses them) and logged, since refusing them would need
-    an unreplicated undo and would stop every bind while a replica is down (docs/operations.md "High
-    availability"; operators who prefer refusal set Redis' ``min-replicas-to-write``)."""
-
-    replicas: int = 0
-    timeout_ms: int = 1000
-    short: int = 0
-
-    async def wait(self, conn: aioredis.Redis, what: str) -> int:
-        """``WAIT`` on ``conn``; returns how many replicas acknowledged (0 when the server was demoted to a
-        replica since the writes, as in a Sentinel switchover). Raises RedisError on I/O failure."""
-        try:
-            acked = int(await conn.execute_command("WAIT", self.replicas, self.timeout_ms))  # type: ignore[no-untyped-call]
-        except redis_exc.ResponseError as exc:
-            if "replica" not in str(exc):
-                raise
-            acked = 0  # this connection's server was demoted by a switchover after the writes: unknown, kept
-        if acked < self.replicas:
-            self.short += 1
-            log.warning("%s: WAIT %d %d ms returned %d replicas; kept (lost if the primary fails over before it "
-                        "replicates)", what, self.replicas, self.timeout_ms, acked)
-        return acked
-
-
-@asynccontextmanager
-async def replicated(client: aioredis.Redis, wait: ReplicaWait, what: str) -> AsyncIterator[aioredis.Redis]:
-    """The client for the writes of one bind/release call: ``client`` itself without a wait, else one
-    connection of its pool held for the writes and the ``WAIT`` after them (WAIT covers only the writes its
-    own connection sent: redis.io/commands/wait)."""
-    if wait.replicas <= 0:
-        yield client
-        return
-    async with client.client() as conn:
-        yield conn
-        await wait.wait(conn, what)

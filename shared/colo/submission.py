@@ -48,6 +48,7 @@ from colo.messages import (
 
 if TYPE_CHECKING:
     from colo.bus import Bus
+    from colo.settings import RuntimeSettings
 
 Item = tuple[Any, Any, str | None, dict[str, str]]
 
@@ -175,12 +176,13 @@ QUOTA_ANSWERS: tuple[tuple[S.Subject[Any], type[Any]], ...] = ((S.QUOTA_STATUS, 
 
 
 async def submit(manifest: Manifest, nats_url: str, connect_attempts: int = 3,
-                 wait_s: float | None = DEFAULT_WAIT_S) -> list[Outcome]:
-    """:func:`publish_and_wait` on a connection of its own to ``nats_url`` (closed at the end). Raises what
+                 wait_s: float | None = DEFAULT_WAIT_S, settings: RuntimeSettings | None = None) -> list[Outcome]:
+    """:func:`publish_and_wait` on a connection of its own to ``nats_url`` (closed at the end), with the
+    credentials and TLS of ``settings`` (:mod:`colo.connections`). Raises what
     :meth:`colo.bus.Bus.connect` and :func:`publish_and_wait` raise."""
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=connect_attempts)
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=connect_attempts, settings=settings)
     try:
         await bus.ensure_streams()
         return await publish_and_wait(bus, manifest, wait_s)

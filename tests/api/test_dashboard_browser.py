@@ -5,9 +5,6 @@ Screenshots go to ``out/test-artifacts/``."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from colo.store import Store
+from colo.testing.browser import LAUNCH_ARGS, chromium_or_reason
 
 from .cluster import Cluster, node, start_cluster
 from .conftest import TOKEN, Api, start_api
@@ -24,35 +22,14 @@ from .conftest import TOKEN, Api, start_api
 pytestmark = pytest.mark.integration
 
 ARTIFACTS = Path(__file__).parents[2] / "out" / "test-artifacts"
-CHROMIUM_CANDIDATES = ("chromium", "chromium-browser")
-
-
-def _find_chromium() -> str | None:
-    for name in CHROMIUM_CANDIDATES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[str]:
-    """Debian's chromium: found on PATH, else installed with apt-get when running as root, else the test is
-    skipped saying why."""
-    path = _find_chromium()
-    if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "-q", "chromium"]
-        try:
-            if subprocess.run(install, timeout=900, capture_output=True, env=env).returncode != 0:
-                # a fresh machine's package lists may be missing or old: update them once, then retry
-                subprocess.run(["apt-get", "update", "-q"], timeout=600, capture_output=True, env=env)
-                subprocess.run(install, check=True, timeout=900, capture_output=True, env=env)
-        except (subprocess.SubprocessError, OSError) as exc:
-            pytest.skip(f"chromium is not installed and `apt-get install -y chromium` failed: {exc}")
-        path = _find_chromium()
+    """Debian's chromium (:func:`colo.testing.browser.chromium_or_reason`), else the test is skipped saying why."""
+    path, why = chromium_or_reason()
     if path is None:
-        pytest.skip("no chromium on PATH and not root to `apt-get install -y chromium`")
+        pytest.skip(why)
     yield path
 
 
@@ -63,8 +40,7 @@ async def browser(chromium: str) -> AsyncIterator[Any]:
     except ImportError:
         pytest.skip("playwright is not installed (requirements-dev.txt)")
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=chromium, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        b = await pw.chromium.launch(executable_path=chromium, headless=True, args=list(LAUNCH_ARGS))
         try:
             yield b
         finally:

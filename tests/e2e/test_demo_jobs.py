@@ -11,15 +11,14 @@ those are in the services the module is skipped, naming what is missing.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from colo.sim import traces as tr
 from colo.sim.jobs import HIGH_PRIORITY
-from colo.sim.run import RunResult, run_all
-from colo.sim.scenario import Scenario, ScenarioParams, build_scenario
+from colo.sim.run import RunResult
+from colo.sim.scenario import Scenario
 
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 NEEDED = {
@@ -44,19 +43,15 @@ pytestmark = [
     pytest.mark.skipif(bool(_missing()), reason=f"not in the services yet: {', '.join(_missing())}"),
 ]
 
-PARAMS = ScenarioParams(nodes=20, hours=1.0, seed=1, jobs=True)
+
+@pytest.fixture(scope="module")
+def scenario(jobs_scenario: Scenario) -> Scenario:
+    return jobs_scenario
 
 
 @pytest.fixture(scope="module")
-def scenario() -> Scenario:
-    return build_scenario(PARAMS)
-
-
-@pytest.fixture(scope="module")
-def runs(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
-    out = tmp_path_factory.mktemp("demo-jobs")
-    results = asyncio.run(run_all(scenario, out, ("baseline", "colo"), show_progress=False))
-    return {r.metrics.name: r for r in results}
+def runs(jobs_runs: dict[str, RunResult]) -> dict[str, RunResult]:
+    return jobs_runs
 
 
 @pytest.mark.parametrize("run", ["baseline", "colo"])

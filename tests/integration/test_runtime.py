@@ -80,7 +80,10 @@ async def test_http_endpoints_and_clean_shutdown(nats_url: str, redis_url: str, 
             async with http.get(f"{base}/healthz") as r:
                 assert r.status == 200
             async with http.get(f"{base}/readyz") as r:
-                assert r.status == 200 and (await r.json()) == {"ready": True}
+                body = await r.json()
+                assert r.status == 200 and body["ready"] is True and body["service"] == "counter"
+                assert body["dependencies"] == {"nats": {"state": "up", "error": ""},
+                                                "redis": {"state": "up", "error": ""}}
             assert runner.ctx is not None
             await runner.ctx.bus.settle()
             async with http.get(f"{base}/metrics") as r:
@@ -240,3 +243,35 @@ async def test_sim_settle_tick_handles_a_steps_messages_at_its_time(
         assert runner.clock.now() == 120.0
     finally:
         await runner.stop()
+
+
+async def test_a_token_file_guards_every_route_but_the_probes(nats_url: str, redis_url: str, tmp_path: Path,
+                                                             clean_streams: None) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    svc = Counter()
+    runner = ServiceRunner(svc, RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix="rt-test",
+                                                http_token_file=str(token)))
+    await runner.start()
+    base = f"http://127.0.0.1:{runner.http_port}"
+    try:
+        async with aiohttp.ClientSession() as http:
+            for path, want in (("/healthz", 200), ("/readyz", 200), ("/metrics", 401), ("/debug/state", 401),
+                               ("/debug/seen", 401)):
+                async with http.get(base + path) as r:
+                    assert r.status == want, path
+            async with http.get(base + "/debug/seen", headers={"Authorization": "Bearer s3cret"}) as r:
+                assert r.status == 200
+            async with http.get(base + "/metrics", headers={"Authorization": "Basic s3cret"}) as r:
+                assert r.status == 401 and "not 'Bearer <token>'" in (await r.json())["error"]
+    finally:
+        await runner.stop()
+
+
+async def test_an_unreadable_token_file_stops_the_start_before_connecting(tmp_path: Path) -> None:
+    from colo.http_auth import TokenFileError
+
+    runner = ServiceRunner(Counter(), RuntimeSettings(nats_url="nats://127.0.0.1:1",
+                                                      http_token_file=str(tmp_path / "none")))
+    with pytest.raises(TokenFileError, match="http_token_file: cannot read"):
+        await runner.start()

@@ -85,7 +85,8 @@ async def start_agent(bus_factory: BusFactory, store: Store, clock: VirtualClock
                       seen: dict[str, list[Any]] | None = None) -> Harness:
     bus = await bus_factory("node-agent", clock=clock, retry_delay_s=0.01)
     ctx = service_context(bus, store, clock)
-    service = NodeAgentService(NodeAgentSettings(), nodes=NODES)
+    # no scheduler releases what ends here: reconciliation would (tests/node_agent/test_reconcile.py)
+    service = NodeAgentService(NodeAgentSettings(reconcile_interval_s=0), nodes=NODES)
     if client is None:
         client = await bus_factory("test-client")
         seen = {}

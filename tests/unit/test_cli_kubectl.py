@@ -143,7 +143,8 @@ def test_submit_exit_code_follows_admission(outcomes: list[Outcome], code: int, 
                                             capsys: pytest.CaptureFixture[str]) -> None:
     waits: list[float | None] = []
 
-    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None) -> list[Outcome]:
+    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None,
+                          settings: object = None) -> list[Outcome]:
         waits.append(wait_s)
         return outcomes
 

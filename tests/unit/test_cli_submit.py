@@ -10,6 +10,7 @@ from colo import subjects
 from colo.cli import main as cli
 from colo.cli import submit
 from colo.manifests import Manifest
+from colo.settings import RuntimeSettings
 from colo.submission import Outcome, publications
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -19,7 +20,9 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, object, object, object]]:
     out: list[tuple[object, object, object, object]] = []
 
-    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None) -> list[Outcome]:
+    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None,
+                          settings: RuntimeSettings | None = None) -> list[Outcome]:
+        assert settings is not None and settings.nats_url == url  # the link settings reach the connection
         out.extend(publications(manifest))
         return []
 

@@ -59,10 +59,28 @@ def test_sentinel_addresses() -> None:
 
 def test_inconsistent_link_settings_are_all_listed() -> None:
     env = {"COLO_NATS_TLS_CERT_FILE": "/c.pem", "COLO_NATS_PASSWORD_FILE": "/p", "COLO_STREAM_REPLICAS": "7",
-           "COLO_REDIS_SENTINELS": "nohost", "COLO_REDIS_TLS_KEY_FILE": "/k.pem"}
+           "COLO_REDIS_SENTINELS": "nohost", "COLO_REDIS_TLS_KEY_FILE": "/k.pem", "COLO_NATS_INBOX_PREFIX": "_IN.*"}
     with pytest.raises(SettingsError) as err:
         load_runtime_settings(env)
     text = str(err.value)
     for needle in ("nats_tls_cert_file and nats_tls_key_file", "redis_tls_cert_file and redis_tls_key_file",
-                   "nats_user is empty", "stream_replicas must be 1..5", "'nohost' is not host:port"):
+                   "nats_user is empty", "stream_replicas must be 1..5", "'nohost' is not host:port",
+                   "'_IN.*' is not a subject prefix"):
         assert needle in text, text
+
+
+def test_an_inbox_prefix_reaches_the_client() -> None:
+    assert nats_options(RuntimeSettings(nats_inbox_prefix="_INBOX_api"))["inbox_prefix"] == "_INBOX_api"
+    assert "inbox_prefix" not in nats_options(RuntimeSettings())
+
+
+def test_a_redis_url_switches_to_tls_when_a_ca_is_set(tmp_path) -> None:
+    from redis.asyncio.connection import SSLConnection
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    from colo.connections import redis_client
+
+    client = redis_client("redis://127.0.0.1:1/0", RuntimeSettings(redis_tls_ca_file=str(tmp_path / "ca.pem")),
+                          Retry(NoBackoff(), 0), [])
+    assert client.connection_pool.connection_class is SSLConnection

@@ -7,7 +7,7 @@ from nats.aio.msg import Msg
 from opentelemetry import trace
 
 from colo import telemetry
-from colo.bus import _ack_sequence
+from colo.subscription import _ack_sequence
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"

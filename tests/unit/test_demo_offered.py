@@ -53,11 +53,11 @@ def test_no_slo_manager_ack_records_nothing_offered() -> None:
 
 
 def _polyline_after(page: str, title: str, series: str) -> list[tuple[float, float]]:
-    """Points of the polyline drawn just before the legend entry ``series`` in the chart titled ``title``."""
+    """Points of the polyline of ``series`` in the chart titled ``title``."""
     svg = page[page.index(title):]
     svg = svg[:svg.index("</svg>")]
-    lines = re.findall(r'<polyline [^>]*points="([^"]*)"/>\s*<text [^>]*>([^<]*)</text>', svg)
-    pts = dict((name, p) for p, name in lines)[series]
+    lines = re.findall(r'<polyline class="series" data-series="([^"]*)"[^>]*points="([^"]*)"/>', svg)
+    pts = dict(lines)[series]
     return [(float(x), float(y)) for x, y in (xy.split(",") for xy in pts.split())]
 
 
@@ -67,14 +67,18 @@ def test_report_has_the_offered_chart_and_figure(tmp_path: Path) -> None:
     page = (tmp_path / "report.html").read_text()
     title = "Batch and mid resources offered (cores)"
     assert title in page and "Batch and mid memory offered (GiB)" in page
-    assert page.count("<svg") == 9
+    # 9 charts over time + per run its unschedulable pods by reason + the colo run's batch-cpu offer
+    assert page.count("<svg") == 9 + 2 + 1
     for name in ("baseline batch", "baseline mid", "colo batch", "colo mid"):
         assert len(_polyline_after(page, title, name)) == 3
     # in SVG y grows downwards: the colo batch line is highest (smallest y) at the 30-core tick
     colo_batch = _polyline_after(page, title, "colo batch")
     assert min(colo_batch, key=lambda p: p[1]) == colo_batch[1]
     assert len({y for _, y in _polyline_after(page, title, "baseline batch")}) == 1
-    assert 'stroke-dasharray="5,3"' in page  # mid drawn dashed
+    styles = dict(re.findall(r'data-series="([^"]*)" fill="none" stroke="([^"]*)"', page[page.index(title):]))
+    assert styles["colo batch"] != styles["colo mid"]  # batch and mid in their colours, baseline dashed
+    assert re.search(r'data-series="baseline mid" fill="none" stroke="[^"]*" stroke-width="1.6" stroke-dasharray=',
+                     page)
     row = re.search(r"<tr><th>batch_mid_cpu_offered_cores</th>(.*?)</tr>", page)
     assert row is not None and "<td>0.0</td>" in row.group(1) and "<td>22.7</td>" in row.group(1)
     assert summary["ratio_colo_over_baseline"]["batch_mid_cpu_offered_cores"] is None

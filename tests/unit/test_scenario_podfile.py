@@ -121,7 +121,8 @@ def test_every_error_listed() -> None:
 def test_submit_publishes_nothing_when_any_pod_is_invalid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     published: list[object] = []
 
-    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None) -> list[object]:
+    async def fake_submit(manifest: Manifest, url: str, attempts: int, wait_s: float | None,
+                          settings: object = None) -> list[object]:
         published.extend(item[1] for item in publications(manifest))
         return []
 

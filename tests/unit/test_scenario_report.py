@@ -124,7 +124,8 @@ def test_report_files(tmp_path: Path) -> None:
     assert data["ratio_colo_over_baseline"]["cpu_util_avg"] == pytest.approx(2.0)
     assert data["scenario"] == {"nodes": 2}
     page = (tmp_path / "report.html").read_text()
-    assert page.count("<svg") == 9 and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+    # 9 charts over time + per run its pods unschedulable by reason (no batch offered: no offer chart)
+    assert page.count("<svg") == 9 + 2 and "http" not in page.replace("http://www.w3.org/2000/svg", "")
     assert summary["runs"].keys() == {"baseline", "colo"}
     assert render_html(summary_dict(runs, {}), runs).startswith("<!DOCTYPE html>")
 
@@ -143,6 +144,6 @@ def test_ratio(colo: float, base: float, expected: float | None) -> None:
     ids=["fraction", "pods", "thousands", "six-hours", "one-hour", "empty"],
 )
 def test_chart_steps_are_round(span: float, target: int, step: float) -> None:
-    from colo.sim.report import nice_step
+    from colo.sim.report_svg import nice_step
 
     assert nice_step(span, target) == pytest.approx(step)

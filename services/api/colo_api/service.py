@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from colo import http_auth
 from colo.runtime import ServiceContext
 from colo.settings import RuntimeSettings
 from colo_api import auth, openapi
@@ -43,15 +44,18 @@ class ApiService:
     async def start(self, ctx: ServiceContext) -> None:
         """Register the routes (no subscriptions)."""
         self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus)
+        # the services' common token (COLO_HTTP_TOKEN_FILE) guards /v1 too unless the API has its own
+        self.token = self.token or http_auth.read_token(ctx.settings.http_token_file)
         if not self.token:
-            ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE): /v1 is open to anyone "
-                            "who reaches %s", ctx.settings.http_host)
-        routes = [(method, path, auth.guarded(checked(getattr(h, attr), query), self.token))
+            ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE / COLO_HTTP_TOKEN_FILE): /v1 "
+                            "is open to anyone who reaches %s", ctx.settings.http_host)
+        # public=True: the guard answers with the API's own 401 body (or the route holds no data)
+        routes = [(method, path, auth.guarded(checked(getattr(h, attr), query), self.token), True)
                   for method, path, attr, query in ROUTES]
-        routes += [("GET", "/v1/openapi.json", self.openapi), ("*", "/v1/{tail:.*}", h.not_found),
-                   ("GET", "/", self.index), ("GET", "/static/{file}", self.static)]
-        for method, path, handler in routes:
-            ctx.add_route(method, path, instrumented(path, handler))
+        routes += [("GET", "/v1/openapi.json", self.openapi, True), ("*", "/v1/{tail:.*}", h.not_found, False),
+                   ("GET", "/", self.index, True), ("GET", "/static/{file}", self.static, True)]
+        for method, path, handler, public in routes:
+            ctx.add_route(method, path, instrumented(path, handler), public=public)
 
     async def openapi(self, _: web.Request) -> web.Response:
         """The OpenAPI document (open: it holds no data)."""

@@ -17,9 +17,10 @@ import socket
 from typing import Any
 
 import msgspec
+from redis.exceptions import RedisError
 
 from colo import codec, subjects
-from colo.bus import MessageInfo
+from colo.bus import BusError, MessageInfo
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
     DELETE_EVICTION_REASON,
@@ -37,12 +38,17 @@ from colo_node_agent import metrics
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.lost import LOST_MESSAGE, lost_pods
+from colo_node_agent.reconcile import reconcile
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
 
 log = logging.getLogger("colo.node-agent")
 
 ENDED_MEMORY = 100_000
 """Pods that ended here remembered (uid → bind time) so that a redelivered PodBound never restarts one."""
+LAST_END_MEMORY = 10_000
+"""Pods whose last end here is remembered whole (phase, reason), for reconciliation to release a binding whose
+release was lost (:mod:`colo_node_agent.reconcile`)."""
 
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
@@ -135,6 +141,10 @@ class NodeAgentService:
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
         self._ended: dict[str, float] = {}
+        self._last_end: dict[str, tuple[PodEnd, float]] = {}
+        self._registered: dict[str, NodeSpec] = {}
+        self._last_reconcile = 0.0
+        self.reconcile_fixes: dict[str, int] = {}
         self.last_report: float | None = None
         self.counters = {"started": 0, "adopted": 0, "ended": 0, "dead_lettered": 0, "metrics_published": 0}
         self._cpu_capacity: dict[str, int] = {}
@@ -162,10 +172,12 @@ class NodeAgentService:
                                  system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
                                  window_s=s.window_s, max_gap_s=s.max_gap_s),
                 s.default_slo, start=now)
+        store_lost = bool(await ctx.store.missing_nodes([n.name for n in nodes]))
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
         for spec in nodes:  # every node carries kubernetes.io/hostname, as in Kubernetes
             reg = msgspec.structs.replace(with_hostname_label(spec), registered_at=now)
             await ctx.store.put_node(reg)
+            self._registered[spec.name] = reg
             items.append((subjects.NODE_REGISTERED, reg, f"node-registered-{spec.name}-{now:.3f}",
                           {"node": spec.name}))
         await ctx.bus.publish_many(items)
@@ -173,11 +185,14 @@ class NodeAgentService:
         metrics.register_nodes(nodes)
         await self._adopt(nodes, now)
         names = [n.name for n in nodes]
+        if store_lost:
+            await self._report_lost(names, now)
         agent = agent_id(names, ctx.settings.instance)
         ctx.bus.subscribe(subjects.POD_BOUND, self.on_pod_bound, durable=f"bound-{agent}", keys={"node": names})
         ctx.bus.subscribe(subjects.POD_EVICT, self.on_pod_evict, durable=f"evict-{agent}", keys={"node": names})
         ctx.bus.subscribe(subjects.NODE_SLO, self.on_node_slo, durable=f"slo-{agent}", keys={"node": names})
         self._started = True
+        self._last_reconcile = now
         ctx.log.info("node-agent: %d nodes on the %s backend", len(nodes), s.backend)
 
     async def _adopt(self, nodes: list[NodeSpec], now: float) -> None:
@@ -215,6 +230,27 @@ class NodeAgentService:
         if statuses:
             await self.ctx.bus.publish_many(statuses)
 
+    async def _report_lost(self, names: list[str], now: float) -> None:
+        """Report the pods the last agent ran on our nodes that nobody runs now (:mod:`colo_node_agent.lost`);
+        a stream that cannot be read is logged, not raised (the agent runs without the report)."""
+        assert self.ctx is not None and self.backend is not None
+        running = {spec.uid for name in names for spec in self.backend.running(name)}
+        try:
+            lost = await lost_pods(self.ctx.bus, set(names), running)
+        except BusError as exc:
+            log.warning("pods lost with the store not reported: %s", exc)
+            return
+        items = []
+        for bound in lost:
+            subject, status, _, keys = self._status_item(bound.spec, bound.node, "Failed", "Evicted", LOST_MESSAGE,
+                                                         now)
+            items.append((subject, status, f"status-{bound.spec.uid}-{bound.at:.3f}-Failed-lost", keys))
+        if items:
+            self.counters["lost"] = self.counters.get("lost", 0) + len(items)
+            log.warning("%d pods bound to our nodes before the store was lost no longer run: reported Failed/"
+                        "Evicted", len(items))
+            await self.ctx.bus.publish_many(items)
+
     async def stop(self) -> None:
         """Release the backend: the host backend saves its state and leaves the pods running (the next agent
         adopts them); the sim backend lives in memory."""
@@ -229,7 +265,8 @@ class NodeAgentService:
     def debug(self) -> dict[str, object]:
         """Counters and a per-node summary."""
         nodes = self.backend.debug() if self.backend is not None else {}
-        return {"counters": dict(self.counters), "last_report": self.last_report, "nodes": nodes}
+        return {"counters": dict(self.counters), "reconcile_fixes": dict(self.reconcile_fixes),
+                "last_report": self.last_report, "nodes": nodes}
 
     # ------------------------------------------------------------------ handlers
 
@@ -326,6 +363,10 @@ class NodeAgentService:
         self._ended[end.uid] = self.bound_at.pop(end.uid, end.at)
         while len(self._ended) > ENDED_MEMORY:
             del self._ended[next(iter(self._ended))]
+        self._last_end.pop(end.uid, None)
+        self._last_end[end.uid] = (end, self.ctx.clock.now() if self.ctx is not None else end.at)
+        while len(self._last_end) > LAST_END_MEMORY:
+            del self._last_end[next(iter(self._last_end))]
         self.counters["ended"] += 1
         return item
 
@@ -361,4 +402,31 @@ class NodeAgentService:
         if items:
             await self.ctx.bus.publish_many(items)
         metrics.observe_events(ev for _, ev, _, _ in items if isinstance(ev, QoSEvent))
+        interval = self.settings.reconcile_interval_s
+        if interval > 0 and now - self._last_reconcile >= interval - 1e-6:
+            self._last_reconcile = now
+            await self._reconcile(now)
         return {k: float(res.stats.get(k, 0.0)) for k in STAT_KEYS}
+
+    async def _reconcile(self, now: float) -> None:
+        """One reconciliation pass (:mod:`colo_node_agent.reconcile`); a Redis failure is logged and the pass
+        tried again next interval, never raised into the tick."""
+        assert self.ctx is not None and self.backend is not None
+        try:
+            out = await reconcile(self.ctx.store, self.backend, self._registered, now, bound_at=self.bound_at,
+                                  ended=self._last_end, grace_s=self.settings.reconcile_grace_s,
+                                  status_item=self._status_item,
+                                  problems=lambda spec: pod_problems(spec, self.settings.backend))
+        except RedisError as exc:
+            log.warning("reconcile at %.3f failed, tried again in %.0f s: %r", now,
+                        self.settings.reconcile_interval_s, exc)
+            return
+        for end in out.stopped:
+            self._end_item(end)  # remembered (a redelivered PodBound never restarts it), not published
+        for kind, n in out.fixes.items():
+            self.reconcile_fixes[kind] = self.reconcile_fixes.get(kind, 0) + n
+        if out.fixes:
+            log.warning("reconcile at %.3f fixed the store: %s", now,
+                        ", ".join(f"{n} {kind}" for kind, n in sorted(out.fixes.items())))
+        if out.items:
+            await self.ctx.bus.publish_many(out.items)

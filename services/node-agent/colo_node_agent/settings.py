@@ -99,6 +99,14 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """Simulated seconds per sub-step; strategies run after every sub-step (the reference: every 1 s)."""
     max_gap_s: float = 900.0
     """A clock jump larger than this (seconds) is skipped instead of simulated (e.g. first virtual tick)."""
+    reconcile_interval_s: float = 10.0
+    """Seconds between reconciliations of the store with what the nodes run (:mod:`colo_node_agent.reconcile`):
+    a node missing from the store is registered again, a running pod without a binding gets it back, a copy
+    bound elsewhere is stopped, a binding here with no pod is released; 0 = never (docs/operations.md
+    "Recovery")."""
+    reconcile_grace_s: float = 30.0
+    """A binding on one of our nodes whose pod does not run here is released only once it is this many seconds
+    old (its PodBound may still be on its way)."""
     system_cpu_fraction: float = 0.02
     """System (non-pod) CPU usage of a virtual node, fraction of its capacity."""
     system_memory_fraction: float = 0.04
@@ -159,6 +167,9 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
             problems.append(f"report_interval_s ({self.report_interval_s}) must be >= sub_step_s")
         if self.sub_step_s > 0 and self.backend == "sim" and self.window_s < self.sub_step_s:
             problems.append(f"window_s ({self.window_s}) must be >= sub_step_s")
+        if self.reconcile_interval_s < 0 or self.reconcile_grace_s < 0:
+            problems.append(f"reconcile_interval_s and reconcile_grace_s must be >= 0, got "
+                            f"{self.reconcile_interval_s}, {self.reconcile_grace_s}")
         for name, v in (("system_cpu_fraction", self.system_cpu_fraction),
                         ("system_memory_fraction", self.system_memory_fraction)):
             if not 0 <= v < 1:

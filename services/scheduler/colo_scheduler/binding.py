@@ -31,6 +31,10 @@ class SchedulerBinding:
     elector: LeaderElector | None
     totals: dict[str, int]
     _reservation_store: ReservationStore | None
+    _dirty: set[str]
+    _bind_unsure: set[str]
+    """Pods whose bind call failed without an answer (Redis down or restarted mid-call): maybe bound. Their
+    next bind that finds them bound already settles them as bound (:meth:`_settle_unsure`)."""
     _store: Callable[[], Any]
     _refresh: Callable[[set[str]], Awaitable[None]]
     _sync_reservations: Callable[..., Awaitable[None]]
@@ -56,13 +60,22 @@ class SchedulerBinding:
             observe_binds(out.placements, None, 0.0)
             return 0
         t0 = time.perf_counter()
-        results = await self._bind_placements(out.placements, now, fence)
+        try:
+            results = await self._bind_placements(out.placements, now, fence)
+        except Exception as exc:
+            self._bind_error(out, exc)
+            return 0
         bind_ms = (time.perf_counter() - t0) * 1e3
         observe_binds(out.placements, results, bind_ms / 1e3)
         bound = 0
         stale: set[str] = {p.node for p in out.placements if p.reservation}  # the store's sums are exact
+        unsure: dict[str, Any] = {}
         for p, res in zip(out.placements, results):
-            if res.ok:
+            uid = p.pod.uid
+            was_unsure = uid in self._bind_unsure
+            if was_unsure:
+                self._bind_unsure.discard(uid)
+            if res.ok or res.reason == f"{REASON_ALREADY_BOUND} {p.node}":  # the latter: a resent or retried bind
                 bound += 1
                 if p.reservation:
                     self.core.bound_on_reservation(p.pod)
@@ -70,6 +83,8 @@ class SchedulerBinding:
                                queued_s=max(0.0, now - p.pod.queued_at))
                 # the bind time makes a rebind (after an eviction) a new message for the dedup window
                 events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{now!r}", {"node": p.node}))
+            elif res.reason.startswith(REASON_ALREADY_BOUND) and was_unsure:
+                unsure[uid] = p  # our own earlier bind, on another node, whose answer was lost
             elif res.reason.startswith(REASON_ALREADY_BOUND):
                 self.core.unreserve(p.pod.uid)  # bound elsewhere: not ours to retry
             elif res.reason == REASON_LEASE_LOST:
@@ -83,11 +98,47 @@ class SchedulerBinding:
                 stale.add(p.node)
                 if p.reservation:
                     self.core.reservations.forget(p.reservation)  # re-read below: the store decides
+        if unsure:
+            bound += await self._settle_unsure(unsure, events, stale)
         if any(p.reservation for p in out.placements):
             await self._sync_reservations()
         if stale:
             await self._refresh(stale)
         return bound
+
+    def _bind_error(self, out: CycleOutcome, exc: Exception) -> None:
+        """The bind call raised (Redis unavailable, or a connection lost mid-call): none of the cycle's
+        placements is known to be bound. Each is released in the scheduler's memory and retried after its
+        backoff; those the store did bind are found bound at their next bind (:meth:`_settle_unsure`)."""
+        self.totals["bind_errors"] = self.totals.get("bind_errors", 0) + 1
+        log.warning("binding %d pods failed, releasing them to retry: %s: %s", len(out.placements),
+                    type(exc).__name__, exc)
+        for p in out.placements:
+            self.core.bind_failed(p.pod)
+            self._bind_unsure.add(p.pod.uid)
+            self._dirty.add(p.node)  # the store's sums are re-read before the next placements
+            if p.reservation:
+                self.core.reservations.forget(p.reservation)
+
+    async def _settle_unsure(self, unsure: dict[str, Any], events: list[tuple[Any, Any, str | None, dict[str, str]]],
+                             stale: set[str]) -> int:
+        """Pods refused as "already bound to <another node>" whose earlier bind call failed without an answer:
+        that bind was applied. Adopt each on the node the store holds and announce it (PodBound with the
+        store's bind time). Returns how many were adopted."""
+        found = await self._store().bound_nodes(list(unsure))
+        adopted = 0
+        for uid, p in unsure.items():
+            self.core.unreserve(uid)
+            stale.add(p.node)
+            if uid not in found:
+                continue
+            node, at = found[uid]
+            stale.add(node)
+            if self.core.adopt(p.pod.spec, node, at):
+                adopted += 1
+                events.append((subjects.POD_BOUND, PodBound(spec=p.pod.spec, node=node, at=at),
+                               f"bound-{uid}-{at!r}", {"node": node}))
+        return adopted
 
     async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
         """Bind placements in the store, fenced by ``fence``: plain ones with one :meth:`Store.bind_many`, those on

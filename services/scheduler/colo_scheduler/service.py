@@ -84,6 +84,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         self._ready = False
         self._last_resync = -math.inf
         self._dirty: set[str] = set()
+        self._bind_unsure: set[str] = set()
         self._allocation_reads_open = 0  # allocation reads from the store still awaited
         self._releasing_nodes: dict[str, int] = {}  # node → status handlers releasing a pod of it in the store
         self._early_resources: dict[str, NodeResource] = {}

@@ -60,12 +60,12 @@ async def delete_pod(conn: Connection, ref: str, namespace: str, wait_s: float |
     from colo.store import Store
 
     settings = conn.settings
-    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix, settings=settings)
     try:
         (rec,) = select_pods(await store.list_pods(), ref, namespace)
         if ended(rec):
             return rec, rec
-        bus = await Bus.connect(settings.nats_url, "cli", connect_attempts=3)
+        bus = await Bus.connect(settings.nats_url, "cli", connect_attempts=3, settings=settings)
         try:
             await bus.ensure_streams()
             at = time.time()

@@ -101,7 +101,7 @@ async def _load(what: str, name: str, namespace: str, conn: Connection) -> list[
     from colo.store import Store
 
     settings = conn.settings
-    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix, settings=settings)
     now = time.time()
     try:
         if what == "pod":

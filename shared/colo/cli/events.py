@@ -37,6 +37,7 @@ from colo.messages import (
     Resources,
 )
 from colo.quantity import format_cpu
+from colo.settings import RuntimeSettings
 
 
 def _resources(r: Resources) -> str:
@@ -173,14 +174,15 @@ def describe(subject: str, data: bytes, time_style: str = "") -> str:
 
 
 async def follow_events(nats_url: str, count: int, subject: str, write: Callable[[str], None],
-                        time_style: str = "") -> int:
+                        time_style: str = "", settings: RuntimeSettings | None = None) -> int:
     """Subscribe to ``subject`` and ``write`` one line per message (:func:`describe`, prefixed with the
     local time of arrival and, with ``time_style``, the message's own time) until ``count`` messages (0 =
     until SIGINT/SIGTERM). Messages that arrive after the count was reached are not written. Returns the
-    number of lines written."""
+    number of lines written. ``settings``: the link's credentials and TLS (:mod:`colo.connections`)."""
     return await follow_subject(
         nats_url, subject, count,
-        lambda msg, _n: f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data, time_style)}", write, quiet=True)
+        lambda msg, _n: f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data, time_style)}", write, quiet=True,
+        settings=settings)
 
 
 def _print_line(line: str) -> None:
@@ -195,7 +197,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     conn = connection("nats")
     try:
         asyncio.run(follow_events(conn.settings.nats_url, args.count, args.subject, _print_line,
-                                  getattr(args, "time", "") or ""))
+                                  getattr(args, "time", "") or "", settings=conn.settings))
     except Exception as exc:
         err_console.print(f"[red]cannot follow events: {escape(str(exc))}[/]", highlight=False)
         return 1

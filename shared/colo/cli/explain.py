@@ -212,7 +212,8 @@ async def pod_from_store(conn: Connection, ref: str, namespace: str) -> PodRecor
     from colo.store import Store
 
     try:
-        store = await Store.connect(conn.settings.redis_url, prefix=conn.settings.store_prefix)
+        store = await Store.connect(conn.settings.redis_url, prefix=conn.settings.store_prefix,
+                                    settings=conn.settings)
         try:
             (rec,) = select_pods(await store.list_pods(), ref, namespace)
         finally:

@@ -8,13 +8,17 @@ from collections.abc import Callable
 from typing import Any
 
 from colo.cli.connection import CONNECT_ATTEMPTS
+from colo.connections import nats_options, nats_servers
+from colo.settings import RuntimeSettings
 
 
 async def follow_subject(nats_url: str, subject: str, count: int, line_of: Callable[[Any, int], str],
-                         write: Callable[[str], None], quiet: bool = False) -> int:
+                         write: Callable[[str], None], quiet: bool = False,
+                         settings: RuntimeSettings | None = None) -> int:
     """Subscribe to ``subject`` and ``write(line_of(msg, n))`` for the n-th message (1-based) until ``count``
     messages (0 = until SIGINT/SIGTERM); later messages are not written. ``quiet`` silences the client's
-    connection-error callbacks (the caller reports a final failure once). Returns the number written.
+    connection-error callbacks (the caller reports a final failure once); ``settings`` gives the link's
+    credentials and TLS (:func:`colo.connections.nats_options`). Returns the number written.
 
     Raises what ``nats.connect`` raises when the server cannot be reached."""
     import nats
@@ -23,7 +27,8 @@ async def follow_subject(nats_url: str, subject: str, count: int, line_of: Calla
         pass
 
     options: dict[str, Any] = {"reconnect_time_wait": 0.5, "error_cb": no_report} if quiet else {}
-    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS, **options)
+    nc = await nats.connect(servers=nats_servers(nats_url), connect_timeout=5, max_reconnect_attempts=CONNECT_ATTEMPTS,
+                            **options, **nats_options(settings))
     done = asyncio.Event()
     seen = 0
 

@@ -215,8 +215,8 @@ async def _get(what: str, conn: Connection, namespace: str = "", name: str = "",
     if what == "quotas":
         from colo.cli.quotas import latest_quota_statuses, quotas_table
 
-        return quotas_table(await latest_quota_statuses(settings.nats_url))
-    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+        return quotas_table(await latest_quota_statuses(settings.nats_url, settings=settings))
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix, settings=settings)
     try:
         if what == "nodes":
             return await _nodes_table(store, wide, name)
@@ -260,7 +260,7 @@ async def records(what: str, conn: Connection, namespace: str = "", name: str = 
     from colo.store import Store
 
     settings = conn.settings
-    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+    store = await Store.connect(settings.redis_url, prefix=settings.store_prefix, settings=settings)
     try:
         if what == "pods":
             items = [to_builtins(r) for r in sorted(select_pods(await store.list_pods(), name, namespace),

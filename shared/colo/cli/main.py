@@ -52,7 +52,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     (:mod:`colo.cli.submit`)."""
     from colo.cli.submit import cmd_submit as run
 
-    return run(args, console, err_console, lambda: connection("nats").settings.nats_url, CONNECT_ATTEMPTS)
+    return run(args, console, err_console, lambda: connection("nats").settings, CONNECT_ATTEMPTS)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     from colo.cli.natsops import add_nats_parsers
 
     add_nats_parsers(sub)
+    from colo.cli.security import add_security_parser
+
+    add_security_parser(sub)
     p = sub.add_parser("traces", help="trace files")
     tsub = p.add_subparsers(dest="traces_command", required=True)
     f = tsub.add_parser("fetch", help="download the public traces into ~/.cache/colo/traces")

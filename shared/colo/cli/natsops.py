@@ -22,13 +22,14 @@ from rich.markup import escape
 from colo.cli.connection import CONNECT_ATTEMPTS, connection
 from colo.cli.follow import follow_subject
 from colo.cli.output import err_console
+from colo.settings import RuntimeSettings
 
 
-async def kv_put(nats_url: str, bucket: str, key: str, value: bytes) -> int:
+async def kv_put(nats_url: str, bucket: str, key: str, value: bytes, settings: RuntimeSettings | None = None) -> int:
     """Put ``value`` under ``key`` of ``bucket`` (created when missing); returns the revision."""
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS, settings=settings)
     try:
         kv = await bus.key_value(bucket)
         return int(await kv.put(key, value))
@@ -36,13 +37,13 @@ async def kv_put(nats_url: str, bucket: str, key: str, value: bytes) -> int:
         await bus.close()
 
 
-async def kv_get(nats_url: str, bucket: str, key: str) -> bytes | None:
+async def kv_get(nats_url: str, bucket: str, key: str, settings: RuntimeSettings | None = None) -> bytes | None:
     """The value of ``key`` in ``bucket``, or None when the bucket or the key does not exist."""
     import nats.js.errors
 
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS)
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=CONNECT_ATTEMPTS, settings=settings)
     try:
         try:
             kv = await bus.key_value(bucket, create=False)
@@ -54,11 +55,13 @@ async def kv_get(nats_url: str, bucket: str, key: str) -> bytes | None:
         await bus.close()
 
 
-async def subscribe_raw(nats_url: str, subject: str, count: int, write: Any) -> int:
+async def subscribe_raw(nats_url: str, subject: str, count: int, write: Any,
+                        settings: RuntimeSettings | None = None) -> int:
     """Write ``[#n] subject: payload`` for each message on ``subject`` until ``count`` (0 = until SIGINT/SIGTERM);
     returns the number written."""
     return await follow_subject(nats_url, subject, count,
-                                lambda msg, n: f"[#{n}] {msg.subject}: {msg.data.decode(errors='replace')}", write)
+                                lambda msg, n: f"[#{n}] {msg.subject}: {msg.data.decode(errors='replace')}", write,
+                                settings=settings)
 
 
 def _value(args: argparse.Namespace) -> bytes:
@@ -73,7 +76,8 @@ def _value(args: argparse.Namespace) -> bytes:
 
 def cmd_kv(args: argparse.Namespace) -> int:
     """Run ``colo kv put|get``: 0 done, 1 failure or missing key, 2 bad arguments."""
-    url = connection("nats").settings.nats_url
+    settings = connection("nats").settings
+    url = settings.nats_url
     try:
         if args.kv_command == "put":
             try:
@@ -81,10 +85,10 @@ def cmd_kv(args: argparse.Namespace) -> int:
             except (ValueError, OSError) as exc:
                 err_console.print(f"[red]{escape(str(exc))}[/]", highlight=False)
                 return 2
-            rev = asyncio.run(kv_put(url, args.bucket, args.key, value))
+            rev = asyncio.run(kv_put(url, args.bucket, args.key, value, settings))
             err_console.print(f"[dim]{escape(args.bucket)}/{escape(args.key)} revision {rev}[/]", highlight=False)
             return 0
-        got = asyncio.run(kv_get(url, args.bucket, args.key))
+        got = asyncio.run(kv_get(url, args.bucket, args.key, settings))
     except Exception as exc:
         err_console.print(f"[red]cannot reach the key-value bucket: {escape(str(exc))}[/]", highlight=False)
         return 1
@@ -97,9 +101,10 @@ def cmd_kv(args: argparse.Namespace) -> int:
 
 def cmd_sub(args: argparse.Namespace) -> int:
     """Run ``colo sub``."""
-    url = connection("nats").settings.nats_url
+    settings = connection("nats").settings
     try:
-        asyncio.run(subscribe_raw(url, args.subject, args.count, lambda line: print(line, flush=True)))
+        asyncio.run(subscribe_raw(settings.nats_url, args.subject, args.count, lambda line: print(line, flush=True),
+                                  settings))
     except Exception as exc:
         err_console.print(f"[red]cannot subscribe: {escape(str(exc))}[/]", highlight=False)
         return 1

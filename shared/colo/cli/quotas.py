@@ -13,17 +13,23 @@ from colo import subjects
 from colo.codec import decode
 from colo.messages import RESOURCE_NAMES, QuotaStatus
 from colo.quantity import format_cpu, format_memory
+from colo.settings import RuntimeSettings
 
 _CPU = frozenset({"cpu", "batch_cpu", "mid_cpu"})
 _MEMORY = frozenset({"memory", "batch_memory", "mid_memory"})
 
 
-async def latest_quota_statuses(nats_url: str, timeout_s: float = 5.0) -> list[QuotaStatus]:
-    """The latest QuotaStatus of every quota in the stream, sorted by name ([] when none was published)."""
+async def latest_quota_statuses(nats_url: str, timeout_s: float = 5.0,
+                                settings: RuntimeSettings | None = None) -> list[QuotaStatus]:
+    """The latest QuotaStatus of every quota in the stream, sorted by name ([] when none was published);
+    ``settings``: the link's credentials and TLS (:func:`colo.connections.nats_options`)."""
     import nats
     import nats.js.errors
 
-    nc = await nats.connect(nats_url, connect_timeout=timeout_s, allow_reconnect=False)
+    from colo.connections import nats_options, nats_servers
+
+    nc = await nats.connect(servers=nats_servers(nats_url), connect_timeout=timeout_s, allow_reconnect=False,
+                            **nats_options(settings))
     try:
         js = nc.jetstream(timeout=timeout_s)
         stream = subjects.QUOTA_STATUS.stream

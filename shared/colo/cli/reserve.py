@@ -90,11 +90,12 @@ def build_spec(args: argparse.Namespace, now: float) -> tuple[ReservationSpec | 
     return (None, problems) if problems else (spec, [])
 
 
-async def _publish(spec: ReservationSpec, nats_url: str, attempts: int) -> None:
+async def _publish(spec: ReservationSpec, nats_url: str, attempts: int, settings: RuntimeSettings | None = None
+                   ) -> None:
     from colo import subjects as S
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=attempts)
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=attempts, settings=settings)
     try:
         await bus.ensure_streams()
         await bus.publish(S.RESERVATION_SUBMITTED, spec, msg_id=f"reservation-{spec.name}-{spec.created_at!r}")
@@ -113,7 +114,8 @@ def cmd_reserve(args: argparse.Namespace) -> int:
         console.print(f"[red]{len(problems)} error(s); nothing submitted[/]")
         return 1
     try:
-        asyncio.run(_publish(spec, connection("nats").settings.nats_url, CONNECT_ATTEMPTS))
+        settings = connection("nats").settings
+        asyncio.run(_publish(spec, settings.nats_url, CONNECT_ATTEMPTS, settings))
     except Exception as exc:  # connection problems: report, do not trace back
         err_console.print(f"[red]cannot publish: {escape(str(exc))}[/]", highlight=False)
         return 1
@@ -219,7 +221,7 @@ def cmd_delete_reservation(args: argparse.Namespace, settings: RuntimeSettings) 
     from colo.store import Store
 
     async def run() -> tuple[Reservation, Reservation | None]:
-        store = await Store.connect(settings.redis_url, prefix=settings.store_prefix)
+        store = await Store.connect(settings.redis_url, prefix=settings.store_prefix, settings=settings)
         try:
             return await delete_reservation(store, args.name, time.time())
         finally:

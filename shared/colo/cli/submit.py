@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from colo.manifests import ManifestError, load_manifest
 from colo.messages import ElasticQuota, PodGroupSpec, PodSpec, ReservationSpec, WorkloadSpec
+from colo.settings import RuntimeSettings
 from colo.submission import DEFAULT_WAIT_S, Item, Outcome, publications, submit
 from colo.workloads import expand, initial_pods, referenced_group
 
@@ -55,11 +56,13 @@ def expansion(w: WorkloadSpec) -> list[str]:
     return lines
 
 
-async def publish(items: list[Item], nats_url: str, connect_attempts: int) -> None:
-    """Publish ``items`` in order (each acknowledged by JetStream before the next)."""
+async def publish(items: list[Item], nats_url: str, connect_attempts: int,
+                  settings: RuntimeSettings | None = None) -> None:
+    """Publish ``items`` in order (each acknowledged by JetStream before the next); ``settings``: the link's
+    credentials and TLS."""
     from colo.bus import Bus
 
-    bus = await Bus.connect(nats_url, "cli", connect_attempts=connect_attempts)
+    bus = await Bus.connect(nats_url, "cli", connect_attempts=connect_attempts, settings=settings)
     try:
         await bus.ensure_streams()
         await bus.publish_many(items)
@@ -88,8 +91,9 @@ def outcome_line(o: Outcome, wait_s: float) -> str:
 
 
 def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
-               nats_url: Callable[[], str], connect_attempts: int) -> int:
-    """Validate the whole file, then publish every object; nothing on any error. Returns the exit code."""
+               link: Callable[[], RuntimeSettings], connect_attempts: int) -> int:
+    """Validate the whole file, then publish every object; nothing on any error. Returns the exit code.
+    ``link()`` gives the connection settings (called only when something is to be published)."""
     try:
         manifest = load_manifest(Path(args.file), now=time.time())
     except ManifestError as exc:
@@ -109,7 +113,8 @@ def cmd_submit(args: argparse.Namespace, console: Console, err_console: Console,
         return 0
     wait_s = None if args.no_wait else args.wait_s
     try:
-        outcomes = asyncio.run(submit(manifest, nats_url(), connect_attempts, wait_s))
+        settings = link()
+        outcomes = asyncio.run(submit(manifest, settings.nats_url, connect_attempts, wait_s, settings=settings))
     except Exception as exc:  # connection problems: report, do not trace back
         err_console.print(f"[red]cannot publish: {escape(str(exc))}[/]", highlight=False)
         return 1

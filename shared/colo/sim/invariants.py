@@ -123,11 +123,13 @@ class AllocationWatch:
     over time and bound pods are not evicted when an offer shrinks, so an allocation is
     compared with the largest offer seen since the previous check, and only when the
     allocation grew (a bind happened): a bind is refused unless it fits the offer current
-    at bind time (REFERENCE.md §3, colo.store). ``violations`` accumulates messages.
+    at bind time (REFERENCE.md §3, colo.store). ``violations`` accumulates messages; ``allocated_total`` is
+    the cluster's Σ allocation read by the last check (milli-cores, bytes, pods).
     """
 
     def __init__(self) -> None:
         self.violations: list[str] = []
+        self.allocated_total = Resources()
         self._max_offer: dict[str, Resources] = {}
         self._last: dict[str, Resources] = {}
         self._snapshot = StoreSnapshot()
@@ -157,6 +159,7 @@ class AllocationWatch:
                 grown[name] = Resources(**{r: getattr(alloc, r) for r in ("cpu", "memory", "pods")})
         new = [f"t={at:.0f}s {v}" for v in over_commitments(nodes, ext, grown)]
         self.violations.extend(new)
+        self.allocated_total = Resources(**{r: sum(getattr(a, r) for a in allocated.values()) for r in _ALLOC_FIELDS})
         self._last = allocated
         self._max_offer = {name: Resources(**{r: getattr(current[name], r) for r in _BATCH_MID})
                            for name in current}

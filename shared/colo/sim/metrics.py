@@ -25,12 +25,14 @@ from colo.messages import (
     PodUnschedulable,
     QoSEvent,
     QuotaStatus,
+    Resources,
     TickAck,
     WorkloadRejected,
     WorkloadSpec,
 )
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
+from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
@@ -78,6 +80,14 @@ class Sample:
     """batch-memory offered over the cluster, GiB (2^30 bytes)."""
     mid_memory_gib: float = 0.0
     """mid-memory offered over the cluster, GiB."""
+    batch_cpu_allocated_cores: float = 0.0
+    """batch-cpu allocated by binds over the cluster (Σ of the store's allocations after the tick), cores."""
+    batch_memory_allocated_gib: float = 0.0
+    """batch-memory allocated over the cluster, GiB."""
+    pods_unschedulable: int = 0
+    """Pods whose last attempt was unschedulable and that are not bound since."""
+    unschedulable_reasons: dict[str, int] = field(default_factory=dict)
+    """Those pods by dominant reason label (:mod:`colo.sim.unschedulable`), most pods first."""
 
 
 @dataclass
@@ -93,6 +103,8 @@ class RunMetrics:
     rejected: dict[str, str] = field(default_factory=dict)
     attempt_ms: list[float] = field(default_factory=list)
     unschedulable: dict[str, dict[str, int]] = field(default_factory=dict)
+    unschedulable_top: dict[str, str] = field(default_factory=dict)
+    """Pod uid → the dominant reason label of its last unschedulable attempt (:mod:`colo.sim.unschedulable`)."""
     phase: dict[str, str] = field(default_factory=dict)
     completed_at: dict[str, float] = field(default_factory=dict)
     evictions: int = 0
@@ -188,6 +200,7 @@ class RunMetrics:
         self.bound_node[uid] = msg.node
         self._set_phase(uid, "Bound")
         self.unschedulable.pop(uid, None)
+        self.unschedulable_top.pop(uid, None)
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
@@ -196,6 +209,7 @@ class RunMetrics:
         """A failed scheduling attempt with its reasons."""
         if self.phase.get(msg.uid) in (None, "Pending", "Failed"):
             self.unschedulable[msg.uid] = dict(msg.reasons)
+            self.unschedulable_top[msg.uid] = dominant(msg.reasons)
 
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
@@ -229,11 +243,13 @@ class RunMetrics:
             self.suppress_events += 1
         self.loops.on_qos(msg)
 
-    def on_ticks(self, t: float, acks: list[TickAck]) -> None:
+    def on_ticks(self, t: float, acks: list[TickAck], allocated: Resources | None = None) -> None:
         """The acks of every service for the tick ending at ``t``; appends one time-series sample.
 
         Usage comes from the node agent's stats, the batch/mid resources offered from slo-manager's
-        (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent).
+        (``batch_cpu``, ``mid_cpu`` milli-cores; ``batch_memory``, ``mid_memory`` bytes; 0 when absent);
+        ``allocated`` is the cluster's Σ allocation in the store after the tick (milli-cores, bytes; 0 when
+        None); the pods still unschedulable are counted by dominant reason label (:func:`count_labels`).
         """
         stats: dict[str, float] = {}
         offered: dict[str, float] = {}
@@ -261,6 +277,7 @@ class RunMetrics:
         if mcap:
             self.mem_util_ticks.append(mused / mcap)
         running = len(self._batch_running)
+        pods = count_labels(self.unschedulable_top, self.bound_node)
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
@@ -270,6 +287,9 @@ class RunMetrics:
             mid_cpu_cores=offered.get("mid_cpu", 0.0) / MILLI_PER_CORE,
             batch_memory_gib=offered.get("batch_memory", 0.0) / BYTES_PER_GIB,
             mid_memory_gib=offered.get("mid_memory", 0.0) / BYTES_PER_GIB,
+            batch_cpu_allocated_cores=(allocated.batch_cpu if allocated else 0) / MILLI_PER_CORE,
+            batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
+            pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
         ))
         self.jobs.sample(t)
 
@@ -298,6 +318,10 @@ class RunMetrics:
         owners = set(self.owner_of.values())
         return sorted(uid for uid in self.workload_at
                       if uid not in owners and uid not in self.jobs.workloads_rejected)
+
+    def unschedulable_breakdown(self) -> UnschedulableBreakdown:
+        """The pods unschedulable now (their last attempt failed, not bound since) grouped by reason."""
+        return UnschedulableBreakdown.of(self.unschedulable, self.bound_node)
 
     def offered(self) -> dict[str, float]:
         """Means over the run's ticks of the batch/mid resources offered: ``batch_cpu_cores``,

@@ -44,7 +44,7 @@ from colo.messages import (
     Tick,
     WorkloadRejected,
 )
-from colo.settings import RuntimeSettings
+from colo.settings import RuntimeSettings, load_runtime_settings
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -172,8 +172,10 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
-    bus = await Bus.connect(nats_url, f"sim-{run}", settings=settings)
-    store = await Store.connect(redis_url, prefix=prefix, settings=settings)
+    # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
+    link = settings or load_runtime_settings({**os.environ, **env})
+    bus = await Bus.connect(nats_url, f"sim-{run}", settings=link)
+    store = await Store.connect(redis_url, prefix=prefix, settings=link)
     sup = Supervisor(run, env, work_dir / "logs")
     started = time.perf_counter()
     result = RunResult(metrics=metrics)
@@ -201,8 +203,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
                 metrics.tick_wall_s[service] = metrics.tick_wall_s.get(service, 0.0) + time.perf_counter() - t0
             await _settle_step(bus, step, now, tick_timeout_s)
             await bus.settle()
-            metrics.on_ticks(now, acks)
             await watch.check(store, now)
+            metrics.on_ticks(now, acks, watch.allocated_total)
             if progress is not None and task is not None:
                 s = metrics
                 status = (f"bound {len(s.bound_node)} · done {len(s.completed_at)} · "

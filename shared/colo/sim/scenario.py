@@ -409,6 +409,7 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
     desc: dict[str, object] = {
         "params": asdict(params),
         "traces_dir": str(root or tr.traces_dir()),
+        "traces": [tr.NODE_LIST, tr.DLRM_TRACE, tr.BITBRAINS_DIR, tr.BATCH_TASK, tr.SERVER_EVENT],
         "nodes": len(nodes),
         "cluster_cpu_milli": sum(n.allocatable.cpu for n in nodes),
         "cluster_memory_bytes": sum(n.allocatable.memory for n in nodes),

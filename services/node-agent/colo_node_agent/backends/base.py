@@ -29,6 +29,10 @@ class NodeBackend(Protocol):
         """Whether pod ``uid`` is known (running, or on the host still terminating)."""
         ...
 
+    def running(self, node: str) -> list[PodSpec]:
+        """Specs of the pods running on ``node`` (the node's truth the reconciler compares with the store)."""
+        ...
+
     def start_pod(self, spec: PodSpec, node: str) -> bool:
         """Start ``spec`` on ``node``; False when the node is not hosted or the pod is known already."""
         ...

@@ -221,6 +221,10 @@ class HostBackend:
         """Uids of the pods running on ``node``."""
         return list(self.pods) if node in self.index else []
 
+    def running(self, node: str) -> list[PodSpec]:
+        """Specs of the pods running on ``node`` (not terminating)."""
+        return [p.state.spec for p in self.pods.values()] if node in self.index else []
+
     def pid_of(self, uid: str) -> int:
         """The pod's main (wrapper) pid, 0 when unknown."""
         pod = self.pods.get(uid) or self.terminating.get(uid)

@@ -56,6 +56,11 @@ class SimBackend(SimStrategies):
         i = self.index[node]
         return [uid for uid, (r, _) in self.pods.where.items() if r == i]
 
+    def running(self, node: str) -> list[PodSpec]:
+        """Specs of the pods running on ``node``."""
+        i = self.index[node]
+        return [self.pods.specs[key] for key in self.pods.where.values() if key[0] == i]
+
     def set_slo(self, slo: NodeSLO) -> bool:
         """Adopt ``slo`` for its node; False when the node is not ours."""
         i = self.index.get(slo.node)

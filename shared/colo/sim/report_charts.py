@@ -1,0 +1,71 @@
+"""The report's charts over time, baseline vs colo (inline SVG, :mod:`colo.sim.report_svg`).
+
+Utilization, LS CPU satisfaction, batch pods running/completed, suppress events, evictions (one line per run:
+baseline grey dashed with circles, colo blue solid with squares), the batch and mid resources slo-manager
+offered (colour per kind: batch blue, mid orange; dash per run as above) and, per run, each team's quota CPU
+used (solid) and runtime (dashed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from colo.sim.job_metrics import cpu_key
+from colo.sim.metrics import RunMetrics
+from colo.sim.report_svg import DASHED, RUN_STYLES, LineStyle, Points, svg_chart
+
+TEAM_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+KIND_COLORS = {"batch": "#1f77b4", "mid": "#ff7f0e"}
+"""The colours of the offered chart's kinds; its dash and marker say the run (:data:`RUN_STYLES`)."""
+
+
+def _pts(run: RunMetrics, attr: str) -> Points:
+    return [(s.t / 3600.0, float(getattr(s, attr))) for s in run.series]
+
+
+def _run_style(run: str) -> LineStyle:
+    return RUN_STYLES.get(run, LineStyle("#d62728", "2,2", "triangle"))
+
+
+def _offered(runs: Sequence[RunMetrics], title: str, batch_attr: str, mid_attr: str, label: str) -> str:
+    series: dict[str, Points] = {}
+    styles: dict[str, LineStyle] = {}
+    for r in runs:
+        st = _run_style(r.name)
+        for kind, attr in (("batch", batch_attr), ("mid", mid_attr)):
+            name = f"{r.name} {kind}"
+            series[name], styles[name] = _pts(r, attr), LineStyle(KIND_COLORS[kind], st.dash, st.marker)
+    return svg_chart(title, series, label, styles=styles)
+
+
+def _quota_used(r: RunMetrics) -> str:
+    series: dict[str, Points] = {}
+    styles: dict[str, LineStyle] = {}
+    teams = sorted({q.quota for q in r.jobs.quota_series})
+    for s in r.jobs.quota_series:
+        key = cpu_key(s.min)
+        color = TEAM_COLORS[teams.index(s.quota) % len(TEAM_COLORS)]
+        for part, amounts, dash, mark in (("used", s.used, "", "square"), ("runtime", s.runtime, DASHED, "circle")):
+            name = f"{s.quota} {part}"
+            series.setdefault(name, []).append((s.t / 3600.0, amounts.get(key, 0) / 1000.0))
+            styles[name] = LineStyle(color, dash, mark)
+    return svg_chart(f"{r.name}: team quota CPU used and runtime (cores)", series, "cores", styles=styles)
+
+
+def charts(runs: Sequence[RunMetrics]) -> list[str]:
+    """Every chart of the "Over time" section, as SVG strings."""
+    def chart(title: str, attr: str, label: str, y_max: float | None = None) -> str:
+        return svg_chart(title, {r.name: _pts(r, attr) for r in runs}, label, y_max)
+
+    return [
+        chart("CPU utilization (used / capacity)", "cpu_util", "fraction", 1.0),
+        chart("Memory utilization (used / capacity)", "mem_util", "fraction", 1.0),
+        chart("LS CPU satisfaction (served / demanded)", "ls_satisfaction", "fraction", 1.0),
+        chart("Batch pods running", "batch_running", "pods"),
+        chart("Batch pods completed (cumulative)", "batch_completed", "pods"),
+        chart("BE suppress events (cumulative)", "suppress_events", "events"),
+        chart("BE evictions (cumulative)", "evictions", "pods"),
+        _offered(runs, "Batch and mid resources offered (cores)", "batch_cpu_cores", "mid_cpu_cores", "cores"),
+        _offered(runs, "Batch and mid memory offered (GiB)", "batch_memory_gib", "mid_memory_gib", "GiB"),
+        *(_quota_used(r) for r in runs if r.jobs.quota_series),
+    ]

@@ -1,0 +1,47 @@
+"""Formatting shared by the demo report's terminal table, its page and its headline."""
+
+from __future__ import annotations
+
+from colo.sim.metrics import HIGHER_IS_BETTER
+
+METRIC_NOTES: dict[str, str] = {
+    "be_evictions": "BE memory eviction (node memory ≥ 70 %) runs in both; baseline may pack BE by native requests past it",
+    "be_suppress_events": "follow LS usage only (same trace in both runs): the BE cpuset is resized with or without BE",
+    "pods_pending": "pods_unschedulable + pods not yet (re)tried or rejected; equal once every waiting pod had a try",
+    "batch_mid_cpu_offered_cores": "batch + mid cores offered; both come from the same unused capacity",
+    "gang_wait_p50_s": "first member admitted → min_member bound, virtual s; gang rows are 0 when tasks enter as bare pods",
+    "preemptions": "scheduler evictions for priority (reason 'Preempted by …'); quota_reclaims: those naming the quota",
+}
+"""One line for each metric whose value reads wrong without it, printed under the table and on the page;
+docs/scenario.md "Reading the table" gives the whole argument with its sources (REFERENCE.md §3, §5)."""
+
+QUOTA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("min_cores", "min cores"), ("used_avg_cores", "used avg"), ("used_max_cores", "used max"),
+    ("runtime_avg_cores", "runtime avg"), ("min_gib", "min GiB"), ("used_avg_gib", "used avg GiB"),
+    ("used_max_gib", "used max GiB"), ("runtime_avg_gib", "runtime avg GiB"), ("borrowed_ticks", "ticks > min"),
+)
+"""The per-team quota table's columns: (key of :meth:`JobMetrics.quota_table`, heading)."""
+
+
+def better(metric: str) -> str:
+    """``↑ higher`` or ``↓ lower``: which way ``metric`` is better (:data:`HIGHER_IS_BETTER`)."""
+    return "↑ higher" if HIGHER_IS_BETTER[metric] else "↓ lower"
+
+
+def ratio(colo: float, baseline: float) -> float | None:
+    """colo / baseline, or None when the baseline is 0."""
+    return colo / baseline if baseline else None
+
+
+def fmt(name: str, value: float) -> str:
+    """A metric's value as the table prints it: fractions as percent (``26.0%``), milliseconds with 2
+    decimals, cores with 1, counts and seconds whole."""
+    if name.endswith(("_avg", "satisfaction")) and "slowdown" not in name:
+        return f"{value:.1%}"
+    if name.endswith("_ms"):
+        return f"{value:.2f}"
+    if name.endswith("_cores"):
+        return f"{value:.1f}"
+    if name == "wall_s" or name == "batch_slowdown_avg":
+        return f"{value:.2f}"
+    return f"{value:.0f}"

@@ -1,0 +1,67 @@
+"""The report's headline: one sentence per key metric saying what co-location bought, from ``summary.json``.
+
+Each sentence gives the baseline and the colo figure (formatted as the table does, :func:`fmt`), their ratio
+colo / baseline and whether that is better or worse (:data:`colo.sim.metrics.HIGHER_IS_BETTER`). Nothing is
+written by hand: a sentence is built from ``summary["runs"]`` and ``summary["ratio_colo_over_baseline"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from colo.sim.metrics import HIGHER_IS_BETTER
+from colo.sim.report_format import fmt
+
+HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
+    ("cpu_util_avg", "CPU utilization (mean used / capacity)"),
+    ("mem_util_avg", "Memory utilization (mean used / capacity)"),
+    ("batch_tasks_completed", "Batch tasks completed"),
+    ("be_evictions", "BE evictions"),
+    ("ls_cpu_satisfaction", "LS CPU satisfaction (served / demanded)"),
+)
+"""(metric, what the sentence calls it), in headline order."""
+
+JOB_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
+    ("gang_wait_p50_s", "The median gang wait (first member admitted → min_member bound)"),
+    ("gang_wait_p95_s", "The 95th-percentile gang wait"),
+    ("preemptions", "Preemptions by high-priority jobs"),
+    ("quota_reclaims", "Quota reclaims"),
+)
+"""The sentences added when the batch tasks enter as jobs (gangs, quotas, priorities)."""
+
+
+def _value(metric: str, value: float) -> str:
+    return fmt(metric, value) + (" s" if metric.endswith("_s") else "")
+
+
+def sentence(metric: str, label: str, baseline: float, colo: float, ratio: float | None) -> str:
+    """One headline sentence, e.g. ``CPU utilization … rose from 23.4% in baseline to 26.0% with co-location
+    (1.11×, better).``; ``ratio`` None (baseline 0) says so instead of a ratio."""
+    b, c = _value(metric, baseline), _value(metric, colo)
+    if b == c:
+        times = "1.00×" if ratio is not None else "baseline 0, no ratio"
+        return f"{label}: {b} in baseline and {c} with co-location ({times}, the same)."
+    good = (colo > baseline) == HIGHER_IS_BETTER[metric]
+    verb = "rose" if colo > baseline else "fell"
+    times = f"{ratio:.2f}×" if ratio is not None else "baseline 0, no ratio"
+    return f"{label} {verb} from {b} in baseline to {c} with co-location ({times}, {'better' if good else 'worse'})."
+
+
+def jobs_on(summary: dict[str, Any]) -> bool:
+    """Whether the batch tasks entered as jobs: the scenario's ``params.jobs``, else any gang in a run."""
+    params = (summary.get("scenario") or {}).get("params")
+    if isinstance(params, dict) and "jobs" in params:
+        return bool(params["jobs"])
+    return any(r.get("gangs_placed", 0) or r.get("gangs_waiting", 0) for r in summary.get("runs", {}).values())
+
+
+def headline(summary: dict[str, Any]) -> list[str]:
+    """The sentences for :data:`HEADLINE_METRICS` (and :data:`JOB_HEADLINE_METRICS` when :func:`jobs_on`),
+    empty unless the summary has both a ``baseline`` and a ``colo`` run."""
+    runs: dict[str, dict[str, float]] = summary.get("runs") or {}
+    if "baseline" not in runs or "colo" not in runs:
+        return []
+    ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
+    metrics = HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
+    return [sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
+            for m, label in metrics if m in runs["baseline"] and m in runs["colo"]]

@@ -1,0 +1,88 @@
+"""The self-contained ``report.html`` of the demo (no external resources).
+
+Top to bottom: the headline (:mod:`colo.sim.report_headline`), the metric table with its notes, the team
+quotas, why pods stayed unschedulable (:mod:`colo.sim.report_reasons`), the charts over time
+(:mod:`colo.sim.report_charts`), the scenario as tables (:mod:`colo.sim.report_scenario`) and tick errors.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
+from colo.sim.report_charts import charts
+from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt
+from colo.sim.report_headline import headline
+from colo.sim.report_reasons import reasons_html
+from colo.sim.report_scenario import scenario_html
+
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;margin:6px 0}
+td,th{border:1px solid #ccc;padding:4px 10px;text-align:right;vertical-align:top} th{text-align:left}
+.chart{display:inline-block;margin:6px} .headline{font-size:1.05em;line-height:1.5;background:#f3f7fb;
+border-left:4px solid #1f77b4;padding:.6em 1.2em .6em 2em} .better{color:#1a7f37} .worse{color:#b42318}
+table.kv table.kv{margin:0} table.kv td{text-align:left} .scenario-part{display:inline-block;vertical-align:top;
+margin:0 1.5em 1em 0}"""
+
+
+def _metric_table(summary: dict[str, Any]) -> str:
+    ratios = summary.get("ratio_colo_over_baseline") or {}
+    names = list(summary["runs"])
+    rows = []
+    for metric in METRIC_NAMES:
+        cells = "".join(f"<td>{fmt(metric, summary['runs'][n][metric])}</td>" for n in names)
+        r = ratios.get(metric)
+        if ratios:
+            good = r is not None and ((r >= 1) == HIGHER_IS_BETTER[metric] or r == 1)
+            cells += "<td>–</td>" if r is None else f"<td class='{'better' if good else 'worse'}'>{r:.2f}×</td>"
+        rows.append(f"<tr><th>{metric}</th><td>{better(metric)}</td>{cells}</tr>")
+    head = ("<th>better</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names)
+            + ("<th>colo / baseline</th>" if ratios else ""))
+    return f"<table class='metrics'><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _quota_table(summary: dict[str, Any]) -> str:
+    quota_rows = "".join(
+        f"<tr><th>{html.escape(run)}</th><th>{html.escape(team)}</th><td>{html.escape(str(row['resources']))}</td>"
+        + "".join(f"<td>{row[k]:.0f}</td>" if k == "borrowed_ticks" else f"<td>{row[k]:.1f}</td>"
+                  for k, _ in QUOTA_COLUMNS) + "</tr>"
+        for run, teams in (summary.get("quotas") or {}).items() for team, row in teams.items())
+    if not quota_rows:
+        return ""
+    return ("<h2>Team quotas</h2><table><tr><th>run</th><th>quota</th><th>resources</th>"
+            + "".join(f"<th>{h}</th>" for _, h in QUOTA_COLUMNS) + f"</tr>{quota_rows}</table>")
+
+
+def _headline(summary: dict[str, Any]) -> str:
+    sentences = summary.get("headline") or headline(summary)
+    if not sentences:
+        return ""
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+    return f"<h2>What co-location bought</h2><ul class='headline'>{items}</ul>"
+
+
+def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_text: str = "") -> str:
+    """The page for ``summary`` (:func:`colo.sim.report.summary_dict`) and the runs' time series."""
+    notes = "".join(f"<li><b>{m}</b>: {html.escape(t)}</li>" for m, t in METRIC_NOTES.items() if m in METRIC_NAMES)
+    over_time = "\n".join(f"<div class='chart'>{c}</div>" for c in charts(runs))
+    errors = summary.get("tick_errors", {})
+    err_html = "".join(f"<li>{html.escape(n)}: {html.escape(e)}</li>" for n, es in errors.items() for e in es)
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Colo demo report</title>
+<style>{STYLE}</style></head>
+<body><h1>Colo demo: baseline vs colo</h1>
+<p>Both runs replay the same scenario built from real traces; <b>baseline</b> runs without co-location
+(no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile.</p>
+{_headline(summary)}
+<h2>Metrics</h2>
+{_metric_table(summary)}
+<ul class="notes">{notes}</ul>
+{_quota_table(summary)}
+{reasons_html(summary)}
+<h2 id="over-time">Over time</h2>{over_time}
+<h2 id="scenario">Scenario</h2><p>{html.escape(scenario_text)}</p>
+{scenario_html(summary.get("scenario") or {})}
+{f'<h2>Tick errors</h2><ul>{err_html}</ul>' if err_html else ''}
+</body></html>
+"""

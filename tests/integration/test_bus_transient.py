@@ -1,0 +1,72 @@
+"""Transient handler failures (a dependency unavailable) against a real nats-server: retried past the
+dead-letter limit, never dead-lettered; permanent ones still dead-lettered after MAX_DELIVER failures."""
+
+from __future__ import annotations
+
+import pytest
+import redis.exceptions
+
+from colo import subjects, subscription
+from colo.bus import Bus
+from colo.messages import DeadLetter, PodSpec
+from colo.testing.fixtures import BusFactory
+
+pytestmark = pytest.mark.integration
+
+OUTAGE_DELIVERIES = subscription.MAX_DELIVER + 3
+
+
+async def _dead_letters(bus: Bus, service: str) -> list[DeadLetter]:
+    dead: list[DeadLetter] = []
+
+    async def on_dead(m: DeadLetter) -> None:
+        dead.append(m)
+
+    await bus.subscribe(subjects.DEAD_LETTER, on_dead, durable=f"dead-{service}", keys={"service": service})
+    return dead
+
+
+async def test_transient_failures_never_count_toward_the_dead_letter_limit(bus_factory: BusFactory) -> None:
+    bus = await bus_factory("transient", retry_delay_s=0.005)
+    watcher = await bus_factory("watcher")
+    dead = await _dead_letters(watcher, "transient")
+    attempts: dict[str, int] = {}
+    handled: list[str] = []
+
+    async def on_pod(msg: PodSpec) -> None:
+        n = attempts[msg.uid] = attempts.get(msg.uid, 0) + 1
+        if n <= OUTAGE_DELIVERIES:  # Redis down for the first deliveries of every message
+            raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379")
+        if msg.uid == "bad":
+            raise ValueError("bad pod")
+        handled.append(msg.uid)
+
+    await bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
+    await bus.publish(subjects.POD_SUBMITTED, PodSpec(uid="good", name="good"))
+    await bus.publish(subjects.POD_SUBMITTED, PodSpec(uid="bad", name="bad"))
+    await bus.settle(timeout_s=15)
+    await watcher.settle()
+    assert handled == ["good"]
+    assert attempts == {"good": OUTAGE_DELIVERIES + 1, "bad": OUTAGE_DELIVERIES + subscription.MAX_DELIVER}
+    assert [(d.subject, d.reason) for d in dead] == [
+        ("colo.v1.pod.submitted", f"handler failed {subscription.MAX_DELIVER} times: ValueError: bad pod")]
+
+
+async def test_a_batch_failing_on_an_outage_is_retried_whole(bus_factory: BusFactory) -> None:
+    bus = await bus_factory("transientb", retry_delay_s=0.005)
+    calls: list[int] = []
+    done: set[str] = set()
+
+    async def on_pods(items: list[tuple[PodSpec, object]]) -> None:
+        calls.append(len(items))
+        if len(calls) <= 3:
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+        done.update(m.uid for m, _ in items)
+
+    await bus.publish_many([(subjects.POD_SUBMITTED, PodSpec(uid=f"p{k}", name=f"p{k}"), None, {})
+                            for k in range(20)])
+    await bus.subscribe_batch(subjects.POD_SUBMITTED, on_pods, durable="pods")
+    await bus.settle(timeout_s=15)
+    assert done == {f"p{k}" for k in range(20)}
+    assert calls[0] == 20
+    assert len(calls) < 20  # a failure is not followed by 20 calls of one message each
