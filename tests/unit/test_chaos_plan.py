@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colo.messages import PodBound, PodSpec, PodStatus
+from colo.messages import PodBound, PodSpec, PodStatus, PodUnschedulable
 from colo.sim.chaos import KINDS, KillRecord, plan_kills
 from colo.sim.chaos_checks import ChaosMetrics
 from colo.sim.chaos_soak import bind_delay, stalls
@@ -79,8 +79,17 @@ def test_stalls_measure_the_largest_bind_gap_after_a_kill() -> None:
 
 def test_bind_delay_of_the_pods_published_around_a_kill() -> None:
     kill = KillRecord("redis", "redis-0:1", at=100.0, back_s=8.0)
-    delays = [(10.0, 0.2), (96.0, 3.0), (104.0, 12.5), (130.0, 1.0), (300.0, 0.4)]
+    delays = [(10.0, 0.2, "a"), (96.0, 3.0, "b"), (104.0, 12.5, "c"), (130.0, 1.0, "d"), (300.0, 0.4, "e")]
     per_kill, quiet = bind_delay([kill], delays, pace_s=5.0)
     assert per_kill == [12.5]  # published 95..108
     assert quiet == 0.4  # 10 and 300 are away from the kill; 130 is within its 60 s window
-    assert bind_delay([kill], [(10.0, 0.2)], pace_s=5.0) == ([None], 0.2)
+    assert bind_delay([kill], [(10.0, 0.2, "a")], pace_s=5.0) == ([None], 0.2)
+
+
+def test_bind_delays_leave_out_pods_that_waited_for_room() -> None:
+    m = ChaosMetrics(name="colo")
+    m.published_wall.update({"p": 1.0, "q": 1.0})
+    m.on_unschedulable(PodUnschedulable(uid="q", name="q", reasons={"Insufficient cpu": 3}, message="", at=0.0))
+    m.on_bound(_bound("p", "a"))
+    m.on_bound(_bound("q", "b"))
+    assert [uid for _, _, uid in m.bind_delays()] == ["p"]

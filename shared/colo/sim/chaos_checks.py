@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from colo.messages import DeadLetter, PodBound
+from colo.messages import DeadLetter, PodBound, PodUnschedulable
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.store import Store
@@ -37,21 +37,31 @@ class ChaosMetrics(RunMetrics):
     """uid of a pod or workload → when the coordinator published it (``time.monotonic()``)."""
     first_bound_wall: dict[str, float] = field(default_factory=dict)
     """uid → when its first ``PodBound`` arrived (``time.monotonic()``)."""
+    waited_for_room: set[str] = field(default_factory=set)
+    """Pods reported unschedulable at least once before their first bind."""
 
     def on_bound(self, msg: PodBound) -> None:
         """Record the bind's node and arrival time, then as :meth:`RunMetrics.on_bound`."""
         self.bind_nodes.setdefault(msg.spec.uid, []).append(msg.node)
-        self.first_bound_wall.setdefault(msg.spec.uid, time.monotonic())
+        if msg.spec.uid not in self.first_bound_wall:
+            self.first_bound_wall[msg.spec.uid] = time.monotonic()
         super().on_bound(msg)
 
-    def bind_delays(self) -> list[tuple[float, float]]:
-        """(published, seconds from publishing to the first ``PodBound``) of every bound pod whose publishing
-        (its own, or its workload's) was seen, in publishing order."""
+    def on_unschedulable(self, msg: PodUnschedulable) -> None:
+        """Remember the pod waited for room, then as :meth:`RunMetrics.on_unschedulable`."""
+        self.waited_for_room.add(msg.uid)
+        super().on_unschedulable(msg)
+
+    def bind_delays(self) -> list[tuple[float, float, str]]:
+        """(published, seconds from publishing to the first ``PodBound``, uid) of every bound pod whose
+        publishing (its own, or its workload's) was seen and that never waited for room (no
+        ``PodUnschedulable`` before its bind: its delay is the services', not the cluster's), in publishing
+        order."""
         out = []
         for uid, bound in self.first_bound_wall.items():
             at = self.published_wall.get(uid, self.published_wall.get(self.owner_of.get(uid, ""), -1.0))
-            if at >= 0:
-                out.append((at, bound - at))
+            if at >= 0 and uid not in self.waited_for_room:
+                out.append((at, bound - at, uid))
         return sorted(out)
 
     def moved_binds(self) -> dict[str, list[str]]:

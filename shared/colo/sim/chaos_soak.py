@@ -171,16 +171,18 @@ class Coordinator:
             say(f"chaos: VIOLATION {v}")
 
 
-def bind_delay(records: list[KillRecord], delays: list[tuple[float, float]], pace_s: float
+def bind_delay(records: list[KillRecord], delays: list[tuple[float, float, str]], pace_s: float
                ) -> tuple[list[float | None], float | None]:
-    """Per kill, the longest wait from publishing to ``PodBound`` of the pods published from one step before
-    the kill until the victim was back (None when none was bound); and the longest of the pods published
-    away from every kill (from one step before it to :data:`STALL_WINDOW_S` after it), the quiet reference."""
+    """Per kill, the longest wait from publishing to ``PodBound`` (``delays``: :meth:`ChaosMetrics.bind_delays`)
+    of the pods published from one step (``pace_s``) before the kill until the victim was back (None when
+    none was bound); and the longest of the pods published away from every kill (from one step before it to
+    :data:`STALL_WINDOW_S` after it), the quiet reference. Wall seconds."""
     per_kill: list[float | None] = []
     for r in records:
-        hit = [d for at, d in delays if r.at - pace_s <= at <= r.at + r.back_s]
+        hit = [d for at, d, _ in delays if r.at - pace_s <= at <= r.at + r.back_s]
         per_kill.append(round(max(hit), 2) if hit else None)
-    quiet = [d for at, d in delays if not any(r.at - pace_s <= at <= r.at + STALL_WINDOW_S for r in records)]
+    quiet = [d for at, d, _ in delays
+             if not any(r.at - pace_s <= at <= r.at + STALL_WINDOW_S for r in records)]
     return per_kill, (round(max(quiet), 2) if quiet else None)
 
 
@@ -226,6 +228,7 @@ def summarize(params: SoakParams, records: list[KillRecord], started: float, bin
         "kills_survived": {k: sum(1 for r in records if r.kind == k and not r.error) for k in KINDS},
         "pods_submitted": len(m.submitted_at), "pods_bound": len(m.bind_nodes),
         "pods_lost": len(lost), "lost": lost,
+        "pods_unaccounted": len(m.unaccounted()), "unaccounted": m.unaccounted()[:20],
         "double_binds": len(checks.double_bound_store | set(moved)),
         "over_commits": checks.over_commits, "binds_unannounced": len(checks.unannounced),
         "stall_s": {k: max((row["max_bind_gap_s"] for row in per_kill if row["kind"] == k), default=None)
