@@ -215,8 +215,6 @@ def summarize(params: SoakParams, records: list[KillRecord], started: float, bin
     for rec, row, delay in zip(records, per_kill, delays):
         row["at_s"] = round(rec.at - started, 2)
         row["bind_delay_s"] = delay
-    quiet = [b - a for a, b in zip(binds, binds[1:])
-             if not any(r.at - STALL_WINDOW_S <= b and a <= r.at + r.back_s + STALL_WINDOW_S for r in records)]
     moved = m.moved_binds()
     dlq: dict[str, int] = {}
     for d in checks.dead_letters:
@@ -235,7 +233,6 @@ def summarize(params: SoakParams, records: list[KillRecord], started: float, bin
                     for k in KINDS},
         "first_bind_s": {k: max((row["first_bind_s"] or 0.0 for row in per_kill if row["kind"] == k),
                                 default=None) for k in KINDS},
-        "quiet_max_bind_gap_s": round(max(quiet), 2) if quiet else None,
         "bind_delay_s": {k: max((row["bind_delay_s"] or 0.0 for row in per_kill if row["kind"] == k),
                                 default=None) for k in KINDS},
         "quiet_bind_delay_s": quiet_delay,
