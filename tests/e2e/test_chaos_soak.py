@@ -1,7 +1,7 @@
 """The chaos soak in small (``make chaos`` is the long one): the shortened scenario on a 3-server NATS cluster
 (3 replicas) and Redis behind Sentinel (``WAIT 1``), with one SIGKILL of each kind at fixed wall times —
 the scheduler, a NATS member, the Redis primary — struck from the killer's own task while steps run.
-Invariants are checked after every step; nothing may be lost, bound twice or over-committed (~75 s)."""
+Invariants are checked after every step; nothing may be lost, bound twice or over-committed (~90 s)."""
 
 from __future__ import annotations
 
