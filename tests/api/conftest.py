@@ -34,11 +34,13 @@ class Api:
 
 
 async def start_api(nats_url: str, redis_url: str, prefix: str, scheduler_url: str = "",
-                    token: str = TOKEN, admission_wait_s: float = 5.0) -> ServiceRunner:
-    """Start an API service (wall clock) on a free port."""
+                    token: str = TOKEN, admission_wait_s: float = 5.0, http_token_file: str = "") -> ServiceRunner:
+    """Start an API service (wall clock) on a free port; ``http_token_file`` as the services'
+    ``COLO_HTTP_TOKEN_FILE``."""
     settings = ApiSettings(token=token, scheduler_url=scheduler_url, admission_wait_s=admission_wait_s)
     runner = ServiceRunner(ApiService(settings),
-                           RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix=prefix))
+                           RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix=prefix,
+                                           http_token_file=http_token_file))
     await runner.start()
     return runner
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,6 +129,38 @@ async def test_qos_events_history(capi: Api, cluster: Cluster, bus_factory: Any)
     assert status == 400
 
 
+async def test_explain_asks_a_token_protected_scheduler_with_the_token(
+        nats_url: str, redis_url: str, store: Store, clean_streams: None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With COLO_HTTP_TOKEN_FILE the scheduler's /debug routes need the token: the API (whose own guard takes the
+    services' token) and `colo explain` (fetch_decision, reading COLO_HTTP_TOKEN_FILE) send it."""
+    import aiohttp
+
+    from colo.cli.explain import ExplainError, fetch_decision
+
+    token = tmp_path / "http-token"
+    token.write_text("t0ken\n")
+    cluster = await start_cluster(nats_url, redis_url, store.keys.prefix, [node("n1")], http_token_file=str(token))
+    runner = await start_api(nats_url, redis_url, store.keys.prefix, scheduler_url=cluster.scheduler_url, token="",
+                             http_token_file=str(token))
+    http = aiohttp.ClientSession(headers={"Authorization": "Bearer t0ken"})
+    try:
+        api = Api(runner, f"http://127.0.0.1:{runner.http_port}", http)
+        async with http.post(api.url + "/v1/submit", data=WEB) as resp:
+            assert resp.status == 201, await resp.text()
+        await cluster.step(2)
+        status, decision = await _get(api, "/v1/explain/shop/web-0")
+        assert status == 200 and decision["status"] == "Success", decision
+        with pytest.raises(ExplainError, match="missing bearer token"):
+            await fetch_decision(cluster.scheduler_url, "shop-web-0", token="")
+        monkeypatch.setenv("COLO_HTTP_TOKEN_FILE", str(token))
+        assert (await fetch_decision(cluster.scheduler_url, "shop-web-0"))["node"] == "n1"
+    finally:
+        await http.close()
+        await runner.stop()
+        await cluster.stop()
+
+
 async def test_explain_without_scheduler_is_503(api: Api, store: Store) -> None:
     from colo.messages import PodRecord, PodSpec
 
@@ -158,7 +191,7 @@ async def test_delete_pending_and_bound_pods(capi: Api, cluster: Cluster) -> Non
     status, huge = await _get(capi, "/v1/pods/shop/huge")
     assert huge["state"] == "Deleted" and huge["phase"] == "Failed"
     status, web = await _get(capi, "/v1/pods/shop/web-0")
-    assert web["phase"] == "Failed" and web["reason"].startswith("Deleted")
+    assert web["phase"] == "Failed" and web["state"] == "Deleted"  # stopped on its node: the word, not "Failed"
     async with capi.http.delete(f"{capi.url}/v1/pods/shop/huge") as resp:
         assert resp.status == 200  # already ended: nothing sent
     async with capi.http.delete(f"{capi.url}/v1/pods/shop/nobody") as resp:

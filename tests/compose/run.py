@@ -5,14 +5,19 @@ beside it):
 
 1. start a private dockerd (:mod:`dockerd`; state cached in ``~/.cache/colo/compose-test/docker``);
 2. make the base images available: present, pulled, or local stand-ins (:mod:`standins`);
-3. ``docker compose up --build -d`` and wait for every healthcheck;
+3. ``colo security init DIR --compose`` (a fresh CA, certificates and users each run), ``docker compose up
+   --build -d`` with compose.secure.yaml merged, and wait for every healthcheck; then from the host: NATS and
+   Redis refuse clients without credentials, ``/metrics`` of every service answers 401 without the token
+   (:mod:`security_checks`);
 4. ``colo submit`` a first batch of pods from the host; wait until every one is Running on a node;
 5. ``docker compose kill scheduler``; submit a second batch while it is down (``--no-wait``); start it again;
 6. submit a third batch; wait until every pod of the three batches is Running on a node, each exactly once;
 7. ``docker compose down -v``; stop the daemon.
 
 Step 7 runs whatever failed before, and checks that no container, network or volume of the project is left. Exit status 0 when every check held, 1 otherwise.
-``COMPOSE_TEST_OVERRIDES`` (paths separated by ``:``) adds compose files merged after compose.yaml.
+``COMPOSE_TEST_OVERRIDES`` (paths separated by ``:``) adds compose files merged after compose.yaml;
+``--insecure`` (``make compose-test COMPOSE_SECURE=0``) runs compose.yaml alone, open NATS and Redis, as a
+laptop user starts it with plain ``docker compose up``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import security_checks
 import yaml
 from dockerd import Dockerd
 from stack import Stack, base_images
@@ -133,17 +140,41 @@ def submit(stack: Stack, out: Path, batch: int, count: int, *extra: str) -> list
     return [f"b{batch}-{i}" for i in range(count)]
 
 
+def write_secrets(secrets: Path, summary: Summary) -> None:
+    """``colo security init SECRETS --compose`` from the repository root, as docs/compose.md tells a user.
+    Raises ``RuntimeError`` with its output when it fails."""
+    cmd = [sys.executable, "-m", "colo.cli.main", "security", "init", str(secrets), "--compose"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLO_")}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"colo security init failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    summary.add("      " + done.stdout.strip().splitlines()[-1])
+
+
 def scenario(stack: Stack, out: Path, summary: Summary, pods_per_batch: int) -> None:
     """Steps 3–6 of the module docstring."""
+    if stack.secrets is not None:
+        with summary.step("colo security init SECRETS --compose"):
+            write_secrets(stack.secrets, summary)
     with summary.step("docker compose up --build -d"):
         stack.compose("up", "--build", "-d", timeout=1800.0)
     services = sorted(stack.health())
     with summary.step(f"wait for every healthcheck ({len(services)} services)"):
         stack.wait_healthy(services)
+    if stack.secrets is not None:
+        secrets = stack.secrets
+        for name, check in (("NATS refuses a client without credentials", security_checks.nats_refuses_anonymous),
+                            ("Redis refuses a connection without a user", security_checks.redis_refuses_anonymous),
+                            ("HTTP /metrics without the token: 401", security_checks.http_requires_token)):
+            with summary.step(name):
+                summary.add("      " + check(stack, secrets))
     names: list[str] = []
     with summary.step(f"colo submit batch 1 ({pods_per_batch} pods), all Running"):
         names += submit(stack, out, 1, pods_per_batch)
         summary.add("      " + wait_running(stack, names))
+    if stack.secrets is not None:
+        with summary.step("explain through the API and colo explain (scheduler behind the token)"):
+            summary.add("      " + security_checks.explain_with_token(stack, stack.secrets, f"{NAMESPACE}/b1-0"))
     with summary.step("docker compose kill scheduler"):
         stack.compose("kill", "scheduler")
     with summary.step(f"colo submit --no-wait batch 2 ({pods_per_batch} pods), scheduler down"):
@@ -156,6 +187,9 @@ def scenario(stack: Stack, out: Path, summary: Summary, pods_per_batch: int) -> 
         summary.add("      " + wait_running(stack, names))
     with summary.step("every service still healthy"):
         stack.wait_healthy(services, timeout_s=60.0)
+    if stack.secrets is not None:
+        with summary.step("no permission violation (NATS log, Redis ACL LOG)"):
+            summary.add("      " + security_checks.no_permission_violations(stack, stack.secrets))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,13 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "out" / "compose-test")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "colo" / "compose-test")
     parser.add_argument("--pods", type=int, default=10, help="pods per batch (3 batches)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="compose.yaml alone (open NATS and Redis), without compose.secure.yaml")
     args = parser.parse_args(argv)
     out: Path = args.out
     cache: Path = args.cache
     overrides = [Path(p).resolve() for p in os.environ.get("COMPOSE_TEST_OVERRIDES", "").split(":") if p]
     summary = Summary(out / "summary.txt")
-    summary.add(f"compose test of {REPO} (compose.yaml{''.join(' + ' + str(o) for o in overrides)})")
     run_dir = Path(tempfile.mkdtemp(prefix="colo-ct-"))
+    secrets = None if args.insecure else run_dir / "secrets"
+    files = ["compose.yaml"] + ([] if secrets is None else ["compose.secure.yaml"]) + [str(o) for o in overrides]
+    summary.add(f"compose test of {REPO} ({' + '.join(files)})")
     daemon = Dockerd(cache / "docker", run_dir / "d", out / "dockerd.log")
     ok = False
     stack: Stack | None = None
@@ -179,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         with summary.step("base images: present, pulled or stand-ins built"):
             built = ensure_base_images(base_images(REPO), cache, daemon.env, summary.log)
             summary.add(f"      stand-ins built this run: {', '.join(built) or 'none (cached or pulled)'}")
-        stack = Stack(REPO, daemon.env, run_dir / "config", summary.log, overrides)
+        stack = Stack(REPO, daemon.env, run_dir / "config", summary.log, overrides, secrets=secrets)
         scenario(stack, out, summary, args.pods)
         ok = True
     except Exception:

@@ -4,7 +4,9 @@
 linked into a private ``DOCKER_CONFIG/cli-plugins``) against one daemon (``DOCKER_HOST``), with every host port
 of compose.yaml (``COLO_*_HOST_PORT``) chosen free, so that the machine's own NATS/Redis on the standard ports
 are never touched. Extra compose files (``overrides``) are merged after compose.yaml in order — the hook through
-which a deployment adds its own settings (e.g. credentials and TLS files).
+which a deployment adds its own settings (e.g. credentials and TLS files). With ``secrets`` (a directory of
+``colo security init DIR --compose``) compose.secure.yaml is merged too and the host's ``colo`` connects over TLS
+as the ``admin`` user of ``DIR/env/admin.env``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import yaml
 from colo.embedded import free_port
 
 Log = Callable[[str], None]
+SECURE_OVERRIDE = "compose.secure.yaml"
 
 # compose.yaml's host-port variables (their defaults are compose.yaml's published ports)
 HOST_PORT_VARS = ("COLO_NATS_HOST_PORT", "COLO_NATS_MONITOR_HOST_PORT", "COLO_REDIS_HOST_PORT",
@@ -84,6 +87,7 @@ class Stack:
     overrides: list[Path] = field(default_factory=list)
     host_build_network: bool = True
     ports: dict[str, int] = field(default_factory=dict)
+    secrets: Path | None = None
 
     def __post_init__(self) -> None:
         plugins = self.config_dir / "cli-plugins"
@@ -98,6 +102,8 @@ class Stack:
             services = {name: {"build": {"network": "host"}} for name in built_services(self.repo)}
             build_net.write_text(yaml.safe_dump({"services": services}))
             files.append(build_net)
+        if self.secrets is not None:
+            files.append(self.repo / SECURE_OVERRIDE)
         self.files = files + list(self.overrides)
 
     @property
@@ -106,6 +112,8 @@ class Stack:
         env = dict(self.docker_env)
         env["DOCKER_CONFIG"] = str(self.config_dir)
         env.update({k: str(v) for k, v in self.ports.items()})
+        if self.secrets is not None:
+            env["COLO_SECRETS_DIR"] = str(self.secrets)
         return env
 
     def compose(self, *args: str, timeout: float = 900.0, check: bool = True, quiet: bool = False) -> str:
@@ -160,10 +168,28 @@ class Stack:
         """Environment of the ``colo`` CLI on the host: the stack's NATS and Redis through their host ports,
         and no other ``COLO_*`` variable (the CLI refuses unknown settings)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("COLO_")}
-        env["COLO_NATS_URL"] = f"nats://127.0.0.1:{self.ports['COLO_NATS_HOST_PORT']}"
-        env["COLO_REDIS_URL"] = f"redis://127.0.0.1:{self.ports['COLO_REDIS_HOST_PORT']}/0"
+        env.update(self.admin_env)
+        env["COLO_NATS_URL"] = f"{self.nats_scheme}://127.0.0.1:{self.ports['COLO_NATS_HOST_PORT']}"
+        env["COLO_REDIS_URL"] = f"{self.redis_scheme}://127.0.0.1:{self.ports['COLO_REDIS_HOST_PORT']}/0"
         env["COLO_STATE_DIR"] = str(self.config_dir / "colo-state")  # never a running `colo up`'s state
         return env
+
+    @property
+    def nats_scheme(self) -> str:
+        return "tls" if self.secrets is not None else "nats"
+
+    @property
+    def redis_scheme(self) -> str:
+        return "rediss" if self.secrets is not None else "redis"
+
+    @property
+    def admin_env(self) -> dict[str, str]:
+        """The ``COLO_*`` variables of ``secrets/env/admin.env`` (host paths of the admin's files); {} without
+        secrets."""
+        if self.secrets is None:
+            return {}
+        lines = (self.secrets / "env" / "admin.env").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
     def colo(self, *args: str, timeout: float = 120.0) -> str:
         """Run the host's ``colo`` CLI (this interpreter's) against the stack; its stdout. Raises

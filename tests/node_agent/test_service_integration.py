@@ -25,8 +25,9 @@ from colo.messages import (
     QoSEvent,
     Resources,
     SimWorkload,
+    cpuset_parse,
 )
-from colo.store import Store
+from colo.store import BindRequest, Store
 from colo.testing.fixtures import BusFactory, service_context
 from colo_node_agent.service import NodeAgentService
 from colo_node_agent.settings import NodeAgentSettings
@@ -149,12 +150,14 @@ async def test_eviction_order_and_slo(bus_factory: BusFactory, store: Store) -> 
     (subjects.POD_BOUND, codec.encode(PodBound(spec=ls_pod("far"), node="elsewhere", at=1)),
      "not hosted by this agent"),
     (subjects.POD_BOUND, codec.encode(PodBound(spec=PodSpec(uid="", name="x"), node="n1", at=1)), "no uid"),
+    (subjects.POD_BOUND, codec.encode(PodBound(spec=ls_pod("c"), node="n1", at=1, cpuset="3-1")), "not a CPU list"),
     (subjects.POD_EVICT, b"evict!", "malformed JSON"),
     (subjects.POD_EVICT, b'{"uid": 3}', "invalid EvictionCommand"),
     (subjects.NODE_SLO, b"{{", "malformed JSON"),
     (subjects.NODE_SLO, codec.encode(NodeSLO(node="n1", memory_evict={"threshold_percent": 170})),  # type: ignore[arg-type]
      "within 0..100"),
-], ids=["bound-not-json", "bound-missing-fields", "bound-foreign-node", "bound-no-uid", "evict-not-json",
+], ids=["bound-not-json", "bound-missing-fields", "bound-foreign-node", "bound-no-uid", "bound-bad-cpuset",
+         "evict-not-json",
         "evict-wrong-type", "slo-not-json", "slo-out-of-range"])
 async def test_garbage_is_dead_lettered_and_agent_keeps_running(
         bus_factory: BusFactory, store: Store, subject: Any, payload: bytes, reason: str) -> None:
@@ -303,3 +306,29 @@ async def test_status_reason_of_an_order(bus_factory: BusFactory, store: Store, 
     await h.settle()
     assert [(s.uid, s.phase, s.reason) for s in h.seen["status"]] == [
         ("web", "Running", ""), ("web", "Failed", status_reason)]
+
+
+async def test_the_bound_cpuset_is_applied_and_survives_an_agent_restart(bus_factory: BusFactory,
+                                                                         store: Store) -> None:
+    """The scheduler's cpuset (``PodBound.cpuset``, docs/topology.md) becomes the LSR pod's cpuset.cpus; a new
+    agent reads it back from the store's binding."""
+    h = await start_agent(bus_factory, store, VirtualClock(T0))
+    r = Resources(cpu=2000, memory=G)
+    spec = PodSpec(uid="lsr", name="lsr", qos_class="LSR", priority=9500, requests=r, limits=r,
+                   sim=SimWorkload(kind="series", step_s=60, cpu_util=[0.5], cpu_scale_milli=2000,
+                                   memory_util=[0.5], memory_scale_bytes=G))
+    await store.put_pod(PodRecord(spec=spec))
+    bind = BindRequest(uid="lsr", node="n1", requests=r, at=T0, cpuset="6-7")
+    assert (await store.bind_many([bind]))[0].ok
+    await h.client.publish(subjects.POD_BOUND, PodBound(spec=spec, node="n1", at=T0, cpuset="6-7"),
+                           msg_id="bound-lsr", node="n1")
+    await h.tick(T0 + 60)
+    assert h.service.backend is not None
+    assert h.service.backend.fs[0].read("cpuset/kubepods/podlsr/cpuset.cpus") == "6-7"
+    share = cpuset_parse(str(h.service.backend.fs[0].read("cpuset/kubepods/burstable/cpuset.cpus")))
+    assert share and not {6, 7} & set(share)
+    await h.service.stop()
+    again = await start_agent(bus_factory, store, VirtualClock(T0 + 60), client=h.client, seen=h.seen)
+    await again.tick(T0 + 120)
+    assert again.service.backend is not None
+    assert again.service.backend.fs[0].read("cpuset/kubepods/podlsr/cpuset.cpus") == "6-7"

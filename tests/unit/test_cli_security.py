@@ -71,3 +71,47 @@ def test_nodes_file_lists_one_agent_per_line(tmp_path: Path) -> None:
     conf = (tmp_path / "s" / "nats.conf").read_text()
     assert conf.count('"colo.v1.node.metric.n') == 3
     assert json.dumps("colo.v1.node.metric.n3") in conf
+
+
+def test_compose_writes_what_compose_secure_yaml_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compose`` (run from the repository root, as docs/compose.md says): files named as the containers see
+    them, the compose host names in the server certificate, the two node agents of compose.yaml; every file
+    compose.secure.yaml mounts exists, every built service gets its own user's env file and seed."""
+    import yaml
+    from cryptography import x509
+
+    repo = EXAMPLES.parent
+    monkeypatch.chdir(repo)
+    out = tmp_path / "secrets"
+    assert cli.main(["security", "init", str(out), "--compose"]) == 0
+    conf = (out / "nats.conf").read_text()
+    assert '"store_dir": "/data"' in conf and '"/run/colo-secrets/server.pem"' in conf and str(out) not in conf
+    assert "aclfile /run/colo-secrets/redis-users.acl" in (out / "redis-tls.conf").read_text()
+    cert = x509.load_pem_x509_certificate((out / "server.pem").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"nats", "redis", "localhost"} <= set(sans.get_values_for_type(x509.DNSName))
+    env = dict(line.split("=", 1) for line in (out / "env" / "node-agent-b.env").read_text().splitlines())
+    assert env["COLO_NATS_NKEY_SEED_FILE"] == "/run/colo-secrets/nkeys/node-agent-b.nk"
+    admin = dict(line.split("=", 1) for line in (out / "env" / "admin.env").read_text().splitlines())
+    assert admin["COLO_NATS_NKEY_SEED_FILE"] == str(out.resolve() / "nkeys" / "admin.nk")  # the host's colo
+    assert '"colo.v1.node.metric.node-b1"' in conf
+
+    base = yaml.safe_load((repo / "compose.yaml").read_text())["services"]
+    class ComposeLoader(yaml.SafeLoader):  # compose's merge tags (!override, !reset) read as plain values
+        pass
+
+    ComposeLoader.add_constructor("!override", lambda loader, node: loader.construct_sequence(node))
+    secure = yaml.load((repo / "compose.secure.yaml").read_text(), Loader=ComposeLoader)["services"]
+    prefix = "${COLO_SECRETS_DIR:-./secrets}/"
+    for name, svc in secure.items():
+        for vol in svc.get("volumes", []):
+            rel = vol["source"].removeprefix(prefix)
+            assert vol["target"] == f"/run/colo-secrets/{rel}" and vol["read_only"], (name, vol)
+            assert (out / rel).is_file(), (name, rel)
+    for name in (n for n, s in base.items() if "build" in s):
+        (env_file,) = secure[name]["env_file"]
+        user = Path(env_file).stem
+        assert (out / "env" / f"{user}.env").is_file() and user == name, name
+        mounted = {v["source"].removeprefix(prefix) for v in secure[name]["volumes"]}
+        assert f"nkeys/{user}.nk" in mounted and f"redis-passwords/{user}" in mounted
+        assert not {m for m in mounted if m.startswith("nkeys/")} - {f"nkeys/{user}.nk"}, name  # only its own

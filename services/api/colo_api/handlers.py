@@ -89,7 +89,7 @@ def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> Submi
         return SubmittedObject(kind=obj.kind, namespace=obj.namespace, name=obj.name, uid=obj.uid,
                                subject=concrete, pods=initial_pods(obj))
     assert isinstance(obj, PodSpec)
-    return SubmittedObject(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid, subject=concrete)
+    return SubmittedObject(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid, subject=concrete, pods=1)
 
 
 class Handlers:
@@ -99,6 +99,8 @@ class Handlers:
         self.settings = settings
         self.store = store
         self.bus = bus
+        self.scheduler_token = ""
+        """The bearer token explain sends to the scheduler (the services' COLO_HTTP_TOKEN_FILE; "" = none)."""
         self.streams = events.Streams()
 
     def scheduler_url(self) -> str:
@@ -240,7 +242,8 @@ class Handlers:
         if not url:
             return error(503, "no scheduler URL: set COLO_API_SCHEDULER_URL or COLO_SCHEDULER_URL")
         try:
-            decision = await fetch_decision(url, record.spec.uid, live, timeout_s=self.settings.explain_timeout_s)
+            decision = await fetch_decision(url, record.spec.uid, live, timeout_s=self.settings.explain_timeout_s,
+                                            token=self.scheduler_token)
         except ExplainError as exc:
             text = str(exc)
             return error(502 if text.startswith("cannot read") else 404, text)

@@ -45,7 +45,8 @@ class ApiService:
         """Register the routes (no subscriptions)."""
         self.handlers = h = Handlers(self.settings, ctx.store, ctx.bus)
         # the services' common token (COLO_HTTP_TOKEN_FILE) guards /v1 too unless the API has its own
-        self.token = self.token or http_auth.read_token(ctx.settings.http_token_file)
+        h.scheduler_token = http_auth.read_token(ctx.settings.http_token_file)  # the scheduler's /debug asks it
+        self.token = self.token or h.scheduler_token
         if not self.token:
             ctx.log.warning("api: no token set (COLO_API_TOKEN / COLO_API_TOKEN_FILE / COLO_HTTP_TOKEN_FILE): /v1 "
                             "is open to anyone who reaches %s", ctx.settings.http_host)
@@ -55,7 +56,7 @@ class ApiService:
         routes += [("GET", "/v1/openapi.json", self.openapi, True), ("*", "/v1/{tail:.*}", h.not_found, False),
                    ("GET", "/", self.index, True), ("GET", "/static/{file}", self.static, True)]
         for method, path, handler, public in routes:
-            ctx.add_route(method, path, instrumented(path, handler), public=public)
+            ctx.add_route(method, path, instrumented(path, handler, method), public=public)
 
     async def openapi(self, _: web.Request) -> web.Response:
         """The OpenAPI document (open: it holds no data)."""

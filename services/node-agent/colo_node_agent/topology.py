@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from colo.messages import CPUInfo as MessageCPU
+from colo.messages import NodeTopology
 from colo_node_agent.cgroups.resources import cpuset_parse
 
 
@@ -50,6 +52,17 @@ class CPUTopology:
                 s = c // cores_per_socket
                 out.append(CPUInfo(t * total + c, c % cores_per_socket, s, s))
         return CPUTopology(tuple(sorted(out, key=lambda x: x.cpu)))
+
+    @staticmethod
+    def of(message: NodeTopology) -> CPUTopology:
+        """The topology a node registered (``NodeSpec.topology``)."""
+        return CPUTopology(tuple(sorted((CPUInfo(c.cpu, c.core, c.socket, c.numa) for c in message.cpus),
+                                        key=lambda c: c.cpu)))
+
+    def message(self) -> NodeTopology:
+        """As registered on ``NodeSpec.topology``."""
+        return NodeTopology(cpus=[MessageCPU(cpu=c.cpu, core=c.core, socket=c.socket, numa=c.numa)
+                                  for c in self.cpus])
 
     def ids(self) -> tuple[int, ...]:
         """Every logical CPU id, ascending."""

@@ -20,6 +20,7 @@ from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.metrics import observe_binds
+from colo_scheduler.podinfo import ASSIGNED_CPUSET
 
 log = logging.getLogger("colo.scheduler")
 
@@ -80,7 +81,8 @@ class SchedulerBinding:
                 if p.reservation:
                     self.core.bound_on_reservation(p.pod)
                 msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
-                               queued_s=max(0.0, now - p.pod.queued_at))
+                               queued_s=max(0.0, now - p.pod.queued_at),
+                               cpuset=str(p.pod.extra.get(ASSIGNED_CPUSET) or ""))
                 # the bind time makes a rebind (after an eviction) a new message for the dedup window
                 events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{now!r}", {"node": p.node}))
             elif res.reason.startswith(REASON_ALREADY_BOUND) and was_unsure:

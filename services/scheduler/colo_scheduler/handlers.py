@@ -204,7 +204,7 @@ class SchedulerEventHandlers:
             uid = m.spec.uid
             if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
                 continue
-            if self.core.adopt(m.spec, m.node, m.at):
+            if self.core.adopt(m.spec, m.node, m.at, m.cpuset):
                 self.totals["foreign_binds"] += 1
                 self._last_unschedulable.pop(uid, None)
                 # adopt adds the pod to the node's sums, which a refresh since the bind may already

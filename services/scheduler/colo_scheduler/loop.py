@@ -10,6 +10,9 @@ and the last metric. Shared pure helpers are reused where they define the input 
 a plugin's arithmetic: label matching of node affinity (:mod:`colo.affinity`), the class rules
 (:mod:`colo.classes`), the pod estimate and resource kind (:mod:`colo_scheduler.podinfo`, oracle
 O3), the gap of one pod against a metric (:mod:`colo_scheduler.estimation`, tested on its own), the parsing of the threshold annotation and the choice of a metric's aggregated entry.
+NodeNUMAResource is the exception: the loop calls the plugin's memo-free ``choose_fresh`` / ``score_fresh`` over
+the CPUs it booked (its accumulator and NUMA policy have their own tables, tests/scheduler/test_numa_accumulator.py),
+so the comparison checks the memo and the class cache's row updates.
 
 The decision: a node is feasible when every filter passes (none when a PreFilter rejects the pod);
 total = Σ weight × score (normalized where the plugin normalizes, over the feasible nodes); the
@@ -35,6 +38,8 @@ from colo_scheduler.plugins.loadaware import (
     args_thresholds,
     parse_custom_thresholds,
 )
+from colo_scheduler.plugins.nodenumaresource import NodeNUMAResource
+from colo_scheduler.plugins.nodenumaresource.knobs import cpu_request
 from colo_scheduler.podinfo import PodInfo, estimate_pod, resource_kind
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
@@ -304,6 +309,8 @@ def _pre_filter(name: str, spec: PodSpec) -> bool:
         if spec.gang is not None:
             raise ValueError(f"the loop decides pods alone: {spec.uid} is a member of gang {spec.gang.name}")
         return True
+    if name == "NodeNUMAResource":
+        return not cpu_request(spec)[1]
     if name == "ElasticQuota":
         # not a node rule: its verdict is the quota book's (tests/scheduler/test_plugins_elasticquota.py); the
         # loop's tables define no quota, and with none every pod passes
@@ -344,6 +351,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     cap = spec.max_instance_per_node
     be_memory = qos_class_of(spec) == "BE" or spec.requests.batch_memory > 0 or spec.limits.batch_memory > 0
     pressure = table.memory_pressure.tolist()
+    numa = prof.plugins.get("NodeNUMAResource")
+    wish = cpu_request(spec)[0]
 
     def node_filter(name: str) -> Callable[[int], bool]:
         if name == "NodeSelector":
@@ -363,6 +372,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             return lambda i: _load_fits(load, table, i, now, spec, alloc[i][:2])
         if name == "BEMemoryPressure":
             return lambda i: not (be_memory and pressure[i])
+        if name == "NodeNUMAResource" and isinstance(numa, NodeNUMAResource):
+            return lambda i: wish is None or numa.choose_fresh(table, i, wish)[0] is not None
         raise ValueError(f"the loop has no Filter {name!r}")
 
     filters = [(f.name, node_filter(f.name)) for f in prof.filter]
@@ -395,6 +406,9 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
         elif name == "SelectorSpread":
             for i in rows:
                 raw[i] = counts[i]
+        elif name == "NodeNUMAResource" and isinstance(numa, NodeNUMAResource):
+            for i in rows:
+                raw[i] = numa.score_fresh(table, i, wish) if wish is not None else 0
         else:
             raise ValueError(f"the loop has no Score {name!r}")
         top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)

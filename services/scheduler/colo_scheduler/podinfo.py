@@ -41,6 +41,11 @@ KIND_COLUMNS: dict[str, tuple[int, int]] = {
 TermKey = tuple[tuple[str, str, tuple[str, ...]], ...]
 """Hashable form of a node selector term: (key, operator, values) per expression."""
 
+ASSIGNED_CPUSET = "numa.cpuset"
+"""``PodInfo.extra`` key of the cpuset (kernel list format, ``"0-3"``) NodeNUMAResource chose at Reserve: the
+bind path stores it with the binding and puts it on ``PodBound``; a pod adopted from the store (restart, other
+binders) carries it in before Reserve so the plugin books the same CPUs again."""
+
 
 def term_key(term: NodeSelectorTerm) -> TermKey:
     """``term`` as a :data:`TermKey`."""

@@ -13,6 +13,7 @@ from colo import subjects
 from colo.messages import EvictionCommand, PodBound, PodSpec
 from colo.runtime import ServiceContext
 from colo_scheduler.core import Eviction, Scheduler
+from colo_scheduler.podinfo import ASSIGNED_CPUSET
 from colo_scheduler.settings import SchedulerSettings
 
 log = logging.getLogger("colo.scheduler")
@@ -53,7 +54,8 @@ class SchedulerEventPublisher:
         for uid, (spec, node, at) in self._announce.items():
             entry = placed.get(uid)
             if entry is not None and names[entry[1]] == node:
-                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at),
+                cpuset = str(entry[0].extra.get(ASSIGNED_CPUSET) or "")  # the booked cpuset, from the store
+                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at, cpuset=cpuset),
                                f"bound-{uid}-{at!r}", {"node": node}))
         self._announce.clear()
         return events

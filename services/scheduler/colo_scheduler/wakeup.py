@@ -20,6 +20,7 @@ from colo_scheduler.plugins.coscheduling import Coscheduling
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
+from colo_scheduler.plugins.nodenumaresource import NodeNUMAResource
 from colo_scheduler.plugins.noderesources import NodeResourcesFit
 from colo_scheduler.plugins.nodeselector import NodeSelector
 from colo_scheduler.plugins.nodeunschedulable import NodeUnschedulable
@@ -32,13 +33,14 @@ from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.table import NodeTable
 
 EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResourcesFit, MaxInstancePerNode,
-                       LoadAware, NodeUnschedulable, BEMemoryPressure)
+                       LoadAware, NodeUnschedulable, BEMemoryPressure, NodeNUMAResource)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
-cycle only fills (Reserve adds requests, estimates and app counts; nothing is freed)."""
+cycle only fills (Reserve adds requests, estimates, app counts and cpusets; nothing is freed)."""
 
-EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling)
+EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling, NodeNUMAResource)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`) within a
-cycle (Coscheduling: the gang is part of the spec, and its verdict holds for every member of a cycle)."""
+cycle (Coscheduling: the gang is part of the spec, and its verdict holds for every member of a cycle;
+NodeNUMAResource: the resource-spec annotation)."""
 
 
 def equivalence_key(pod: PodInfo) -> bytes:

@@ -1,7 +1,8 @@
 """``colo explain POD_UID``: why the scheduler placed (or did not place) a pod.
 
 Reads ``GET /debug/pods/{uid}/decision`` of a scheduler: the URL from ``--scheduler``,
-``$COLO_SCHEDULER_URL`` or the services a running ``colo up`` recorded.
+``$COLO_SCHEDULER_URL`` or the services a running ``colo up`` recorded; with the bearer token of
+``COLO_HTTP_TOKEN_FILE`` when that is set (the scheduler's endpoints then require it, docs/security.md).
 """
 
 from __future__ import annotations
@@ -51,16 +52,32 @@ def decision_url(base_url: str, uid: str, live: bool = False) -> str:
     return f"{base_url}/debug/pods/{quote(uid, safe='')}/decision" + ("?live=1" if live else "")
 
 
-async def fetch_decision(base_url: str, uid: str, live: bool = False, timeout_s: float = 10.0) -> dict[str, Any]:
-    """The decision JSON of pod ``uid``.
+def http_token() -> str:
+    """The bearer token of ``COLO_HTTP_TOKEN_FILE`` ("" when unset). Raises ExplainError when the settings
+    or the file cannot be read."""
+    from colo import http_auth
+    from colo.settings import SettingsError, load_runtime_settings
+
+    try:
+        return http_auth.read_token(load_runtime_settings().http_token_file)
+    except (SettingsError, http_auth.TokenFileError) as exc:
+        raise ExplainError(str(exc)) from None
+
+
+async def fetch_decision(base_url: str, uid: str, live: bool = False, timeout_s: float = 10.0,
+                         token: str | None = None) -> dict[str, Any]:
+    """The decision JSON of pod ``uid``, asked with ``Authorization: Bearer <token>`` (``None``: the token
+    of :func:`http_token`; "" or no token file: no header).
 
     Raises ExplainError naming the problem: the scheduler's own message (404 for a pod it does not
-    know), the HTTP status and the start of the body of any other failure, an answer that is not
-    JSON or not a decision record (a wrong URL), or a connection failure."""
+    know, 401 without the right token), the HTTP status and the start of the body of any other failure,
+    an answer that is not JSON or not a decision record (a wrong URL), or a connection failure."""
     url = decision_url(base_url, uid, live)
+    token = http_token() if token is None else token
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-            async with session.get(url) as resp:
+            async with session.get(url, headers=headers) as resp:
                 text = await resp.text(errors="replace")
                 status, content_type = resp.status, resp.content_type
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
@@ -252,6 +269,8 @@ def _decision(url: str, ref: str, namespace: str, live: bool,
         try:
             rec = asyncio.run(pod_from_store(store_connection(), ref, namespace))
         except ExplainError as second:
+            if "/" not in full:  # a bare name: what the store says of it (which namespaces hold it) leads
+                raise ExplainError(f"{second} (the scheduler knows no pod with the uid {ref!r})") from None
             raise ExplainError(f"{first}; {second}") from None
         why = never_scheduled(rec)
         if why:

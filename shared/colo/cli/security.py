@@ -53,11 +53,30 @@ def _node_agents(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
     return out
 
 
+COMPOSE_MOUNT_DIR = "/run/colo-secrets"
+"""Where compose.secure.yaml mounts the files of ``colo security init DIR --compose``."""
+COMPOSE_NODE_AGENTS = ("node-agent-a=examples/nodes-a.json", "node-agent-b=examples/nodes-b.json")
+"""compose.yaml's two node agents (their nodes files, relative to the repository root)."""
+
+
+def _compose_defaults(args: argparse.Namespace) -> None:
+    """``--compose``: what compose.yaml + compose.secure.yaml need, unless given: the service names ``nats`` and
+    ``redis`` in the server certificate, files named under ``/run/colo-secrets``, JetStream in ``/data`` (the
+    ``nats-data`` volume), the node agents ``node-agent-a``/``node-agent-b`` with compose.yaml's nodes files."""
+    args.host = list(dict.fromkeys([*(args.host or []), "nats", "redis"]))
+    args.mount_dir = args.mount_dir or COMPOSE_MOUNT_DIR
+    args.jetstream_dir = args.jetstream_dir or "/data"
+    if not args.nodes and not args.nodes_file:
+        args.nodes = list(COMPOSE_NODE_AGENTS)
+
+
 def cmd_security_init(args: argparse.Namespace) -> int:
     """Write the files of :func:`colo.security.init` into ``args.dir``; exit 2 on bad input."""
     from colo.security import SecurityPlan, init
 
     try:
+        if args.compose:
+            _compose_defaults(args)
         agents = _node_agents(args)
         if not agents:
             err_console.print("colo security init: give the node agents' nodes (--nodes n1,n2 once per node "
@@ -66,7 +85,7 @@ def cmd_security_init(args: argparse.Namespace) -> int:
         plan = SecurityPlan(node_agents=agents, hosts=tuple(args.host or ()),
                             store_prefix=args.store_prefix, nats_port=args.nats_port, redis_port=args.redis_port,
                             tls=not args.no_tls, jetstream_dir=args.jetstream_dir or "",
-                            listen_host=args.listen_host)
+                            listen_host=args.listen_host, mount_dir=args.mount_dir or "")
         files = init(Path(args.dir), plan)
     except (ValueError, OSError) as exc:
         err_console.print(f"colo security init: {escape(str(exc))}")
@@ -99,4 +118,11 @@ def add_security_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     i.add_argument("--redis-port", type=int, default=6379)
     i.add_argument("--jetstream-dir", help="JetStream store_dir written in nats.conf (default: the server's)")
     i.add_argument("--no-tls", action="store_true", help="credentials only, no certificates or TLS settings")
+    i.add_argument("--mount-dir", metavar="PATH",
+                   help="the path at which containers mount DIR: nats.conf, redis-tls.conf and the services' env "
+                        "files name their files under it (env/admin.env keeps the real paths, for the host)")
+    i.add_argument("--compose", action="store_true",
+                   help="for compose.secure.yaml (run from the repository root): --host nats --host redis, "
+                        f"--mount-dir {COMPOSE_MOUNT_DIR}, --jetstream-dir /data and, unless --nodes is given, "
+                        "compose.yaml's node agents node-agent-a/-b with examples/nodes-a.json, nodes-b.json")
     i.set_defaults(func=cmd_security_init)

@@ -113,6 +113,15 @@ from colo.messages.sim import (
     Tick,
     TickAck,
 )
+from colo.messages.topology import (
+    CPUInfo,
+    DeviceAllocation,
+    GPUInfo,
+    NodeTopology,
+    cpuset_format,
+    cpuset_parse,
+    smt_topology,
+)
 from colo.messages.workloads import (
     WorkloadAdmitted,
     WorkloadKind,
@@ -121,6 +130,13 @@ from colo.messages.workloads import (
 )
 
 __all__ = [
+    "CPUInfo",
+    "DeviceAllocation",
+    "GPUInfo",
+    "NodeTopology",
+    "cpuset_format",
+    "cpuset_parse",
+    "smt_topology",
     "PriorityClass",
     "HOSTNAME_LABEL",
     "with_hostname_label",

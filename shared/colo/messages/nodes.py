@@ -7,6 +7,7 @@ from typing import Literal
 
 from colo.messages.base import Message
 from colo.messages.resources import Resources
+from colo.messages.topology import GPUInfo, NodeTopology
 
 
 class Taint(Message, frozen=True):
@@ -48,6 +49,11 @@ class NodeSpec(Message, frozen=True):
     """Cordoned (Kubernetes ``spec.unschedulable``): no new pod is placed here unless it tolerates
     ``node.kubernetes.io/unschedulable:NoSchedule``, and the descheduler never migrates pods onto it; pods
     already running stay."""
+    topology: NodeTopology = NodeTopology()
+    """Sockets, NUMA nodes, cores and hyper-threads (one entry per logical CPU; docs/topology.md); empty = unknown:
+    the scheduler then gives LSE/LSR pods on this node no cpuset and the node agent chooses one itself."""
+    gpus: list[GPUInfo] = []
+    """The node's GPUs (index, model, memory bytes); empty = none."""
 
 
 class NodeResource(Message, frozen=True):

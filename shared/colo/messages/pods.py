@@ -10,6 +10,7 @@ from colo.messages.base import Message, PodPhase, PriorityClass, QoSClass
 from colo.messages.jobs import GangSpec, OwnerReference
 from colo.messages.nodes import Toleration
 from colo.messages.resources import Resources
+from colo.messages.topology import DeviceAllocation
 
 
 class SimWorkload(Message, frozen=True):
@@ -118,6 +119,11 @@ class PodBound(Message, frozen=True):
     at: float
     attempt_ms: float = 0.0
     queued_s: float = 0.0
+    cpuset: str = ""
+    """The CPUs the scheduler's NodeNUMAResource plugin chose for an LSE/LSR pod (kernel list format, e.g.
+    ``"0-3"``; docs/topology.md); empty = none chosen (the pod runs in its QoS class's shared pool)."""
+    devices: list[DeviceAllocation] = []
+    """Devices assigned at Reserve (GPU indices and shares); empty = none."""
 
 
 class PodUnschedulable(Message, frozen=True):
@@ -173,6 +179,8 @@ class PodRecord(Message, frozen=True):
     reason: str = ""
     updated_at: float = 0.0
     bound_at: float = 0.0
+    cpuset: str = ""
+    """The cpuset of the pod's binding (``PodBound.cpuset``), kept by the store with the binding."""
 
 
 class PodDeleted(Message, frozen=True):

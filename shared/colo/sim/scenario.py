@@ -26,6 +26,7 @@ from colo.messages import (
 )
 from colo.sim import jobs as jb
 from colo.sim import traces as tr
+from colo.sim.node_topology import default_topology, trace_gpus
 
 V2017_MACHINES = 1313
 """Machines of the v2017 trace (``server_event.csv``); batch instances scale by nodes / this."""
@@ -186,7 +187,8 @@ def _nodes(params: ScenarioParams, rng: random.Random, root: Path | None) -> lis
     for n in chosen:
         res = Resources(cpu=n.cpu_milli, memory=n.memory_bytes, pods=PODS_PER_NODE)
         out.append(NodeSpec(name=n.sn, capacity=res, allocatable=res, cpus=n.cpu_milli // 1000,
-                            labels={"colo.sim/gpu": str(n.gpu), HOSTNAME_LABEL: n.sn}))
+                            labels={"colo.sim/gpu": str(n.gpu), HOSTNAME_LABEL: n.sn},
+                            topology=default_topology(n.cpu_milli), gpus=trace_gpus(n.gpu, n.model)))
     return out
 
 

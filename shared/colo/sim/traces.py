@@ -74,6 +74,8 @@ class TraceNode:
     cpu_milli: int
     memory_bytes: int
     gpu: int
+    model: str = ""
+    """GPU model (``V100M16``, ``T4``, …; empty on CPU nodes)."""
 
 
 def load_nodes(root: Path | None = None) -> list[TraceNode]:
@@ -85,7 +87,8 @@ def load_nodes(root: Path | None = None) -> list[TraceNode]:
 def _load_nodes(path: Path) -> tuple[TraceNode, ...]:
     with path.open(newline="") as f:
         return tuple(
-            TraceNode(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]) * MIB, int(r["gpu"] or 0))
+            TraceNode(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]) * MIB, int(r["gpu"] or 0),
+                      r.get("model") or "")
             for r in csv.DictReader(f)
         )
 

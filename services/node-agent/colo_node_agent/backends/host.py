@@ -65,7 +65,7 @@ from colo_node_agent.backends.sim import AdvanceResult, PodEnd
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
-from colo_node_agent.cgroups.resources import cpuset_parse
+from colo_node_agent.cgroups.resources import cpuset_format, cpuset_parse
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, pod_settings
 from colo_node_agent.strategies.memory_pressure import condition
 from colo_node_agent.strategies.node import NodeSnapshot, PodState, StrategyMemory, plan_node
@@ -114,6 +114,8 @@ class HostBackend:
         self.ex = Executor(tree.fs, self.version)
         self.features = kernel_features(tree)
         self.topology = node_topology(self.cap.cpus)
+        # registered with the node: the scheduler's NodeNUMAResource chooses LSE/LSR cpusets from it
+        self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
         self._problems_seen: set[str] = set()
@@ -238,8 +240,9 @@ class HostBackend:
         self._apply_be_settings(self.clock())
         return True
 
-    def start_pod(self, spec: PodSpec, node: str, bound_at: float = 0.0) -> bool:
-        """Make the pod's group with its limits and start its command inside it.
+    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = (), bound_at: float = 0.0) -> bool:
+        """Make the pod's group with its limits and start its command inside it; ``cpuset`` the CPUs the
+        scheduler chose for an LSE/LSR pod (the next strategy round writes them when valid, docs/topology.md).
 
         False when the node is not ours, the pod is known already or has no command. A pod whose group or
         process cannot be made is accepted and reported Failed (StartError) by the next :meth:`advance`.
@@ -249,7 +252,8 @@ class HostBackend:
         at = self.clock()
         qos = qos_class_of(spec)
         cg = pod_dir(qos, spec.uid)
-        pod = HostPod(PodRecordState(spec=spec, node=node, qos=qos, cgroup=cg, started_at=at, bound_at=bound_at))
+        pod = HostPod(PodRecordState(spec=spec, node=node, qos=qos, cgroup=cg, started_at=at, bound_at=bound_at,
+                                     cpuset=cpuset_format(cpuset)))
         self.pods[spec.uid] = pod
         try:
             self.tree.ensure(cg)
@@ -444,7 +448,8 @@ class HostBackend:
             pods.append(PodState(pod.state.spec, pod.state.qos, int(pod.cpu_milli), pod.memory_bytes,
                                  quota if isinstance(quota, int) else -1, throttled,
                                  cpuset_parse(cpus) if isinstance(cpus, str) and cpus else (),
-                                 evicting=uid in self.terminating, throttled_ratio=ratio))
+                                 evicting=uid in self.terminating, throttled_ratio=ratio,
+                                 assigned=cpuset_parse(pod.state.cpuset) if pod.state.cpuset else ()))
         be_cpus, be_quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
         cap = self.cap
         return NodeSnapshot(

@@ -62,6 +62,8 @@ class PodRecordState(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     bound_at: float = 0.0
     terminating: bool = False
+    cpuset: str = ""
+    """The cpuset the scheduler chose (``PodBound.cpuset``), kept across agent restarts."""
 
 
 @dataclass

@@ -79,13 +79,16 @@ class SimBackend(SimStrategies):
         self.blkio_devices[i] = tuple(d.device for d in slo.blkio.be) if slo.blkio.enabled else ()
         return True
 
-    def start_pod(self, spec: PodSpec, node: str) -> bool:
-        """Start ``spec`` on ``node`` now (creates its cgroup with kubelet settings). False when the node is
+    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = ()) -> bool:
+        """Start ``spec`` on ``node`` now (creates its cgroup with kubelet settings); ``cpuset`` the CPUs the
+        scheduler chose for an LSE/LSR pod (applied when valid, docs/topology.md). False when the node is
         unknown or the pod already runs here."""
         i = self.index.get(node)
         if i is None or spec.uid in self.pods.where:
             return False
         key = self.pods.add(i, spec, self.now)
+        if cpuset:
+            self.pods.assigned[key] = tuple(cpuset)
         qos = self.pods.qos[key]
         cg = pod_dir(qos, spec.uid)
         for path, text in default_files(self.config.cgroup_version, cg, self.logical[i]).items():

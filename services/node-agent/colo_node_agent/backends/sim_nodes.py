@@ -60,7 +60,9 @@ class SimNodes:
         self.logical = [s.cpus or max(s.capacity.cpu // 1000, 1) for s in nodes]
         reserved = [set(cpuset_parse(s.reserved_cpus)) if s.reserved_cpus else set() for s in nodes]
         self.candidates = [tuple(c for c in range(k) if c not in r) for k, r in zip(self.logical, reserved)]
-        self.topology = [CPUTopology.flat(k) for k in self.logical]
+        # the registered topology when it covers the node's CPUs, else one core per CPU
+        self.topology = [CPUTopology.of(s.topology) if len(s.topology.cpus) == k else CPUTopology.flat(k)
+                         for s, k in zip(nodes, self.logical)]
         self.reserved_cpus = [tuple(sorted(r)) for r in reserved]
         self.lsr_cpus: list[tuple[int, ...]] = [() for _ in nodes]
         self.share_pool: list[tuple[int, ...]] = [c for c in self.candidates]
@@ -152,7 +154,7 @@ class SimNodes:
             spec = T.specs[key]
             cur = self.ex[i].read(pod_dir(T.qos[key], spec.uid), "cpuset.cpus")
             pods.append(CpusetPod(spec.uid, T.qos[key], spec.requests.cpu,
-                                  cpuset_parse(cur) if isinstance(cur, str) else ()))
+                                  cpuset_parse(cur) if isinstance(cur, str) else (), T.assigned.get(key, ())))
         plan = plan_cpusets(pods, self.topology[i], self.reserved_cpus[i], self.slos[i].cpuset)
         self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
         if plan.be_candidates != self.candidates[i]:

@@ -28,6 +28,8 @@ class PodTable:
         self.specs: dict[tuple[int, int], PodSpec] = {}
         self.qos: dict[tuple[int, int], QoSClass] = {}
         self.prio_class: dict[tuple[int, int], PriorityClass] = {}
+        self.assigned: dict[tuple[int, int], tuple[int, ...]] = {}
+        """The cpuset the scheduler chose for an LSE/LSR pod (``PodBound.cpuset``), by slot."""
         self.where: dict[str, tuple[int, int]] = {}
         self._cpu_series: list[float] = [0.0]
         self._mem_series: list[float] = [0.0]
@@ -148,6 +150,7 @@ class PodTable:
         self.active[key] = False
         self.qos.pop(key)
         self.prio_class.pop(key)
+        self.assigned.pop(key, None)
         return key, self.specs.pop(key)
 
     def demand_at(self, t: float) -> tuple[F64, F64]:

@@ -1,10 +1,13 @@
 """Exclusive (LSE) and reserved (LSR) cpusets, the LS share pool and the BE candidates (REFERENCE.md §5 "CPU
 priority": LSE/LSR get exclusive or reserved cpusets; §1 classes).
 
-* LSE and LSR pods that request a whole, non-zero number of cores get that many CPUs of their own
+* LSE and LSR pods that request a whole, non-zero number of cores get that many CPUs of their own: the cpuset
+  the scheduler chose (``PodBound.cpuset``, NodeNUMAResource; docs/topology.md) when it is valid (that many
+  CPUs, all on the node, not reserved, not another pod's); else the CPUs the pod has while they stay valid, so
+  allocations never move; else the agent's own choice
   (:func:`~colo_node_agent.cpu_accumulator.take_cores`: whole cores across the node, on as few NUMA nodes and
-  sockets as the free CPUs allow, best fit). A pod keeps the CPUs it has while they stay valid (same count, not
-  reserved, not taken by another pod), so allocations never move.
+  sockets as the free CPUs allow, best fit), for pods bound without a cpuset (a node with no topology
+  registered, a scheduler without the plugin).
 * LS (and SYSTEM) pods share the pool = all CPUs − reserved − LSE − LSR.
 * BE may use all CPUs − reserved − LSE (LSR cores are shared with BE when idle); CPU suppress picks the BE
   cpuset out of these, giving LSR CPUs their proportional share.
@@ -27,12 +30,14 @@ from colo_node_agent.topology import CPUTopology
 
 @dataclass(frozen=True)
 class CpusetPod:
-    """A pod for cpuset planning: class, CPU request (milli-cores) and the CPUs it holds now (() = none)."""
+    """A pod for cpuset planning: class, CPU request (milli-cores), the CPUs it holds now and the CPUs the
+    scheduler assigned it (() = none)."""
 
     uid: str
     qos: QoSClass
     cpu_request: int = 0
     current: tuple[int, ...] = ()
+    assigned: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,16 @@ def plan_cpusets(pods: list[CpusetPod], topology: CPUTopology, reserved: tuple[i
     out: dict[str, tuple[int, ...]] = {}
     problems: list[str] = []
     own = sorted((p for p in pods if wants_own_cpus(p)), key=lambda p: (p.qos != "LSE", p.uid))
-    for p in own:  # keep valid current allocations first, so they never move
+    for p in own:  # the scheduler's choice first: it booked these CPUs for the pod
+        if len(set(p.assigned)) == p.cpu_request // 1000 and set(p.assigned) <= free:
+            out[p.uid] = tuple(sorted(set(p.assigned)))
+            free -= set(p.assigned)
+        elif p.assigned:
+            problems.append(f"pod {p.uid} ({p.qos}): assigned cpuset {cpuset_format(p.assigned)} is not "
+                            f"{p.cpu_request // 1000} free CPUs of this node: the agent chooses")
+    for p in own:  # keep valid current allocations next, so they never move
+        if p.uid in out:
+            continue
         n = p.cpu_request // 1000
         if len(p.current) == n and set(p.current) <= free:
             out[p.uid] = tuple(sorted(p.current))

@@ -72,6 +72,8 @@ class PodState:
     pids: tuple[int, ...] = ()
     evicting: bool = False
     throttled_ratio: float = 0.0
+    assigned: tuple[int, ...] = ()
+    """The CPUs the scheduler chose for the pod (LSE/LSR, ``PodBound.cpuset``); () = none."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
     writes += be_qos_settings(be_specs, slo.be_cpu_idle, idle_supported=feats.cpu_idle, layout=layout,
                               min_shares=slo.be_cpu_shares == "min")
 
-    cs = plan_cpusets([CpusetPod(p.spec.uid, p.qos, v.cpu_request, p.cpus) for p, v in zip(snap.pods, views)],
+    cs = plan_cpusets([CpusetPod(p.spec.uid, p.qos, v.cpu_request, p.cpus, p.assigned) for p, v in zip(snap.pods, views)],
                       snap.topology, snap.reserved_cpus, slo.cpuset, layout)
     writes += cs.writes
     problems += cs.problems

@@ -12,6 +12,7 @@ from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
 from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
+from colo_scheduler.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
 from colo_scheduler.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
     NodeResourcesFit,
@@ -30,6 +31,9 @@ from colo_scheduler.settings import SchedulerSettings
 
 NODE_AFFINITY_WEIGHT = 2
 """Default profile weight of the NodeAffinity score (the Kubernetes default profile's weight)."""
+
+NODE_NUMA_RESOURCE_WEIGHT = 1
+"""Default profile weight of the NodeNUMAResource score (0 for every node unless the pod wants a cpuset)."""
 
 SELECTOR_SPREAD_WEIGHT = 2
 """Default profile weight of the SelectorSpread score (the Kubernetes default profile's weight of
@@ -56,6 +60,7 @@ def new_in_tree_registry() -> Registry:
     r.register(Coscheduling.name, lambda a, s: Coscheduling())
     r.register(ElasticQuota.name, lambda a, s: ElasticQuota())
     r.register(DefaultPreemption.name, lambda a, s: DefaultPreemption(a), DefaultPreemptionArgs)
+    r.register(NodeNUMAResource.name, lambda a, s: NodeNUMAResource(a), NodeNUMAResourceArgs)
     return r
 
 
@@ -66,23 +71,26 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     NodeAffinity (invalid pods), Coscheduling (gangs short of members), ElasticQuota (docs/quota.md). PostFilter,
     Permit: Coscheduling (gangs; a pod without a gang passes at the cost of one test). Filters, cheap static ones first so
     that their rejections are reported first: NodeUnschedulable, NodeSelector, NodeAffinity, TaintToleration,
-    NodeResourcesFit, MaxInstancePerNode, BEMemoryPressure, LoadAware. Reserve: NodeResourcesFit, LoadAware,
-    MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights): LoadAware
-    (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
-    NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2).
+    NodeResourcesFit, NodeNUMAResource, MaxInstancePerNode, BEMemoryPressure, LoadAware. Reserve: NodeResourcesFit,
+    NodeNUMAResource, LoadAware, MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights):
+    LoadAware (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
+    NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2),
+    NodeNUMAResource (:data:`NODE_NUMA_RESOURCE_WEIGHT`, 1; docs/topology.md). PreFilter also NodeNUMAResource
+    (a malformed resource-spec annotation).
     PostFilter: DefaultPreemption (as the Kubernetes default profile), then Coscheduling (a Strict gang sent back).
     """
     return ProfileConfig(
         queue_sort=Coscheduling.name,
-        pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name),
+        pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name, NodeNUMAResource.name),
         filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
-                MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
+                NodeNUMAResource.name, MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
         post_filter=(DefaultPreemption.name, Coscheduling.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
-               SelectorSpread.name: SELECTOR_SPREAD_WEIGHT},
-        reserve=(NodeResourcesFit.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
+               SelectorSpread.name: SELECTOR_SPREAD_WEIGHT,
+               NodeNUMAResource.name: NODE_NUMA_RESOURCE_WEIGHT},
+        reserve=(NodeResourcesFit.name, NodeNUMAResource.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
                  ElasticQuota.name, Coscheduling.name),
         permit=(Coscheduling.name,),
     )
