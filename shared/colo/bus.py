@@ -185,7 +185,8 @@ class Bus:
         ``err_code`` 10049 ("error creating store for stream") while the server still removes the
         old stream's files in the background; that refusal is retried with backoff (25 ms doubling
         to 0.5 s) for up to ``store_retry_s`` seconds of wall time, then raised. Raises
-        nats.js.errors.APIError for any other refusal.
+        nats.js.errors.APIError for any other refusal. A stream whose update this user may not send (no
+        ``STREAM.UPDATE`` in its permissions, :mod:`colo.permissions`) is left as it is, with a warning.
         """
         for s in subjects.STREAMS:
             cfg = StreamConfig(
@@ -199,7 +200,15 @@ class Bus:
         try:
             await self.js.add_stream(cfg)
         except nats.js.errors.BadRequestError:
-            await self.js.update_stream(cfg)
+            try:
+                await self.js.update_stream(cfg)
+            except nats.errors.TimeoutError:
+                # a user without STREAM.UPDATE (colo.permissions: only the scheduler's): the server drops the
+                # request. The stream exists (the add was refused for its different configuration): use it as is.
+                await self.js.stream_info(cfg.name)
+                log.warning("%s: stream %s differs from this release's configuration and this user may not "
+                            "update it; left as it is (the scheduler or `colo` as admin updates it)",
+                            self.service, cfg.name)
 
     async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
         """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key, with

@@ -338,3 +338,39 @@ async def test_the_raw_nats_reads_of_the_cli_use_the_link_settings(secured: Secu
         await cluster.bus.nc.publish(S.NODE_QOS.format(node=NODES[0]), b"{}")
         await asyncio.sleep(0.1)
     assert await asyncio.wait_for(follower, 10) == 1 and "node.qos" in lines[0]
+
+
+async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
+        secured: SecuredServers, cluster: Cluster, admin_store: Store) -> None:
+    """Issue 15, attacked: the store emptied under the running services (a Redis without persistence
+    restarted). The node agent, as its own ACL user, registers its nodes again and restores the binding
+    and allocation of the pod it runs; no Redis user is refused anything (ACL LOG) and no NATS user
+    either."""
+    token = (secured.dir / "http-token").read_text().strip()
+    api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with http.post(f"{api}/v1/submit", data=WEB.replace("web-0", "web-loss")) as resp:
+            assert resp.status == 201, await resp.text()
+        await cluster.step(3)
+        async with http.get(f"{api}/v1/pods/shop/web-loss") as resp:
+            before = await resp.json()
+    assert before["state"] == "Running", before
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    try:
+        keys = [k async for k in r.scan_iter(match=f"{admin.store_prefix}:*", count=1000)]
+        assert keys
+        await r.unlink(*keys)
+        assert await r.dbsize() == 0
+    finally:
+        await r.aclose()
+    await cluster.step(2)
+    assert sorted(n.name for n in await admin_store.list_nodes()) == NODES
+    record = await admin_store.get_pod(before["uid"])
+    assert record is not None and record.node == before["node"], record
+    assert (await admin_store.allocated(before["node"])).cpu >= 2000
+    refused = await acl_log(secured)
+    assert refused == [], f"a service was refused by its Redis ACL after the store loss: {refused}"
+    assert violations(secured) == []
+    fixes = cluster.runners["node-agent"].service.reconcile_fixes  # type: ignore[attr-defined]
+    assert fixes.get("node_registered") and fixes.get("binding_restored"), fixes

@@ -1,0 +1,136 @@
+"""Issue 15, attacked: what a node agent's NATS user can do beyond publishing its own nodes' subjects.
+
+Real secured nats-server (``colo security init``, :func:`colo.testing.secure.secured_servers`); the node
+agent's user sends raw JetStream API requests, and each must be refused by the server (a permission
+violation in its log, no reply) or leave the streams as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import nats
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig
+
+from colo import subjects as S
+from colo.bus import Bus
+from colo.connections import nats_options
+from colo.testing.secure import SecuredServers, secured_servers
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NODES = ["n1"]
+OTHER = "n2"
+VICTIM = "scheduler-admitted"
+"""A consumer of another service (the scheduler's durable on pod.admitted)."""
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[SecuredServers]:
+    with secured_servers([NODES, [OTHER]], tls=False) as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def admin(secured: SecuredServers) -> AsyncIterator[Bus]:
+    s = secured.runtime_settings("admin")
+    bus = await Bus.connect(s.nats_url, "admin-driver", settings=s)
+    await bus.ensure_streams()
+    await bus.js.add_consumer(S.PODS, ConsumerConfig(durable_name=VICTIM, filter_subject=S.POD_ADMITTED.wildcard))
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def agent(secured: SecuredServers, admin: Bus) -> AsyncIterator[Client]:
+    s = secured.runtime_settings("node-agent-1")
+    nc = await nats.connect(secured.nats_url, max_reconnect_attempts=0, error_cb=_ignore, **nats_options(s))
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def _ignore(exc: Exception) -> None:
+    del exc
+
+
+def violations(srv: SecuredServers, subject: str) -> list[str]:
+    return [line for line in srv.nats.log_path.read_text().splitlines()
+            if "Violation" in line and subject in line]
+
+
+async def answered(nc: Client, subject: str, body: dict[str, object] | None = None) -> bool:
+    """True when the server answered ``subject`` (the request got through), False on no reply."""
+    try:
+        await nc.request(subject, json.dumps(body or {}).encode(), timeout=1.0)
+    except nats.errors.TimeoutError:
+        return False
+    return True
+
+
+async def test_a_node_agent_cannot_rewrite_a_stream(secured: SecuredServers, admin: Bus, agent: Client) -> None:
+    """STREAM.UPDATE would let it seal a stream, cut its retention, or set a subject transform / republish
+    that turns its own node's metric into another node's (or any subject): the server must refuse it."""
+    info = await admin.js.stream_info(S.METRICS)
+    forged = {"name": S.METRICS, "subjects": info.config.subjects, "storage": "file", "num_replicas": 1,
+              "max_age": int((info.config.max_age or 0) * 1e9), "max_msgs_per_subject": -1,
+              "duplicate_window": int((info.config.duplicate_window or 0) * 1e9), "retention": "limits",
+              "discard": "old", "max_msgs": -1, "max_bytes": -1, "max_consumers": -1, "max_msg_size": -1,
+              "sealed": False, "subject_transform": {"src": S.NODE_METRIC.format(node=NODES[0]),
+                                                     "dest": S.NODE_METRIC.format(node=OTHER)}}
+    subject = f"$JS.API.STREAM.UPDATE.{S.METRICS}"
+    got_through = await answered(agent, subject, forged)
+    after = await admin.js.stream_info(S.METRICS)
+    print("stream config after the agent's update:", after.config.subject_transform)
+    assert not got_through and after.config.subject_transform is None, \
+        "the node agent rewrote a stream's configuration"
+    assert violations(secured, subject)
+
+
+@pytest.mark.parametrize("api", ["STREAM.DELETE", "STREAM.PURGE", "STREAM.MSG.DELETE"])
+async def test_a_node_agent_cannot_delete_or_purge_a_stream(secured: SecuredServers, agent: Client,
+                                                            api: str) -> None:
+    subject = f"$JS.API.{api}.{S.PODS}"
+    assert not await answered(agent, subject, {"seq": 1})
+    assert violations(secured, subject)
+
+
+@pytest.mark.parametrize("api", [f"CONSUMER.MSG.NEXT.{S.PODS}.{VICTIM}", f"CONSUMER.DELETE.{S.PODS}.{VICTIM}",
+                                 f"CONSUMER.CREATE.{S.PODS}.{VICTIM}.{S.POD_DELETED.wildcard}"])
+async def test_a_node_agent_cannot_take_another_services_consumer(secured: SecuredServers, admin: Bus,
+                                                                 agent: Client, api: str) -> None:
+    """Pulling (and acking) from the scheduler's consumer would take its admitted pods; deleting or
+    re-filtering it would stop its scheduling."""
+    subject = f"$JS.API.{api}"
+    assert not await answered(agent, subject, {"batch": 1, "expires": 200_000_000})
+    assert violations(secured, subject)
+    info = await admin.js.consumer_info(S.PODS, VICTIM)
+    assert info.config.filter_subject == S.POD_ADMITTED.wildcard
+
+
+async def test_a_node_agent_cannot_ack_for_another_services_consumer(secured: SecuredServers,
+                                                                     agent: Client) -> None:
+    subject = f"$JS.ACK.{S.PODS}.{VICTIM}.1.1.1.0.0"
+    await agent.publish(subject, b"+TERM")
+    await agent.flush()
+    await asyncio.sleep(0.2)
+    assert violations(secured, subject)
+
+
+@pytest.mark.parametrize("subject", ["$KV.colo-config.scheduler", S.DEAD_LETTER.format(service="scheduler"),
+                                     S.POD_BOUND.format(node=OTHER),
+                                     f"$JS.API.DIRECT.GET.{S.PODS}"])
+async def test_a_node_agent_cannot_publish_outside_its_grant(secured: SecuredServers, agent: Client,
+                                                             subject: str) -> None:
+    await agent.publish(subject, b"{}")
+    await agent.flush()
+    await asyncio.sleep(0.2)
+    assert violations(secured, subject)
