@@ -262,7 +262,8 @@ class Subscription(Generic[T]):
     async def _process_batch(self, msgs: list[Msg]) -> None:
         """Decode ``msgs`` (dead-lettering what does not decode), hand the rest to the handler in one
         call and ack them. When the call raises, each message is handled again alone, so that one
-        poisonous message is retried and dead-lettered by itself while the others are acked."""
+        poisonous message is retried and dead-lettered by itself while the others are acked; on a transient
+        error the batch is nak'ed whole instead, until one of its messages was delivered MAX_DELIVER times."""
         items: list[tuple[Any, MessageInfo]] = []
         kept: list[Msg] = []
         for msg in msgs:
@@ -284,15 +285,19 @@ class Subscription(Generic[T]):
                 await self.handler(items)
             except Exception as exc:
                 self._n_errors.inc()
-                if is_transient(exc):  # not any one message's fault: all of them later, none alone now
+                delivered = max(info.num_delivered for _, info in items)
+                if is_transient(exc) and delivered < MAX_DELIVER:
+                    # not any one message's fault: all of them later, none alone now
                     log.warning("%s: batch handler failed on %d messages, a dependency is unavailable: %r;"
                                 " retrying them", self.name, len(items), exc)
-                    delay = self._transient_delay(max(info.num_delivered for _, info in items))
+                    delay = self._transient_delay(delivered)
                     for msg in kept:
                         await msg.nak(delay=delay)
                     return
-                log.warning("%s: batch handler failed on %d messages: %r; handling them one by one",
-                            self.name, len(items), exc)
+                # a message redelivered MAX_DELIVER times may be the one that fails (transiently, forever):
+                # alone, it holds no other
+                log.warning("%s: batch handler failed on %d messages (delivery %d): %r; handling them one by one",
+                            self.name, len(items), delivered, exc)
             else:
                 for msg in kept:
                     await msg.ack()
