@@ -205,7 +205,7 @@ class Bus:
             except nats.errors.TimeoutError:
                 # a user without STREAM.UPDATE (colo.permissions: only the scheduler's): the server drops the
                 # request. The stream exists (the add was refused for its different configuration): use it as is.
-                await self.js.stream_info(cfg.name)
+                await self.js.stream_info(cfg.name or "")
                 log.warning("%s: stream %s differs from this release's configuration and this user may not "
                             "update it; left as it is (the scheduler or `colo` as admin updates it)",
                             self.service, cfg.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 
 import nats
@@ -134,3 +135,24 @@ async def test_a_node_agent_cannot_publish_outside_its_grant(secured: SecuredSer
     await agent.flush()
     await asyncio.sleep(0.2)
     assert violations(secured, subject)
+
+
+async def test_a_service_that_may_not_update_a_changed_stream_starts_with_it_as_it_is(
+        secured: SecuredServers, admin: Bus, caplog: pytest.LogCaptureFixture) -> None:
+    """After the node agent lost STREAM.UPDATE: a stream whose configuration differs from this release's
+    (an operator's retention, an older release) no longer stops its start; it is left as it is."""
+    info = await admin.js.stream_info(S.EVENTS)
+    changed = info.config
+    changed.max_age = 1234.0
+    await admin.js.update_stream(changed)
+    s = secured.runtime_settings("node-agent-1")
+    with caplog.at_level(logging.WARNING, logger="colo.bus"):
+        bus = await Bus.connect(s.nats_url, "node-agent", settings=s)
+        try:
+            await bus.ensure_streams()
+        finally:
+            await bus.close()
+    assert (await admin.js.stream_info(S.EVENTS)).config.max_age == pytest.approx(1234.0)
+    assert any(f"stream {S.EVENTS} differs" in r.getMessage() for r in caplog.records)
+    await admin.ensure_streams()  # the admin may update: back to this release's configuration
+    assert (await admin.js.stream_info(S.EVENTS)).config.max_age != pytest.approx(1234.0)
