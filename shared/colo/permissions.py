@@ -151,14 +151,14 @@ def _consumer_api(stream: str, names: Sequence[str] | None = None) -> list[str]:
         f"$JS.ACK.{stream}.{n}.>")]
 
 
-def consumer_names(service: str, nodes: Sequence[str] | None = None) -> list[str] | None:
+def consumer_names(service: str, nodes: Sequence[str] | None = None, instance: str = "") -> list[str] | None:
     """The exact names of ``service``'s durable consumers (``{service}-{durable}``; a node agent's for
-    ``nodes``), None when its grant allows any consumer of its streams. Raises ValueError for an unknown
-    service."""
+    ``nodes`` and its ``COLO_INSTANCE`` ``instance``), None when its grant allows any consumer of its streams.
+    Raises ValueError for an unknown service."""
     grant = _grant(service)
     if grant.durables is None:
         return None
-    agent = node_agent_id(list(nodes or ()))
+    agent = node_agent_id(list(nodes or ()), instance)
     return [f"{service}-{d.replace('{agent}', agent)}" for d in grant.durables]
 
 
@@ -173,15 +173,16 @@ def _ordered(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_prefix: str = "_INBOX"
-                     ) -> dict[str, Any]:
+def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_prefix: str = "_INBOX",
+                     instance: str = "") -> dict[str, Any]:
     """The nats-server ``permissions`` block of ``service``'s user: ``{"publish": {"allow": [...]},
     "subscribe": {"allow": [...]}, "allow_responses": True}`` (subject lists, duplicates removed).
     ``inbox_prefix``: the user's reply subjects (``COLO_NATS_INBOX_PREFIX``), the only ``_INBOX`` it may
     subscribe to.
 
     ``nodes``: for a node-scoped service (the node agent) the names of the nodes the user serves;
-    required there, refused elsewhere. Raises ValueError for an unknown service, a missing or
+    required there, refused elsewhere; ``instance``: the ``COLO_INSTANCE`` it runs with ("" = none), which
+    names its consumers (:func:`node_agent_id`). Raises ValueError for an unknown service, a missing or
     unexpected ``nodes`` or a node name that is not a subject token.
     """
     grant = _grant(service)
@@ -195,7 +196,7 @@ def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_pre
     consumed_streams = _ordered([s.stream for s in grant.consumes if s.stream])
     publish = [p for s in (*grant.publishes, S.DEAD_LETTER) for p in _concrete(s, service, scoped)]
     publish += [f"{JS_API}.INFO"] + [a for st in S.STREAMS for a in _stream_api(st.name, grant.updates_streams)]
-    names = consumer_names(service, scoped)
+    names = consumer_names(service, scoped, instance)
     publish += [a for st in consumed_streams for a in _consumer_api(st, names)]
     publish += [f"{JS_API}.STREAM.MSG.GET.{st}" for st in grant.reads_streams]
     publish += [a for b in grant.kv_buckets for a in _kv_api(b)]

@@ -156,3 +156,31 @@ async def test_a_service_that_may_not_update_a_changed_stream_starts_with_it_as_
     assert any(f"stream {S.EVENTS} differs" in r.getMessage() for r in caplog.records)
     await admin.ensure_streams()  # the admin may update: back to this release's configuration
     assert (await admin.js.stream_info(S.EVENTS)).config.max_age != pytest.approx(1234.0)
+
+
+async def test_a_node_agent_with_an_instance_name_runs_with_the_consumers_granted_to_it() -> None:
+    """``colo security init --instance USER=NAME`` (compose.yaml's node agents run with ``COLO_INSTANCE``):
+    the user's consumers are named after the instance and the agent starts without a permission violation."""
+    from colo.messages import NodeSpec, Resources
+    from colo.runtime import ServiceRunner
+    from colo_node_agent.service import NodeAgentService
+    from colo_node_agent.settings import NodeAgentSettings
+
+    r = Resources(cpu=8_000, memory=16 * 1024**3, pods=110)
+    with secured_servers([["i1"]], tls=False, instances={"node-agent": "agent-x"}) as srv:
+        s = srv.runtime_settings("node-agent", COLO_SIM="true")
+        assert s.instance == "agent-x"
+        runner = ServiceRunner(NodeAgentService(NodeAgentSettings(), nodes=[NodeSpec(name="i1", capacity=r,
+                                                                                      allocatable=r, cpus=8)]), s)
+        await runner.start()
+        try:
+            a = srv.runtime_settings("admin")
+            admin_bus = await Bus.connect(a.nats_url, "admin-driver", settings=a)
+            try:
+                names = [c.name for c in await admin_bus.js.consumers_info(S.PODS)]
+            finally:
+                await admin_bus.close()
+        finally:
+            await runner.stop()
+        assert "node-agent-bound-agent-x" in names, names
+        assert [v for v in srv.nats.log_path.read_text().splitlines() if "Violation" in v] == []

@@ -346,6 +346,11 @@ async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
     restarted). The node agent, as its own ACL user, registers its nodes again and restores the binding
     and allocation of the pod it runs; no Redis user is refused anything (ACL LOG) and no NATS user
     either."""
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    await r.acl_log_reset()  # the refusals the tests above provoked on purpose
+    await r.aclose()
+    provoked = len(violations(secured))  # by the tests above, on purpose
     token = (secured.dir / "http-token").read_text().strip()
     api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
@@ -355,7 +360,6 @@ async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
         async with http.get(f"{api}/v1/pods/shop/web-loss") as resp:
             before = await resp.json()
     assert before["state"] == "Running", before
-    admin = secured.runtime_settings("admin")
     r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
     try:
         keys = [k async for k in r.scan_iter(match=f"{admin.store_prefix}:*", count=1000)]
@@ -371,6 +375,6 @@ async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
     assert (await admin_store.allocated(before["node"])).cpu >= 2000
     refused = await acl_log(secured)
     assert refused == [], f"a service was refused by its Redis ACL after the store loss: {refused}"
-    assert violations(secured) == []
+    assert violations(secured)[provoked:] == []
     fixes = cluster.runners["node-agent"].service.reconcile_fixes  # type: ignore[attr-defined]
     assert fixes.get("node_registered") and fixes.get("binding_restored"), fixes
