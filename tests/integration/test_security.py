@@ -378,3 +378,46 @@ async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
     assert violations(secured)[provoked:] == []
     fixes = cluster.runners["node-agent"].service.reconcile_fixes  # type: ignore[attr-defined]
     assert fixes.get("node_registered") and fixes.get("binding_restored"), fixes
+
+
+QUOTA_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: acl-job, namespace: ml}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations: {colo.io/sim-duration: 2m, colo.io/sim-cpu: 500m}
+    spec:
+      priorityClassName: koord-prod
+      containers: [{name: w, resources: {requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+async def test_quotas_reservations_and_releases_under_the_acls(secured: SecuredServers, cluster: Cluster,
+                                                              admin_store: Store) -> None:
+    """Issue 15, attacked: the flows beyond one pod, each service as its own Redis and NATS user: a quota tree,
+    a reservation, a Job whose pods run in a quota and finish (release with quota use), checkpoints. No
+    ACL LOG entry, no permission violation."""
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    await r.acl_log_reset()
+    await r.aclose()
+    provoked = len(violations(secured))
+    root = Path(__file__).resolve().parents[2] / "examples"
+    token = (secured.dir / "http-token").read_text().strip()
+    api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        for body in ((root / "quotas.yaml").read_text(), (root / "reservation.yaml").read_text(), QUOTA_JOB):
+            async with http.post(f"{api}/v1/submit", data=body) as resp:
+                assert resp.status == 201, await resp.text()
+        await cluster.step(6)
+        async with http.get(f"{api}/v1/pods?namespace=ml") as resp:
+            pods = await resp.json()
+    states = sorted((p["name"], p["state"]) for p in pods.get("items", pods))
+    assert states == [("acl-job-0", "Succeeded"), ("acl-job-1", "Succeeded")], states
+    refused = await acl_log(secured)
+    assert refused == [], f"a Redis user was refused: {[(e['username'], e['reason'], e['object']) for e in refused]}"
+    assert violations(secured)[provoked:] == []
