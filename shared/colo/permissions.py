@@ -176,7 +176,9 @@ def _ordered(items: list[str]) -> list[str]:
 def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_prefix: str = "_INBOX",
                      instance: str = "") -> dict[str, Any]:
     """The nats-server ``permissions`` block of ``service``'s user: ``{"publish": {"allow": [...]},
-    "subscribe": {"allow": [...]}, "allow_responses": True}`` (subject lists, duplicates removed).
+    "subscribe": {"allow": [...]}, "allow_responses": True}`` (subject lists, duplicates removed); a service
+    that listens to every subject (the API) gets ``"deny"`` for the other services' sim ticks, which it could
+    otherwise answer in their place.
     ``inbox_prefix``: the user's reply subjects (``COLO_NATS_INBOX_PREFIX``), the only ``_INBOX`` it may
     subscribe to.
 
@@ -203,8 +205,10 @@ def nats_permissions(service: str, nodes: Sequence[str] | None = None, inbox_pre
     subscribe = [f"{inbox_prefix}.>", *_concrete(S.SIM_TICK, service, None)]
     subscribe += [p for s in grant.listens for p in _concrete(s, service, None)]
     subscribe += [f"{S.PREFIX}.>"] if grant.listens_everything else []
-    return {"publish": {"allow": _ordered(publish)}, "subscribe": {"allow": _ordered(subscribe)},
-            "allow_responses": True}
+    sub_perms: dict[str, list[str]] = {"allow": _ordered(subscribe)}
+    if grant.listens_everything:  # it could otherwise answer another service's ticks (allow_responses)
+        sub_perms["deny"] = [S.SIM_TICK.format(service=s) for s in GRANTS if s != service]
+    return {"publish": {"allow": _ordered(publish)}, "subscribe": sub_perms, "allow_responses": True}
 
 
 def admin_permissions() -> dict[str, Any]:

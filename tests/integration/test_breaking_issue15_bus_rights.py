@@ -184,3 +184,29 @@ async def test_a_node_agent_with_an_instance_name_runs_with_the_consumers_grante
             await runner.stop()
         assert "node-agent-bound-agent-x" in names, names
         assert [v for v in srv.nats.log_path.read_text().splitlines() if "Violation" in v] == []
+
+
+async def test_the_api_cannot_answer_another_services_tick(secured: SecuredServers, admin: Bus) -> None:
+    """The API's user listens to every Colo subject and may answer requests it receives: it answered the
+    scheduler's sim tick before the scheduler could (a forged TickAck). It no longer receives other services'
+    ticks; it still sees every event."""
+    s = secured.runtime_settings("api")
+    api = await nats.connect(secured.nats_url, max_reconnect_attempts=0, error_cb=_ignore, **nats_options(s))
+    seen: list[str] = []
+
+    async def spoof(msg: nats.aio.msg.Msg) -> None:
+        seen.append(msg.subject)
+        if msg.reply:
+            await msg.respond(b'{"seq": 1, "error": ""}')
+
+    try:
+        await api.subscribe(f"{S.PREFIX}.>", cb=spoof)
+        await api.flush()
+        with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):  # the forger got nothing
+            await admin.nc.request(S.SIM_TICK.format(service="scheduler"), b"{}", timeout=0.5)
+        await admin.nc.publish(S.NODE_QOS.format(node=NODES[0]), b"{}")
+        await admin.nc.flush()
+        await asyncio.sleep(0.2)
+    finally:
+        await api.close()
+    assert seen == [S.NODE_QOS.format(node=NODES[0])]
