@@ -272,9 +272,7 @@ class Subscription(Generic[T]):
             try:
                 decoded = codec.decode(msg.data, self.subject.type)
             except codec.DecodeError as exc:
-                await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-                self._n_dead.inc()
-                await msg.term()
+                await self._to_dead_letters(msg, str(exc), headers, seq, delivered)
                 continue
             items.append((decoded, MessageInfo(msg.subject, headers, seq, delivered)))
             kept.append(msg)
@@ -328,9 +326,7 @@ class Subscription(Generic[T]):
         try:
             decoded = codec.decode(msg.data, self.subject.type)
         except codec.DecodeError as exc:
-            await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
+            await self._to_dead_letters(msg, str(exc), headers, seq, delivered)
             return
         try:
             if telemetry.tracing_enabled():
@@ -361,17 +357,27 @@ class Subscription(Generic[T]):
             return
         failures = self._failures[seq] = self._failures.get(seq, 0) + 1
         if failures >= MAX_DELIVER:
-            self._failures.pop(seq, None)
             log.error("%s: handler failed on %s (failure %d, delivery %d), dead-lettering: %r",
                       self.name, msg.subject, failures, delivered, exc, exc_info=exc)
             reason = f"handler failed {failures} times: {type(exc).__name__}: {exc}"
-            await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
+            if await self._to_dead_letters(msg, reason, headers, seq, delivered):
+                self._failures.pop(seq, None)
         else:
             log.warning("%s: handler failed on %s (failure %d, delivery %d): %r; will retry",
                         self.name, msg.subject, failures, delivered, exc)
             await msg.nak(delay=self.bus.retry_delay_s * 2 ** (failures - 1))
+
+    async def _to_dead_letters(self, msg: Msg, reason: str, headers: dict[str, str], seq: int,
+                               delivered: int) -> bool:
+        """Dead-letter ``msg`` and terminate it; when the dead letter cannot be published (the dead-letter
+        stream unavailable) nak it with the transient delay instead, so that it is never dropped unrecorded,
+        and return False."""
+        if not await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}"):
+            await msg.nak(delay=self._transient_delay(delivered))
+            return False
+        self._n_dead.inc()
+        await msg.term()
+        return True
 
     def _transient_delay(self, delivered: int) -> float:
         """Nak delay (s) after a transient failure on a message's ``delivered``-th delivery."""

@@ -99,3 +99,30 @@ async def test_one_message_failing_transiently_forever_does_not_hold_its_batch(b
     before = len(calls)
     await asyncio.sleep(0.3)
     assert len(calls) > before, "the stuck message is no longer retried"
+
+
+async def test_a_dead_letter_that_cannot_be_published_keeps_its_message(bus_factory: BusFactory) -> None:
+    """Issue 15, attacked: while the dead-letter stream cannot take a message (its leader being elected, here
+    gone), a poisonous message was terminated all the same: lost, in no stream. It is now kept (nak'ed) until
+    its dead letter is published."""
+    bus = await bus_factory("dlqdown", retry_delay_s=0.005)
+    watcher = await bus_factory("watcher")
+    attempts: list[int] = []
+
+    async def on_pod(msg: PodSpec) -> None:
+        attempts.append(1)
+        raise ValueError("bad pod")
+
+    await bus.js.delete_stream(subjects.DLQ)
+    await bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
+    await bus.publish(subjects.POD_SUBMITTED, PodSpec(uid="bad", name="bad"))
+    for _ in range(300):
+        if len(attempts) >= subscription.MAX_DELIVER + 1:
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)
+    await watcher.ensure_streams()  # the dead-letter stream is back
+    dead = await _dead_letters(watcher, "dlqdown")
+    await bus.settle(timeout_s=15)
+    await watcher.settle()
+    assert len(dead) == 1 and dead[0].reason.endswith("times: ValueError: bad pod"), [d.reason for d in dead]
