@@ -7,6 +7,7 @@
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
+#   make fuzz                 bad input at scale: FUZZ_N (10000) payloads per consumed subject (docs/fuzz.md)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -17,6 +18,8 @@ SEED   ?= 1
 OUT    ?= out/demo
 JOBS   ?= 1
 PYTEST_ARGS ?=
+FUZZ_N ?= 10000
+FUZZ_SEED ?= 1
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
@@ -33,7 +36,7 @@ COMPOSE_OVERRIDES ?=
 # 1: compose.yaml + compose.secure.yaml (TLS, NATS/Redis users, HTTP token; the default); 0: compose.yaml alone
 COMPOSE_SECURE ?= 1
 
-.PHONY: install demo test ha-test up traces lint clean compose-test compose-clean
+.PHONY: install demo test ha-test up traces lint clean compose-test compose-clean fuzz
 
 install: $(STAMP)
 
@@ -57,6 +60,11 @@ ha-test: install
 
 up: install
 	$(VENV)/bin/colo up
+
+fuzz: install
+	rm -f out/fuzz/fuzz.jsonl
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_REPORT=out/fuzz/fuzz.jsonl $(PY) -m pytest tests/fuzz -q -p no:logging $(PYTEST_ARGS); \
+	  status=$$?; $(PY) tests/fuzz/report.py out/fuzz/fuzz.jsonl; exit $$status
 
 traces: install
 	$(VENV)/bin/colo traces fetch

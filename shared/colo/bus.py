@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -48,10 +47,10 @@ from colo import codec, subjects, telemetry
 from colo.clock import Clock, WallClock
 from colo.connections import nats_options, nats_servers
 from colo.messages import DeadLetter, Tick, TickAck
+from colo.publish_acks import AckBatch, BusError, BusUnavailableError, Outgoing
 from colo.settings import RuntimeSettings
 from colo.subjects import Subject
 from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
-from colo.transient import TransientError
 
 __all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
            "MessageInfo", "Subscription", "retry_store_creation"]
@@ -66,15 +65,6 @@ DEAD_LETTER_MAX_DATA = 64 * 1024
 or invalid UTF-8 inflated by replacement characters, would otherwise not fit)."""
 
 _published = telemetry.counter("colo_bus_published_total", "Messages published", ("service", "subject"))
-
-
-class BusError(RuntimeError):
-    """A bus operation failed (tick without responder, settle timeout, not connected)."""
-
-
-class BusUnavailableError(BusError, TransientError):
-    """JetStream did not take a publish because it is unavailable (status 503, no responders: a server
-    restarting, a stream without leader); transient (:func:`colo.transient.is_transient`)."""
 
 
 def _trace_headers() -> dict[str, str] | None:
@@ -131,7 +121,7 @@ class Bus:
         self._closed = False
         self._ack_inbox = ""
         self._ack_seq = 0
-        self._ack_batches: dict[str, _AckBatch] = {}
+        self._ack_batches: dict[str, AckBatch] = {}
         self._published: dict[str, Any] = {}
         """Published-messages counter per subject pattern (a labels() lookup per message costs more
         than the publish)."""
@@ -284,13 +274,16 @@ class Bus:
         """Publish ``(subject, msg, msg_id, keys)`` items and wait for every JetStream ack.
 
         All publishes are written before any ack is awaited, so they leave in few socket
-        writes. Raises BusError when a stream refuses a message or acks do not arrive within
-        ``timeout_s``; TypeError/ValueError as :meth:`publish`.
+        writes. A message with a ``msg_id`` whose ack does not come within an attempt timeout (2 s,
+        growing to 5 s: :mod:`colo.publish_acks`) is sent again (the stream's duplicate window keeps one
+        copy), so a stream that dropped it while electing a leader gets it within seconds. Raises BusError
+        when a stream refuses a message or acks do not arrive within ``timeout_s`` (seconds);
+        TypeError/ValueError as :meth:`publish`.
         """
         trace = _trace_headers()  # one current span for the whole call: inject once, not per message
         counts: dict[str, int] = {}
         by_pattern: dict[str, Subject[Any]] = {}
-        prepared = []
+        prepared: list[Outgoing] = []
         for subject, msg, msg_id, keys in items:
             prepared.append((subject.stream, *self._prepare(subject, msg, msg_id, keys, trace)))
             counts[subject.pattern] = counts.get(subject.pattern, 0) + 1
@@ -302,21 +295,22 @@ class Bus:
         await self._ensure_ack_inbox()
         self._ack_seq += 1
         token = str(self._ack_seq)
-        batch = _AckBatch(sum(1 for p in prepared if p[0] is not None), asyncio.get_running_loop().create_future())
+        batch = AckBatch([i for i, p in enumerate(prepared) if p[0] is not None],
+                         asyncio.get_running_loop().create_future(),
+                         [i for i, p in enumerate(prepared) if p[0] is not None and p[3] and "Nats-Msg-Id" in p[3]])
         self._ack_batches[token] = batch
         reply = f"{self._ack_inbox}.{token}"
+
+        async def send(i: int) -> None:
+            stream, subj, data, headers = prepared[i]
+            await self.nc.publish(subj, data, reply=f"{reply}.{i}" if stream is not None else "", headers=headers)
+
         try:
-            for stream, subj, data, headers in prepared:
-                await self.nc.publish(subj, data, reply=reply if stream is not None else "", headers=headers)
-            if batch.expected:
-                await asyncio.wait_for(asyncio.shield(batch.done), timeout=timeout_s)
-        except TimeoutError as exc:
-            raise BusError(f"{self.service}: {batch.expected - batch.received} of {batch.expected} publishes"
-                           f" not acked within {timeout_s}s") from exc
+            for i in range(len(prepared)):
+                await send(i)
+            await batch.wait(send, timeout_s, self.service)
         finally:
             self._ack_batches.pop(token, None)
-        if batch.refusal is not None:
-            raise batch.refusal
 
     async def _ensure_ack_inbox(self) -> None:
         if self._ack_inbox:
@@ -324,11 +318,12 @@ class Bus:
         inbox = self.nc.new_inbox()
 
         async def on_ack(msg: Msg) -> None:
-            batch = self._ack_batches.get(msg.subject.rsplit(".", 1)[-1])
-            if batch is not None:
-                batch.add(msg)
+            token, _, index = msg.subject[len(inbox) + 1:].partition(".")  # <inbox>.<call>.<message index>
+            batch = self._ack_batches.get(token)
+            if batch is not None and index.isdigit():
+                batch.add(int(index), msg)
 
-        await self.nc.subscribe(f"{inbox}.*", cb=on_ack)
+        await self.nc.subscribe(f"{inbox}.*.*", cb=on_ack)
         self._ack_inbox = inbox
 
     async def dead_letter(self, subject: str, reason: str, data: bytes, headers: Mapping[str, str],
@@ -506,42 +501,6 @@ class Bus:
                 await self.nc.drain()
             except Exception:
                 await self.nc.close()
-
-
-class _AckBatch:
-    """The JetStream acks of one :meth:`Bus.publish_many` call: all share one reply subject."""
-
-    def __init__(self, expected: int, done: asyncio.Future[None]) -> None:
-        self.expected = expected
-        self.received = 0
-        self.done = done
-        self.refusal: BusError | None = None
-
-    def add(self, reply: Msg) -> None:
-        self.received += 1
-        if self.refusal is None and (reply.headers or b'"error"' in reply.data or not reply.data.startswith(b"{")):
-            try:
-                _check_pub_ack(reply)
-            except BusError as exc:
-                self.refusal = exc
-        if self.received >= self.expected and not self.done.done():
-            self.done.set_result(None)
-
-
-def _check_pub_ack(reply: Msg) -> None:
-    """Raise BusError when a JetStream publish reply is a refusal (no stream, API error)."""
-    status = reply.headers.get("Status") if reply.headers else None
-    if status:
-        desc = reply.headers.get("Description", "") if reply.headers else ""
-        if status == "503":
-            raise BusUnavailableError(f"publish refused: status 503 {desc} (JetStream unavailable, or no stream)")
-        raise BusError(f"publish refused: status {status} {desc} (are the streams created?)")
-    try:
-        body = json.loads(reply.data)
-    except ValueError as exc:
-        raise BusError(f"unreadable publish ack: {reply.data[:200]!r}") from exc
-    if "error" in body:
-        raise BusError(f"publish refused: {body['error']}")
 
 
 async def _reconnected(made: list[Bus]) -> None:

@@ -40,7 +40,7 @@ def decode(data: bytes | str, type_: type[T]) -> T:
     """Decode JSON ``data`` into ``type_``.
 
     Raises DecodeError naming the offending field path when the payload is
-    malformed or does not validate.
+    malformed (invalid JSON, invalid UTF-8, nested too deeply) or does not validate.
     """
     try:
         return _decoder(type_).decode(data)
@@ -48,6 +48,10 @@ def decode(data: bytes | str, type_: type[T]) -> T:
         raise DecodeError(f"invalid {type_.__name__}: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed JSON for {type_.__name__}: {exc}") from exc
+    except UnicodeDecodeError as exc:  # msgspec raises it for invalid UTF-8 inside a JSON string
+        raise DecodeError(f"malformed JSON for {type_.__name__}: invalid UTF-8: {exc}") from exc
+    except RecursionError as exc:  # msgspec's nesting limit (about 1,000 levels), even inside a skipped field
+        raise DecodeError(f"malformed JSON for {type_.__name__}: nested too deeply ({exc})") from exc
 
 
 def to_builtins(msg: Any) -> Any:

@@ -21,8 +21,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 
 from colo.settings import RuntimeSettings
 
@@ -109,6 +110,24 @@ def redis_options(settings: RuntimeSettings | None) -> dict[str, Any]:
     return out
 
 
+class PrimaryFollowingConnection(SentinelManagedConnection):
+    """A Sentinel-managed connection that asks the Sentinels for the primary each time it (re)connects.
+
+    redis-py 8's ``send_packed_command`` reconnects a dropped connection through ``connect_check_health``,
+    which skips ``SentinelManagedConnection.connect`` (where the primary is looked up): after ``READONLY`` from a
+    demoted primary the connection was dropped and opened again to the same, demoted server, for as long as
+    that server answered (``tests/integration/test_store_replicas.py``, graceful switchover)."""
+
+    async def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+
+
+class PrimaryFollowingSSLConnection(PrimaryFollowingConnection, SSLConnection):
+    """:class:`PrimaryFollowingConnection` over TLS."""
+
+
 def redis_client(url: str, settings: RuntimeSettings | None, retry: Retry, retry_on_error: list[type[Exception]]
                  ) -> aioredis.Redis:
     """A redis-py asyncio client (bytes responses) for ``url`` with the links of ``settings``.
@@ -125,8 +144,13 @@ def redis_client(url: str, settings: RuntimeSettings | None, retry: Retry, retry
         sentinel_kw = {k: v for k, v in opts.items() if k.startswith("ssl")}
         sentinel = Sentinel(sentinel_addresses(settings), sentinel_kwargs=sentinel_kw or None,  # type: ignore[no-untyped-call]
                             **opts)
+        conn_class = PrimaryFollowingSSLConnection if opts.get("ssl") else PrimaryFollowingConnection
         client: aioredis.Redis = sentinel.master_for(settings.redis_sentinel_master, db=db, decode_responses=False,
-                                                    retry=retry, retry_on_error=retry_on_error)
+                                                    retry=retry, retry_on_error=retry_on_error,
+                                                    connection_class=conn_class)
+        follow = getattr(retry, "follow", None)  # colo.store_retry.FailoverRetry: drop idle connections on errors
+        if follow is not None:
+            follow(client.connection_pool)
         return client
     if opts.pop("ssl", False) and url.startswith("redis://"):  # from_url picks the TLS connection by scheme
         url = "rediss://" + url.removeprefix("redis://")

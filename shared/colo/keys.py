@@ -15,6 +15,7 @@ Layout (``{p}`` = prefix)::
     {p}:binding:{uid}         hash  node, at, the bound requests and the quotas charged (JSON list; freed
                                     exactly once by release), the reservation consumed and, on a reusable
                                     one, the part of its room the pod took (rsv_use, returned at release)
+    {p}:loaded:{name}         str   clock time a scheduler replica first loaded the store (absent: rebuild pending pods)
     {p}:lease:{name}          str   "<token>:<holder>" of the current lease holder, with a TTL (PX)
     {p}:leasefence:{name}     int   last fencing token handed out for the lease (INCR)
     {p}:checkpoint:{name}     str   a service's checkpoint blob (the profiler's models), replaced in one SET
@@ -97,6 +98,11 @@ class Keys:
     def binding(self, uid: str) -> str:
         """Hash of the pod's binding: node, at and requested resources."""
         return f"{self.prefix}:binding:{uid}"
+
+    def loaded(self, name: str) -> str:
+        """Clock time at which the scheduler replica ``name`` (its lease name) first loaded this store; absent =
+        a new or lost store, whose pending pods that replica rebuilds from the ``pod.admitted`` stream."""
+        return f"{self.prefix}:loaded:{name}"
 
     def lease(self, name: str) -> str:
         """Holder (``"<token>:<holder>"``) of the lease ``name``; expires unless renewed."""

@@ -27,7 +27,7 @@ import msgspec
 from aiohttp import web
 from opentelemetry import metrics, trace
 
-from colo import http_auth, readiness, telemetry
+from colo import health_metrics, http_auth, readiness, telemetry
 from colo.bus import Bus
 from colo.clock import Clock, VirtualClock, WallClock
 from colo.connections import LinkError
@@ -160,6 +160,7 @@ class ServiceRunner:
 
     async def _start_http(self) -> None:
         assert self.ctx is not None
+        health_metrics.started(self.service.name)
         open_paths = {"/healthz", "/readyz", *self.ctx.public_paths}
         app = web.Application(middlewares=[http_auth.middleware(self._token, open_paths)] if self._token else [])
         app.router.add_get("/healthz", self._healthz)
@@ -188,6 +189,8 @@ class ServiceRunner:
         return web.json_response(body, status=status)
 
     async def _metrics(self, _: web.Request) -> web.Response:
+        ctx = self.ctx
+        await health_metrics.probe(ctx.bus if ctx else None, ctx.store if ctx else None)
         body, ctype = telemetry.render_metrics()
         return web.Response(body=body, headers={"Content-Type": ctype})
 

@@ -111,6 +111,11 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Prefix of the client's reply subjects (nats-py ``inbox_prefix``; "" = ``_INBOX``): ``colo security
     init`` gives each user its own (``_INBOX_<user>``) and lets it subscribe only there, so that no user reads
     another's replies (``COLO_NATS_INBOX_PREFIX``; docs/security.md)."""
+    redis_failover_window_s: float = 20.0
+    """With :attr:`redis_sentinels`: seconds a store command that meets a connection error or ``READONLY`` (a
+    primary down or demoted) is sent again, re-asking the Sentinels for the primary each time
+    (:mod:`colo.store_retry`); must cover a failover: Sentinel's ``down-after-milliseconds`` plus its election
+    and promotion, a few seconds with docs/operations.md's configuration (``COLO_REDIS_FAILOVER_WINDOW_S``)."""
 
     def __post_init__(self) -> None:
         problems = link_problems(self)
@@ -136,6 +141,8 @@ def link_problems(s: RuntimeSettings) -> list[str]:
         out.append(f"redis_wait_replicas must be >= 0, got {s.redis_wait_replicas}")
     if s.redis_wait_timeout_ms < 1:
         out.append(f"redis_wait_timeout_ms must be >= 1 (0 blocks for ever), got {s.redis_wait_timeout_ms}")
+    if not s.redis_failover_window_s > 0:
+        out.append(f"redis_failover_window_s must be > 0 (seconds), got {s.redis_failover_window_s}")
     if s.nats_inbox_prefix and not re.fullmatch(r"[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*", s.nats_inbox_prefix):
         out.append(f"nats_inbox_prefix: {s.nats_inbox_prefix!r} is not a subject prefix (tokens of letters, digits, "
                    "'_', '-', '$' separated by dots)")

@@ -30,8 +30,6 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions as redis_exc
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 
 from colo import codec
 from colo.connections import redis_client
@@ -68,6 +66,7 @@ from colo.store_lua import (
 from colo.store_quota import QuotaOps
 from colo.store_rejected import RejectionOps
 from colo.store_restore import RestoreOps
+from colo.store_retry import RECONNECT_BACKOFF_S, store_retry
 from colo.store_wait import WaitPolicy, replicated
 from colo.store_workloads import WorkloadOps
 
@@ -134,12 +133,13 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
         A command that meets a dead connection (Redis restarted: every pooled connection is closed)
         reconnects and is sent again, up to :data:`RECONNECT_RETRIES` times with backoff
         (:data:`RECONNECT_BACKOFF_S`); redis-py's ``from_url`` default is no retry, so each stale
-        connection failed one command after a restart.
+        connection failed one command after a restart. Behind Sentinel it is sent again until
+        ``settings.redis_failover_window_s`` has passed (:mod:`colo.store_retry`).
 
         ``settings`` gives the link's ACL user, TLS and Sentinels (:func:`colo.connections.redis_client`;
         LinkError when a file named there cannot be read).
         """
-        client = redis_client(url, settings, _reconnecting_retry(),
+        client = redis_client(url, settings, store_retry(settings, RECONNECT_RETRIES),
                               [redis_exc.ConnectionError, redis_exc.TimeoutError])
         try:
             await client.ping()
@@ -505,12 +505,5 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
 
 
 RECONNECT_RETRIES = 8
-"""Times a Store command is sent again after a connection error (see :meth:`Store.connect`)."""
-RECONNECT_BACKOFF_S = (0.05, 1.0)
-"""(base, cap) seconds of the exponential backoff with jitter between those attempts: ~4 s in all,
-longer than a Redis restart on its data takes (under a second for the demo's data)."""
-
-
-def _reconnecting_retry() -> Retry:
-    base, cap = RECONNECT_BACKOFF_S
-    return Retry(ExponentialWithJitterBackoff(base=base, cap=cap), retries=RECONNECT_RETRIES)
+"""Times a Store command is sent again after a connection error on a single server (see :meth:`Store.connect`;
+behind Sentinel a time window applies instead, :mod:`colo.store_retry`)."""

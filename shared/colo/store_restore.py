@@ -61,6 +61,15 @@ class RestoreOps:
                            args=[node, repr(float(bound_at)), repr(float(at)), uid, *req, codec.encode(spec)])
         return out.decode() if isinstance(out, bytes) else str(out)
 
+    async def loaded_marker(self, name: str) -> bool:
+        """Whether the scheduler replica ``name`` has loaded this store before (:meth:`colo.keys.Keys.loaded`):
+        False on a new or lost store. Raises RedisError on I/O failure."""
+        return bool(await self.redis.exists(self.keys.loaded(name)))
+
+    async def mark_loaded(self, name: str, at: float) -> None:
+        """Record that the scheduler replica ``name`` loaded this store (clock ``at``, seconds)."""
+        await self.redis.set(self.keys.loaded(name), repr(float(at)))
+
     async def missing_nodes(self, names: Sequence[str]) -> list[str]:
         """Those of ``names`` the store has no NodeSpec of (one pipeline), in input order."""
         pipe = self.redis.pipeline(transaction=False)

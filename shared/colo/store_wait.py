@@ -43,18 +43,35 @@ class WaitPolicy:
     async def wait(self, conn: aioredis.Redis, op: str, what: str) -> int:
         """``WAIT`` on ``conn`` (the connection that sent the writes); returns the replicas that acknowledged.
         A short count is logged and counted, never raised. Raises RedisError on I/O failure."""
-        try:
-            acked = int(await conn.wait(self.replicas, self.timeout_ms))
-        except redis_exc.ResponseError as exc:
-            if "replica" not in str(exc):
-                raise
-            acked = 0  # the server was demoted to a replica after the writes (a Sentinel switchover): kept, unknown
+        acked = await self._wait_on_same_server(conn)
         if acked < self.replicas:
             self.short[op] = self.short.get(op, 0) + 1
             _SHORT.labels(op=op).inc()
             log.warning("%s %s: WAIT %d %d ms returned %d replicas; kept (it is lost if the primary fails "
                         "over before it replicates)", op, what, self.replicas, self.timeout_ms, acked)
         return acked
+
+
+    async def _wait_on_same_server(self, conn: aioredis.Redis) -> int:
+        """The replicas acknowledging the writes of ``conn``'s one connection, asked on that connection only:
+        a WAIT resent after a reconnect would run on whichever server is primary now (behind Sentinel, the new
+        one) and count its replicas, not the writes'. A connection that broke or reached a demoted primary
+        gives 0 (kept, unknown)."""
+        connection = conn.connection
+        if connection is None:  # no command ran on it: nothing to wait for
+            return int(await conn.wait(self.replicas, self.timeout_ms))
+        if not connection.is_connected:
+            return 0
+        try:
+            await connection.send_command("WAIT", self.replicas, self.timeout_ms)
+            return int(await connection.read_response())
+        except (redis_exc.ConnectionError, redis_exc.TimeoutError):
+            await connection.disconnect()
+            return 0  # the primary went away after the writes (a failover): kept, unknown
+        except redis_exc.ResponseError as exc:
+            if "replica" not in str(exc):
+                raise
+            return 0  # the server was demoted to a replica after the writes (a Sentinel switchover): kept, unknown
 
 
 @asynccontextmanager

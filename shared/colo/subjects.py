@@ -151,6 +151,12 @@ ALL: tuple[Subject[object], ...] = tuple(
 """Every registered subject, for documentation and the AsyncAPI generator."""
 
 
+def is_token(value: str) -> bool:
+    """True when ``value`` can fill a ``{key}`` of a pattern (letters, digits, ``_`` and ``-``): a node name,
+    service or quota name that is not one could never be published on."""
+    return _TOKEN.fullmatch(value) is not None
+
+
 def by_subject(subject: str) -> Subject[object] | None:
     """The registered :class:`Subject` a concrete subject string belongs to, or None."""
     parts = subject.split(".")

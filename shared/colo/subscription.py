@@ -8,6 +8,7 @@ delay, or dead-letter and terminate. The delivery contract is in :mod:`colo.bus`
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import itertools
 import json
@@ -49,6 +50,11 @@ before the message is dead-lettered."""
 TRANSIENT_DELAY_MAX_S = 5.0
 """Cap of the nak delay after a transient failure (a dependency unavailable): ``retry_delay_s × 2^(delivery−1)``
 grows to this and stays there until the dependency is back; such failures are never dead-lettered."""
+ACKS_KEPT = 1024
+"""Reply subjects of the last messages a consumer acked, kept to send their acks again (see
+:meth:`Subscription.pending`)."""
+REACK_PAUSE_S = 1.0
+"""Seconds between two such re-sends of one consumer."""
 REPULL_PAUSE_S = 0.1
 """Wait before the next pull request after JetStream answered one with status 503 (no responders: the
 server is up but its JetStream is not yet), so that a consumer does not spin while it recovers."""
@@ -119,6 +125,9 @@ class Subscription(Generic[T]):
         self._pause_pull = False
         self.pulls = 0
         """Pull requests sent so far (one per batch, per expiry, and one at every reconnection)."""
+        self._acked: collections.deque[str] = collections.deque(maxlen=ACKS_KEPT)
+        """Reply subjects of the last acked messages (:meth:`pending` sends their acks again)."""
+        self._reacked_at = 0.0
         self._failures: dict[int, int] = {}
         """Stream sequence → permanent (not transient) handler failures of a message not yet settled."""
         self._started: asyncio.Future[None] | None = None
@@ -177,10 +186,29 @@ class Subscription(Generic[T]):
         return not self._busy and self._queue.empty()
 
     async def pending(self) -> int:
-        """Messages not yet acked according to the server (undelivered + unacked)."""
+        """Messages not yet acked according to the server (undelivered + unacked).
+
+        An ack is a plain publish, never confirmed: one sent while the consumer's JetStream leader is being
+        elected (kill -9 of the server that led it) is dropped, and the server counts the message as unacked
+        until its ack wait (:data:`ACK_WAIT_S`, 30 s) redelivers it: :meth:`colo.bus.Bus.settle`, and every
+        simulated step with it, stalled that long. So when the server reports unacked messages while nothing
+        is held here, the acks of the last :data:`ACKS_KEPT` acked messages are sent again (at most once per
+        :data:`REACK_PAUSE_S`; acking an acked message changes nothing)."""
         assert self.subject.stream is not None
         info = await self.bus.js.consumer_info(self.subject.stream, self.name)
-        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+        unacked = int(info.num_ack_pending or 0)
+        if unacked and self.idle and self._acked and time.monotonic() >= self._reacked_at + REACK_PAUSE_S:
+            self._reacked_at = time.monotonic()
+            log.info("%s: %d messages unacked on the server, none held here; sending the last %d acks again",
+                     self.name, unacked, len(self._acked))
+            for reply in list(self._acked):
+                await self.bus.nc.publish(reply, b"+ACK")
+        return int(info.num_pending or 0) + unacked
+
+    async def _ack(self, msg: Msg) -> None:
+        await msg.ack()
+        if msg.reply:
+            self._acked.append(msg.reply)
 
     async def _pull(self) -> None:
         req = {"batch": FETCH_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}
@@ -298,7 +326,7 @@ class Subscription(Generic[T]):
                             self.name, len(items), delivered, exc)
             else:
                 for msg in kept:
-                    await msg.ack()
+                    await self._ack(msg)
                 self._n_consumed.inc(len(kept))
                 if self._failures:
                     for _, info in items:
@@ -315,7 +343,7 @@ class Subscription(Generic[T]):
         except Exception as exc:
             await self._failed(msg, dict(info.headers), info.stream_seq, info.num_delivered, exc)
             return
-        await msg.ack()
+        await self._ack(msg)
         self._n_consumed.inc()
         if self._failures:
             self._failures.pop(info.stream_seq, None)
@@ -337,7 +365,7 @@ class Subscription(Generic[T]):
         except Exception as exc:
             await self._failed(msg, headers, seq, delivered, exc)
             return
-        await msg.ack()
+        await self._ack(msg)
         self._n_consumed.inc()
         if self._failures:
             self._failures.pop(seq, None)

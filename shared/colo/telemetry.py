@@ -23,6 +23,10 @@ from prometheus_client.metrics import MetricWrapperBase
 
 log = logging.getLogger("colo.telemetry")
 
+# No ``*_created`` series beside every counter and histogram: a creation timestamp per series doubles what is
+# scraped and Prometheus does not use it (docs/metrics.md "Conventions").
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
 _provider: TracerProvider | None = None
 _exporting = False
 

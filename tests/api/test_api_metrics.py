@@ -39,3 +39,15 @@ async def test_requests_counted_by_route_template_and_status_class(api: Api) -> 
     assert delta(before, after, REQUESTS, route="/v1/{tail:.*}", method="GET", status_class="4xx") == 1
     routes = {dict(labels)["route"] for name, labels in after if name == REQUESTS}
     assert not any("web-" in r or "no-such" in r for r in routes), routes
+
+
+async def test_routes_exported_at_zero_and_health_signals(api: Api) -> None:
+    """A route's request counter exists before its first request (rate() answers 0, not nothing); the service
+    exports its build info and its dependencies' state."""
+    samples = await scrape(api.runner.http_port)
+    for cls in ("2xx", "4xx", "5xx"):
+        key = (REQUESTS, frozenset({"route": "/v1/qos-events", "method": "GET", "status_class": cls}.items()))
+        assert key in samples, cls
+    assert samples[("colo_bus_connected", frozenset())] == 1
+    assert samples[("colo_store_up", frozenset())] == 1
+    assert [k for k in samples if k[0] == "colo_build_info" and dict(k[1])["service"] == "api"]

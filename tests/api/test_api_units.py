@@ -48,11 +48,18 @@ def test_pod_states(phase: str, node: str, state: str) -> None:
 
 @pytest.mark.parametrize(("reason", "state"), [
     ("Rejected: priority 99999999999 out of range", "Rejected"), ("Deleted: colo delete", "Deleted"),
-    ("Deleted", "Failed"), ("Evicted", "Failed"), ("Rejected", "Failed"), ("OOMKilled", "Failed"),
+    ("Evicted", "Failed"), ("Rejected", "Failed"), ("OOMKilled", "Failed"),
 ])
 def test_refused_and_deleted_pods_keep_their_word(reason: str, state: str) -> None:
     v = pod_view(PodRecord(spec=PodSpec(uid="u", name="p"), phase="Failed", reason=reason))
     assert v.state == state and reason.split(":")[-1].strip() in v.reason
+
+
+def test_pod_deleted_while_bound_is_deleted_not_failed() -> None:
+    """The node agent reports a deleted bound pod ``Failed`` with reason ``Deleted``: shown ``Failed (Deleted)``
+    before; its state is the word, as for one deleted while pending."""
+    v = pod_view(PodRecord(spec=PodSpec(uid="u", name="p"), phase="Failed", reason="Deleted", node="n1"))
+    assert (v.state, v.reason) == ("Deleted", "")
 
 
 def test_waiting_pod_reason_is_the_schedulers_message() -> None:

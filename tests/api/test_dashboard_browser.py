@@ -123,6 +123,14 @@ async def test_dashboard_live(browser: Any, running: tuple[Cluster, Api]) -> Non
         "document.querySelector(\"tr[data-pod='shop/huge'] td.reason\")?.textContent.startsWith("
         "'Unschedulable: 0/3 nodes are available')", timeout=10_000)
     assert node_of_web in ("n1", "n2", "n3")
+    # the tables fit their sections (no column scrolled out of sight: the pods' reason used to be), and the
+    # nodes table has one unit per column
+    clipped = await page.evaluate(
+        "['overview', 'pods-section', 'quotas-section'].map(id => document.getElementById(id))"
+        ".filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.id)")
+    assert clipped == [], clipped
+    headers = await page.locator("#nodes thead th").all_text_contents()
+    assert headers[1:3] == ["CPU (cores)", "memory (GiB)"], headers
 
     # the decision with its per-plugin scores
     await page.click("tr[data-pod='shop/web-0']")

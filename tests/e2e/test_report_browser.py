@@ -104,6 +104,11 @@ async def test_headline_states_each_key_metric_with_the_summary_figures(
     # the headline comes first: above the metric table
     head, table = await page.locator("ul.headline").bounding_box(), await page.locator("table.metrics").bounding_box()
     assert head["y"] < table["y"]
+    # a one-line verdict before the sentences (issue 14 follow-up)
+    verdict = page.locator("p.verdict")
+    assert (await verdict.inner_text()).strip() == summary["verdict"] != ""
+    assert summary["verdict"].startswith("Co-location ")
+    assert (await verdict.bounding_box())["y"] < head["y"]
     await page.screenshot(path=str(ARTIFACTS / "report-top.png"))
     await _shot(page, "ul.headline", "headline")
 

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+import colo
 from colo import subjects
 from colo.bus import Bus
 from colo.messages import (
@@ -208,6 +209,7 @@ async def test_node_agent_metrics_equal_its_node_metrics_and_qos_events(cluster:
         assert value(samples, "colo_node_be_cpu_allowed_cores", node=node) == metric.be_cpu_allowed / 1000
         assert value(samples, "colo_node_be_cpu_suppressed_cores", node=node) == (8000 - metric.be_cpu_allowed) / 1000
         assert value(samples, "colo_node_cpu_capacity_cores", node=node) == 8.0
+        assert value(samples, "colo_node_last_report_timestamp_seconds", node=node) == metric.at > 0
         events: list[QoSEvent] = [e for e in c.seen["qos"] if e.node == node]
         for action in ("suppress", "burst"):
             assert value(samples, "colo_node_agent_qos_actions_total", node=node, action=action) == sum(
@@ -223,6 +225,10 @@ async def test_node_agent_metrics_equal_its_node_metrics_and_qos_events(cluster:
     expected = {(a, "memory"): 0, (a, "cpu"): 0, (a, "order"): 0, (b, "memory"): 1, (b, "cpu"): 0, (b, "order"): 1}
     for (node, reason), n in expected.items():
         assert value(samples, "colo_node_agent_evictions_total", node=node, reason=reason) == n, (node, reason)
+    # the cheap health signals, from the readiness probes; no *_created series
+    assert value(samples, "colo_bus_connected") == 1 and value(samples, "colo_store_up") == 1
+    assert value(samples, "colo_build_info", service="node-agent", version=colo.__version__) == 1
+    assert not [k for k in samples if k[0].endswith("_created")]
 
 
 async def test_slo_manager_metrics_equal_the_published_node_resources(cluster: ClusterFactory) -> None:
@@ -243,7 +249,7 @@ async def test_slo_manager_metrics_equal_the_published_node_resources(cluster: C
     assert 0 < batch_a < c.last("resource", b).batch_cpu  # the LS pod on a leaves less to offer there
     version = state["config"]["version"]
     assert len(version) == 16
-    assert value(samples, "colo_slo_manager_config_version") == int(version[:12], 16)
+    assert value(samples, "colo_slo_manager_config_generation") == 1
     assert value(samples, "colo_slo_manager_config_info", version=version) == 1
     assert [k for k in samples if k[0] == "colo_slo_manager_config_info"] == [
         ("colo_slo_manager_config_info", (("version", version),))]
@@ -263,7 +269,7 @@ async def test_slo_manager_metrics_equal_the_published_node_resources(cluster: C
     after, state = await c.scrape("slo-manager")
     new = state["config"]["version"]
     assert new != version and state["config"]["applied"] == 1 and state["config"]["rejected"] == 1
-    assert value(after, "colo_slo_manager_config_version") == int(new[:12], 16)
+    assert value(after, "colo_slo_manager_config_generation") == 2  # one applied, one refused
     assert [k for k in after if k[0] == "colo_slo_manager_config_info"] == [
         ("colo_slo_manager_config_info", (("version", new),))]
     assert after[applied] - samples.get(applied, 0.0) == 1

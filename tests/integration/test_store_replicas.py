@@ -67,9 +67,6 @@ async def test_short_wait_keeps_the_bind_and_counts_it(redis_url: str) -> None:
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="open: after SENTINEL FAILOVER the demoted primary keeps answering READONLY "
-                   "past the store's ~4 s retry window (redis-py turns it into ConnectionError and reconnects, "
-                   "yet reaches the old server again); a kill -9 failover is covered (tests/e2e/test_ha_sentinel.py)")
 def test_store_follows_a_sentinel_switchover() -> None:
     with RedisSentinelGroup() as group:
         first = group.primary_port()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from colo_profiler.histogram import (
     MAX_DECAY_EXPONENT,
+    MAX_TIME_S,
     ExponentialBuckets,
     Histogram,
     HistogramBank,
@@ -170,3 +172,36 @@ def test_per_sample_times_equal_sequential_adds(span_half_lives: int) -> None:
         one_by_one.add([r], [v], t)
     for p in (0.1, 0.5, 0.9, 0.99):
         np.testing.assert_array_equal(batched.percentiles([0, 1, 2], p), one_by_one.percentiles([0, 1, 2], p))
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    pytest.param(T0, T0 - 5000 * HOUR, id="sample-5000-half-lives-before-the-reference"),
+    pytest.param(T0, MAX_TIME_S, id="sample-far-after-the-reference"),
+    pytest.param(MAX_TIME_S, T0, id="sample-far-before-the-reference"),
+    pytest.param(MAX_TIME_S, -MAX_TIME_S, id="the-widest-span"),
+])
+def test_samples_far_apart_never_overflow(first: float, second: float) -> None:
+    """Found by the fuzz run (tests/fuzz): a NodeMetric at 1e300 s and one at 1000 s made the re-base scale
+    the weights by 2^(huge) (``OverflowError: math range error``), or exp2 overflow to inf and NaN weights.
+    A sample thousands of half-lives older than the newest weighs 0; the newest keep their weights. (Times
+    beyond ±MAX_TIME_S are refused by the profiler's handlers.)"""
+    h = Histogram(LinearBuckets(10, 1), half_life_s=HOUR)
+    h.add_sample(5, 1, first)
+    h.add_sample(2, 1, second)
+    assert math.isfinite(h.total_weight) and h.total_weight > 0
+    newest = 5 if first > second else 2
+    assert h.percentile(0.5) == newest + 1
+
+
+@pytest.mark.parametrize("times", [
+    pytest.param([T0, T0 + 5000 * HOUR], id="5000-half-lives"),
+    pytest.param([-MAX_TIME_S, MAX_TIME_S], id="the-widest-span"),
+])
+def test_one_batch_spanning_thousands_of_half_lives_never_overflows(times: list[float]) -> None:
+    bank = HistogramBank(LinearBuckets(10, 1), HOUR, capacity=2)
+    row = bank.alloc()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy overflow warning is the inf of a bug
+        bank.add([row, row], [2.0, 7.0], np.array(times))
+    assert np.isfinite(bank.weights).all()
+    assert bank.percentiles([row], 0.5)[0] == 8

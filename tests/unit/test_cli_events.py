@@ -105,3 +105,33 @@ async def test_count_is_honoured_under_a_burst(nats_url: str, count: int) -> Non
         await nc.close()
     assert len(lines) == count
     assert all("NodeMetric node=n" in line for line in lines)
+
+
+@pytest.mark.integration
+def test_says_on_stderr_what_it_waits_for(nats_url: str) -> None:
+    """``colo events`` used to print nothing until the first message: a new user could not tell it was
+    running. The line goes to stderr (stdout stays the events)."""
+    import os
+    import select
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "COLO_NATS_URL": nats_url, "NO_COLOR": "1", "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "colo.cli.main", "events", "--subject", "colo.v1.nothing.>"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = b""
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 30
+        while b"waiting" not in err and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 0.5)[0]:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                err += chunk
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=20)
+    assert "waiting for events on colo.v1.nothing.> (Ctrl-C stops)\n" in err.decode(), err
+    assert out == b""

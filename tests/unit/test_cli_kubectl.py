@@ -39,6 +39,8 @@ def _rec(uid: str, name: str, ns: str = "default", phase: str = "Pending", reaso
                  "Rejected", "priority 9500 is outside the batch range", id="rejected"),
     pytest.param(_rec("a", "a", phase="Failed", reason="Deleted: colo delete"), "Deleted", "colo delete",
                  id="deleted"),
+    pytest.param(_rec("a", "a", phase="Failed", reason="Deleted", node="n1"), "Deleted", "-",
+                 id="deleted-while-bound"),  # used to show Failed (Deleted)
     pytest.param(_rec("a", "a", phase="Failed", reason="Evicted"), "Failed", "Evicted", id="evicted"),
     pytest.param(_rec("a", "a", phase="Running", node="n1"), "Running", "-", id="running"),
 ])

@@ -90,7 +90,7 @@ def test_every_expression_names_exported_metrics_and_their_labels() -> None:
     "colo_node_cpu_usage_cores", "colo_node_memory_usage_bytes", "colo_node_batch_allocatable_cpu_cores",
     "colo_node_mid_allocatable_cpu_cores", "colo_node_be_cpu_suppressed_cores", "colo_node_agent_evictions_total",
     "colo_node_prod_peak_predicted_cpu_cores", "colo_node_prod_usage_cpu_cores",
-    "colo_profiler_prod_peak_error_ratio_bucket", "colo_slo_manager_config_version",
+    "colo_profiler_prod_peak_error_ratio_bucket", "colo_slo_manager_config_generation",
 ])
 def test_the_figures_the_dashboard_exists_for_are_on_it(name: str) -> None:
     assert any(name in expr for _, expr in targets(load()))

@@ -57,15 +57,6 @@ def test_slo_manager_offer_series_follow_the_known_nodes() -> None:
     assert series(slo_metrics.BATCH_CPU, a) == [2.5]
 
 
-@pytest.mark.parametrize(("version", "number"), [
-    ("0123456789abcdef", float(0x0123456789AB)),
-    ("ffffffffffffffff", float(0xFFFFFFFFFFFF)),
-    ("not-hex", 0.0),
-], ids=["digest", "largest-exact", "not-hex"])
-def test_config_version_number(version: str, number: float) -> None:
-    assert slo_metrics.version_number(version) == number
-
-
 def _metric(node: str, at: float, cpu: int, memory: int) -> NodeMetric:
     return NodeMetric(node=node, at=at, pods=[PodMetric(uid=f"{node}-web", cpu=cpu, memory=memory,
                                                         priority_class="prod"),

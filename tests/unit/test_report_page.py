@@ -104,3 +104,42 @@ def test_unschedulable_section_lists_reasons_next_to_the_offer() -> None:
     base = end_sentence("baseline", rows, {**sample, "batch_cpu_cores": 0.0, "batch_memory_gib": 0.0})
     assert "offers no batch resources" in base
     assert end_sentence("colo", [], sample) == "colo: no pod was unschedulable at the end."
+
+
+def test_verdict_line_before_the_sentences() -> None:
+    """Issue 14 follow-up: the headline had bullets only, no one-line verdict."""
+    from colo.sim.report_headline import verdict
+
+    assert verdict(_summary(True)) == ("Co-location raised CPU use 1.11× and memory 1.20× and finished 1.03× the "
+                                       "batch tasks, with LS CPU satisfaction unchanged at 100.0%.")
+    assert verdict({"runs": {"colo": COLO}}) == ""
+
+
+def test_disruptions_that_rose_say_why() -> None:
+    lines = {s.split(" ")[0]: s for s in headline(_summary(True))}
+    assert "by design: a high-priority job preempts" in lines["Preemptions"]
+    assert "co-location puts more BE work" not in lines["BE"], "BE evictions fell here: no reason given"
+
+
+def test_unschedulable_section_says_sums_over_nodes_and_instants() -> None:
+    rows = [{"label": "Insufficient batch-cpu", "category": "cpu", "pods": 1, "pods_any": 1, "nodes": 4}]
+    page = reasons_html({"unschedulable_reasons": {"colo": rows}, "series": {"colo": []}})
+    assert "summed over all nodes" in page and "fragmentation" in page and "instants" in page
+    assert "pods (on any node)" not in page and "rejected on ≥ 1 node" in page
+
+
+def test_identical_lines_say_they_coincide() -> None:
+    """LS CPU satisfaction at 100 % in both runs drew one line over the other with nothing said."""
+    from colo.sim.metrics import RunMetrics, Sample
+    from colo.sim.report_charts import charts
+
+    runs = []
+    for name in ("baseline", "colo"):
+        r = RunMetrics(name)
+        r.series = [Sample(t=60.0 * i, cpu_util=0.1 * i if name == "colo" else 0.0, mem_util=0.0, ls_satisfaction=1.0,
+                           batch_running=0, batch_completed=0, suppress_events=0, evictions=0)
+                    for i in range(3)]
+        runs.append(r)
+    svg = {c.split("</text>")[0].rsplit(">", 1)[-1]: c for c in charts(runs)}
+    assert "colo = baseline (lines coincide)" in svg["LS CPU satisfaction (served / demanded)"]
+    assert "lines coincide" not in svg["CPU utilization (used / capacity)"]

@@ -89,7 +89,7 @@ def submitted_object(item: tuple[Any, Any, str | None, dict[str, str]]) -> Submi
         return SubmittedObject(kind=obj.kind, namespace=obj.namespace, name=obj.name, uid=obj.uid,
                                subject=concrete, pods=initial_pods(obj))
     assert isinstance(obj, PodSpec)
-    return SubmittedObject(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid, subject=concrete)
+    return SubmittedObject(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid, subject=concrete, pods=1)
 
 
 class Handlers:

@@ -38,9 +38,18 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx" if 100 <= status < 600 else "5xx"
 
 
-def instrumented(route: str, handler: Handler) -> Handler:
+ZEROED_CLASSES = ("2xx", "4xx", "5xx")
+"""Status classes exported at 0 for every route and its method from registration (1xx and 3xx are not
+answered by the API's own routes)."""
+
+
+def instrumented(route: str, handler: Handler, method: str = "") -> Handler:
     """``handler`` counted under ``route`` (the registered template): an HTTPException raised counts with its
-    status, any other exception as 5xx (and is re-raised)."""
+    status, any other exception as 5xx (and is re-raised). With ``method`` (the route's, one of :data:`METHODS`)
+    its :data:`ZEROED_CLASSES` series exist at 0 from now on, before the first request."""
+    if method in METHODS:
+        for cls in ZEROED_CLASSES:
+            REQUESTS.labels(route, method, cls)
 
     async def timed(request: web.Request) -> web.StreamResponse:
         method = request.method if request.method in METHODS else "other"

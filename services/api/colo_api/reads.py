@@ -102,8 +102,9 @@ async def quota_views(store: Store, bus: Bus) -> list[QuotaView]:
         [last_message(bus, S.QUOTA_STATUS, name=n) if _token(n) else _none() for n in ordered])
     out = []
     for name, spec, status in zip(ordered, specs, statuses):
+        in_force = status is not None and (spec is None or status.spec_created_at == spec.created_at)
         out.append(QuotaView(name=name, spec=spec, status=status, max=await store.quota_max(name),
-                             used=await store.quota_used(name)))
+                             used=await store.quota_used(name), in_force=in_force))
     return out
 
 

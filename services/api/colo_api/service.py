@@ -56,7 +56,7 @@ class ApiService:
         routes += [("GET", "/v1/openapi.json", self.openapi, True), ("*", "/v1/{tail:.*}", h.not_found, False),
                    ("GET", "/", self.index, True), ("GET", "/static/{file}", self.static, True)]
         for method, path, handler, public in routes:
-            ctx.add_route(method, path, instrumented(path, handler), public=public)
+            ctx.add_route(method, path, instrumented(path, handler, method), public=public)
 
     async def openapi(self, _: web.Request) -> web.Response:
         """The OpenAPI document (open: it holds no data)."""

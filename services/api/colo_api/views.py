@@ -12,7 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from colo.classes import qos_class_of
-from colo.cli.get import pod_reason
+from colo.cli.get import pod_reason, pod_status
 from colo.messages import (
     ElasticQuota,
     NodeMetric,
@@ -37,8 +37,8 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
 
 class SubmittedObject(msgspec.Struct, frozen=True, kw_only=True):
     """One object ``POST /v1/submit`` published: its ``kind``, ``namespace`` ("" for cluster-scoped quotas),
-    ``name``, ``uid`` ("" for kinds without one), the ``subject`` it went to and the ``pods`` a workload
-    creates at once (0 for other kinds)."""
+    ``name``, ``uid`` ("" for kinds without one), the ``subject`` it went to and the ``pods`` it creates at
+    once (1 for a Pod, a workload's initial pods, 0 for other kinds)."""
 
     kind: str
     namespace: str
@@ -93,7 +93,7 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
 
 def _reason(record: PodRecord, messages: dict[str, str]) -> str:
     reason = pod_reason(record, messages)
-    return "" if reason == "-" and not record.reason else reason
+    return "" if reason == "-" and record.reason in ("", pod_status(record)) else reason
 
 
 def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodView:
@@ -103,7 +103,7 @@ def pod_view(record: PodRecord, messages: dict[str, str] | None = None) -> PodVi
     if record.phase == "Pending":
         state = "Bound" if record.node else "Waiting"
     elif record.phase == "Failed":
-        state = next((w for w in ENDED_WORDS if record.reason.startswith(w + ":")), "Failed")
+        state = pod_status(record)
     return PodView(namespace=s.namespace, name=s.name, uid=s.uid, phase=record.phase, state=state,
                    node=record.node, reason=_reason(record, messages or {}), qos=qos_class_of(s), requests=s.requests,
                    limits=s.limits, updated_at=record.updated_at, bound_at=record.bound_at, spec=s)
@@ -165,13 +165,16 @@ class QuotaView(msgspec.Struct, frozen=True, kw_only=True):
     """An elastic quota: ``spec`` as last submitted (``quota.spec.{name}``; None for a quota known only from
     the store), ``status`` as the scheduler last published it (``quota.status.{name}``; None before its first),
     ``max`` the hard max the store's bind script enforces and ``used`` what it charged (Resources field names:
-    milli-cores, bytes, ``pods`` a count)."""
+    milli-cores, bytes, ``pods`` a count); ``in_force`` True when the scheduler applies the spec last submitted
+    (its status carries that spec's ``created_at``, or there is no spec), False for a quota it refused (dead-lettered:
+    the reason is on ``colo.v1.dlq.>``) or has not accepted yet (a child waiting for its parent)."""
 
     name: str
     spec: ElasticQuota | None = None
     status: QuotaStatus | None = None
     max: dict[str, int] = {}
     used: dict[str, int] = {}
+    in_force: bool = False
 
 
 class QuotaList(msgspec.Struct, frozen=True, kw_only=True):

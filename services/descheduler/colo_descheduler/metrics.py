@@ -30,6 +30,13 @@ MIGRATING = telemetry.gauge(
     "colo_descheduler_migrating_pods", "Pods whose migration is under way (evicted or ordered, replacement not "
                                        "running yet)")
 
+for _strategy in STRATEGIES:  # every bounded combination exported from the start, at 0 until it fires
+    ROUNDS.labels(_strategy)
+    for _result in EVICTION_RESULTS:
+        EVICTIONS.labels(_strategy, _result)
+for _result in JOB_RESULTS:
+    MIGRATION_JOBS.labels(_result)
+
 
 class TickCounters:
     """The service's running totals at the last :func:`observe_tick` (the metrics add the differences)."""

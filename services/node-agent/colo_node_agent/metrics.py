@@ -42,6 +42,10 @@ MEMORY_USAGE = telemetry.gauge(
     "colo_node_memory_usage_bytes",
     "Memory used on the node by QoS class (ls, be, system), bytes, averaged over the last NodeMetric's window",
     ("node", "qos"))
+LAST_REPORT = telemetry.gauge(
+    "colo_node_last_report_timestamp_seconds",
+    "When the node last published its NodeMetric (its ``at``), clock seconds (virtual under a simulation); "
+    "time() minus it is the report's age", ("node",))
 CPU_CAPACITY = telemetry.gauge("colo_node_cpu_capacity_cores", "CPU capacity of the node, cores", ("node",))
 MEMORY_CAPACITY = telemetry.gauge("colo_node_memory_capacity_bytes", "Memory capacity of the node, bytes",
                                   ("node",))
@@ -95,6 +99,7 @@ def usage_by_qos(metric: NodeMetric) -> dict[str, tuple[int, int]]:
 def observe_node_metric(metric: NodeMetric, cpu_capacity_milli: int) -> None:
     """Set the node's gauges from the NodeMetric just published (``cpu_capacity_milli``: the node's)."""
     node = metric.node
+    LAST_REPORT.labels(node).set(metric.at)
     for qos, (cpu, mem) in usage_by_qos(metric).items():
         CPU_USAGE.labels(node, qos).set(cpu / 1000)
         MEMORY_USAGE.labels(node, qos).set(mem)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 from typing import Any
 
@@ -30,10 +31,12 @@ from colo.messages import (
     PodSpec,
     PodStatus,
     QoSEvent,
+    SimWorkload,
     cpuset_parse,
     with_hostname_label,
 )
 from colo.runtime import ServiceContext
+from colo.validation import MAX_QUANTITY
 from colo_node_agent import metrics
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
@@ -99,6 +102,26 @@ def host_config(settings: NodeAgentSettings) -> HostConfig:
                       cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes)
 
 
+MIN_SIM_STEP_S = 0.001
+"""Shortest usage-series step taken (seconds): the demand model indexes the series with int64
+``(t − start) / step_s``, which a step near 0 overflows."""
+
+
+def sim_problems(w: SimWorkload) -> list[str]:
+    """Why the sim backend cannot model ``w`` (empty when it can): a series step ≥ :data:`MIN_SIM_STEP_S`
+    and finite, amounts within 0..:data:`colo.validation.MAX_QUANTITY`, utilizations and duration finite and
+    ≥ 0 (JSON's 1e999 decodes as inf)."""
+    out: list[str] = []
+    if w.kind == "series" and not (MIN_SIM_STEP_S <= w.step_s < math.inf):
+        out.append(f"sim.step_s must be finite and >= {MIN_SIM_STEP_S}, got {w.step_s}")
+    if not all(0 <= v <= MAX_QUANTITY for v in (w.cpu_scale_milli, w.memory_scale_bytes, w.cpu_milli,
+                                                 w.memory_bytes)) or not 0 <= w.duration_s < math.inf:
+        out.append(f"sim workload amounts must be within 0..{MAX_QUANTITY} and duration_s finite and >= 0")
+    if not all(0 <= v < math.inf for v in (*w.cpu_util, *w.memory_util)):
+        out.append("sim utilization series must be finite and >= 0")
+    return out
+
+
 def pod_problems(spec: PodSpec, backend: str = "sim") -> list[str]:
     """Why a bound pod cannot be run on ``backend`` (empty when it can)."""
     out: list[str] = []
@@ -108,12 +131,7 @@ def pod_problems(spec: PodSpec, backend: str = "sim") -> list[str]:
         out.append("pod has no command: the host backend runs PodSpec.command")
     w = spec.sim
     if w is not None:
-        if w.kind == "series" and w.step_s <= 0:
-            out.append(f"sim.step_s must be > 0, got {w.step_s}")
-        if min([w.cpu_scale_milli, w.memory_scale_bytes, w.cpu_milli, w.memory_bytes]) < 0 or w.duration_s < 0:
-            out.append("sim workload values must be >= 0")
-        if any(v < 0 for v in w.cpu_util) or any(v < 0 for v in w.memory_util):
-            out.append("sim utilization series must be >= 0")
+        out.extend(sim_problems(w))
     return out
 
 

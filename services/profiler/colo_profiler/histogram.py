@@ -18,7 +18,8 @@ weight reaches ``p × total`` and returns the *end* of that bucket (REFERENCE.md
 Decay: a sample added at time ``t`` weighs ``w × 2^((t − ref)/half_life)``: newer
 samples weigh exponentially more, which is the same as older ones fading. ``ref``
 is re-based (all weights scaled by a power of two) when the exponent would exceed
-:data:`MAX_DECAY_EXPONENT` or a sample predates it, so weights never overflow.
+:data:`MAX_DECAY_EXPONENT` or a sample predates it (by at most :data:`MAX_BACKWARD_HALF_LIVES`;
+an older sample weighs ~0), so weights never overflow, however far apart the sample times.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ EPSILON = 1e-4
 
 MAX_DECAY_EXPONENT = 100
 """Re-base the reference time before 2^exponent grows past 2^100 (float64 stays exact enough)."""
+MAX_TIME_S = 1e12
+"""Sample times are within ±this (seconds; year ~33,700): beyond, ``t − ref`` loses whole half-lives to float
+rounding and the exponents overflow. The profiler's handlers refuse messages dated outside it."""
+MAX_BACKWARD_HALF_LIVES = 800
+"""Farthest a sample older than the reference moves it back (half-lives): the weights kept grow by 2^800 at
+most, which with 2^:data:`MAX_DECAY_EXPONENT` stays under float64's 2^1024."""
 
 
 class Buckets(Protocol):
@@ -169,16 +176,27 @@ class HistogramBank:
     # ------------------------------------------------------------------ decay
 
     def _rebase(self, t_min: float, t_max: float) -> None:
-        """Move ``ref`` so that samples in [t_min, t_max] get exponents within (0, MAX_DECAY_EXPONENT]."""
+        """Move ``ref`` so that samples in [t_min, t_max] get exponents within (0, MAX_DECAY_EXPONENT].
+
+        Forward (``t_max`` past the window) it moves to ``t_max``: older weights shrink, to 0 when they are
+        more than ~1,000 half-lives older. Backward it moves only up to :data:`MAX_BACKWARD_HALF_LIVES` (the
+        kept weights grow by 2^that at most, far from float64's 2^1024); a sample older than that keeps a
+        negative exponent and weighs (almost) nothing next to the newer ones, as its decay says.
+        """
         hl = self.half_life_s
         assert hl is not None
         if self.ref is None:
             self.ref = math.floor(t_min / hl) * hl
-        elif t_min < self.ref or t_max > self.ref + MAX_DECAY_EXPONENT * hl:
-            new_ref = math.floor((t_min if t_min < self.ref else t_max) / hl) * hl
-            # Scale by an exact power of two so the relative weights stay exact.
-            self.weights *= math.ldexp(1.0, round((self.ref - new_ref) / hl))
-            self.ref = new_ref
+        if t_max > self.ref + MAX_DECAY_EXPONENT * hl:
+            new_ref = math.floor(t_max / hl) * hl
+        elif t_min < self.ref and self.ref - t_min <= MAX_BACKWARD_HALF_LIVES * hl:
+            new_ref = math.floor(t_min / hl) * hl
+        else:
+            return
+        # Scale by an exact power of two so the relative weights stay exact (ldexp underflows to 0, never raises
+        # for a negative exponent; a positive one is at most MAX_BACKWARD_HALF_LIVES + 1).
+        self.weights *= math.ldexp(1.0, max(round((self.ref - new_ref) / hl), -2000))
+        self.ref = new_ref
 
     def _decay_factors(self, t: float | FloatArray) -> float | FloatArray:
         """2^((t − ref)/half_life) per sample, re-basing ``ref`` first when needed (1.0 without decay)."""
@@ -211,8 +229,9 @@ class HistogramBank:
             raise ValueError(f"rows {r.shape}, values {v.shape}, weights and times must be equal 1-d shapes")
         if r.size == 0:
             return
-        if not (np.isfinite(v).all() and np.isfinite(w).all() and np.isfinite(times).all()) or (w < 0).any():
-            raise ValueError("values and times must be finite and weights non-negative")
+        if not (np.isfinite(v).all() and np.isfinite(w).all() and (np.abs(times) <= MAX_TIME_S).all()) or (
+                w < 0).any():
+            raise ValueError("values must be finite, times within ±MAX_TIME_S and weights non-negative")
         self.add_unchecked(r, v, times, w)
 
     def add_unchecked(self, rows: IntArray, values: FloatArray, t: float | FloatArray,

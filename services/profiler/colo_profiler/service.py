@@ -25,16 +25,37 @@ from colo.bus import MessageInfo
 from colo.classes import priority_class_of
 from colo.messages import NodeMetric, NodeSpec, PodBound, PodStatus, Usage
 from colo.runtime import ServiceContext
+from colo.validation import MAX_QUANTITY
 from colo_profiler import checkpoint
+from colo_profiler.histogram import MAX_TIME_S
 from colo_profiler.metrics import PredictionMetrics
 from colo_profiler.model import ProfileModel
 from colo_profiler.settings import ProfilerSettings
 
 
+def quantity_problem(what: str, *, clamps_negative: bool = False, **amounts: int) -> str:
+    """"" when every amount (milli-cores, bytes) is within 0..:data:`colo.validation.MAX_QUANTITY` (any value
+    up to it when ``clamps_negative``: measured usage below 0 is clamped), else the reason naming the first
+    one out of range: a decoded int can reach 2^64 (msgspec decodes it), which the checkpoint's msgpack
+    cannot encode and the predictions should never see."""
+    for name, v in amounts.items():
+        if v > MAX_QUANTITY or (v < 0 and not clamps_negative):
+            return f"{what}.{name} = {v} is out of range (0..{MAX_QUANTITY})"
+    return ""
+
+
 def metric_problem(metric: NodeMetric) -> str:
     """Why a decoded NodeMetric cannot be used ("" when it can)."""
-    if not math.isfinite(metric.at):
-        return f"NodeMetric.at is not a finite time: {metric.at}"
+    if not abs(metric.at) <= MAX_TIME_S:  # NaN and inf fail too
+        return f"NodeMetric.at is not a time within ±{MAX_TIME_S:g} s: {metric.at}"
+    usages = [("node_usage", metric.node_usage.cpu, metric.node_usage.memory),
+              ("system_usage", metric.system_usage.cpu, metric.system_usage.memory),
+              *((f"pods[{p.uid[:40]}]", p.cpu, p.memory) for p in metric.pods)]
+    problem = next((q for name, cpu, memory in usages
+                    if (q := quantity_problem(f"NodeMetric.{name}", clamps_negative=True, cpu=cpu, memory=memory))),
+                   "")
+    if problem:
+        return problem
     if not metric.node:
         return "NodeMetric.node is empty"
     if not _is_token(metric.node, NODE_NAME_MAX):
@@ -164,22 +185,34 @@ class ProfilerService:
         if not spec.name:
             await self._reject(spec, info, "NodeSpec.name is empty")
             return
+        problem = quantity_problem("NodeSpec.allocatable", cpu=spec.allocatable.cpu, memory=spec.allocatable.memory)
+        if problem:
+            await self._reject(spec, info, problem)
+            return
         self._node(spec)
 
     async def on_bound(self, msg: PodBound, info: MessageInfo) -> None:
         """A binding: the pod's requests, priority class and start time."""
-        if not msg.spec.uid or not msg.node or not math.isfinite(msg.at):
-            await self._reject(msg, info, "PodBound needs spec.uid, node and a finite at")
+        if not msg.spec.uid or not msg.node or not abs(msg.at) <= MAX_TIME_S:
+            await self._reject(msg, info, f"PodBound needs spec.uid, node and an at within ±{MAX_TIME_S:g} s")
             return
         r = msg.spec.requests
+        problem = quantity_problem("PodBound.spec.requests", cpu=r.cpu, memory=r.memory)
+        if problem:
+            await self._reject(msg, info, problem)
+            return
         workload = (msg.spec.namespace, msg.spec.app) if msg.spec.app and _is_token(msg.spec.namespace) else None
         self.model.pod_bound(msg.spec.uid, msg.node, r.cpu, r.memory, priority_class_of(msg.spec), msg.at,
                              workload)
 
     async def on_status(self, msg: PodStatus, info: MessageInfo) -> None:
         """Pod lifecycle: Running refreshes what we know, Succeeded/Failed drop the pod."""
-        if not msg.uid or not math.isfinite(msg.at):
-            await self._reject(msg, info, "PodStatus needs uid and a finite at")
+        if not msg.uid or not abs(msg.at) <= MAX_TIME_S:
+            await self._reject(msg, info, f"PodStatus needs uid and an at within ±{MAX_TIME_S:g} s")
+            return
+        problem = quantity_problem("PodStatus.requests", cpu=msg.requests.cpu, memory=msg.requests.memory)
+        if problem:
+            await self._reject(msg, info, problem)
             return
         if msg.phase in ("Succeeded", "Failed"):
             pod = self.model.pods.get(msg.uid)

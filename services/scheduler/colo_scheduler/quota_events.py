@@ -75,8 +75,14 @@ class QuotaEvents:
         log.warning("quota replay still running after %.0f s; scheduling starts meanwhile", REPLAY_WAIT_S)
 
     async def _on_quota(self, spec: ElasticQuota, info: MessageInfo) -> None:
-        """Apply one quota; dead-letter it with every problem when the tree refuses it, else set (or drop)
-        its max in the store; a deleted quota's status is purged from the stream."""
+        """Apply one quota; dead-letter it with every problem when its name is not its subject's token or the
+        tree refuses it, else set (or drop) its max in the store; a deleted quota's status is purged from the
+        stream."""
+        if not subjects.is_token(spec.name) or info.subject != subjects.QUOTA_SPEC.format(name=spec.name):
+            # its status goes to quota.status.<name>: a name that is no subject token could never be published
+            await self._dead_letter(spec, info, f"quota name {spec.name!r} is not the token of its subject "
+                                                f"{info.subject} (letters, digits, _ and - only)")
+            return
         problems = self.core.on_quota(spec)
         if problems:
             await self._dead_letter(spec, info, "; ".join(problems))

@@ -50,6 +50,7 @@ from colo_scheduler.lease import LeaderElector
 from colo_scheduler.metrics import observe_cycle, watch_queue
 from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.quota_events import QuotaEvents
+from colo_scheduler.rebuild import pending_from_streams
 from colo_scheduler.replicas import Replica
 from colo_scheduler.reservations_intake import ReservationIntake
 from colo_scheduler.settings import SchedulerSettings
@@ -254,7 +255,8 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
             self.core.on_node(spec, now)
         for nr in (await store.list_node_resources()).values():
             self.core.on_node_resource(nr, now)
-        for rec in await store.list_pods():
+        stored = await store.list_pods()
+        for rec in stored:
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
                     if (self.core.adopt(rec.spec, rec.node, rec.bound_at, rec.cpuset) and rec.phase == "Pending"
@@ -269,7 +271,24 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
                     self.core.add_pod(rec.spec, now)
             except (OverflowError, ValueError) as exc:  # a corrupt record must not stop the start
                 log.error("skipping stored pod %s: %r", rec.spec.uid, exc)
+        if not await store.loaded_marker(self.replica.lease_name):  # a new or lost store: replay admissions
+            await self._rebuild_pending(now, {rec.spec.uid for rec in stored})
+            await store.mark_loaded(self.replica.lease_name, now)
         await self._resync(now)
+
+    async def _rebuild_pending(self, now: float, known: set[str]) -> None:
+        """Queue the pods admitted, not in the store, and neither bound, ended nor deleted according to the
+        streams (:mod:`colo_scheduler.rebuild`), persisted as Pending first."""
+        assert self.ctx is not None
+        specs = await pending_from_streams(self.ctx.bus, self.replica.owns_pod, known)
+        if not specs:
+            return
+        written = await self._store().admit_pending(specs, now)
+        for spec, ok in zip(specs, written):
+            if ok:
+                self.core.add_pod(spec, now)
+        log.warning("store without this scheduler's marker (new or lost): %d pending pods rebuilt from the "
+                    "pod.admitted stream", sum(written))
 
     def _store(self) -> Any:
         assert self.ctx is not None, "service not started"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 
+from colo import subjects
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
     NodeMetric,
@@ -124,10 +125,13 @@ def count_cpu_list(cpus: str) -> int:
 
 
 def node_problems(node: NodeSpec) -> list[str]:
-    """Every reason the node spec cannot be used for resource calculation (empty when usable)."""
+    """Every reason the node spec cannot be used for resource calculation or published for (empty when
+    usable)."""
     out: list[str] = []
     if not node.name:
         out.append("node name must not be empty")
+    elif not subjects.is_token(node.name):  # its NodeSLO and NodeResource go to node.*.<name>
+        out.append(f"node name {node.name!r} is not a subject token (letters, digits, _ and - only)")
     if node.capacity.cpu <= 0 or node.capacity.memory <= 0:
         out.append(f"node capacity cpu/memory must be > 0, got {node.capacity.cpu}/{node.capacity.memory}")
     try:

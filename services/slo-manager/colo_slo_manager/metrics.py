@@ -3,9 +3,11 @@
 * Batch and mid allocatable per node: the last :class:`~colo.messages.NodeResource` published for each node
   (what the scheduler sees, REFERENCE.md §3), updated after every tick and every pressure publish. The series
   of a node that is no longer known are removed (no stale series).
-* The configuration in force: ``colo_slo_manager_config_version`` (its version as a number),
+* The configuration in force: ``colo_slo_manager_config_generation`` (how many configurations were put in force
+  since the process started: 1 after start, +1 per hot reload; a step on a graph is a reload),
   ``colo_slo_manager_config_info{version}`` (one series, the version's hex digits) and when it came in force;
   ``colo_config_applied_total`` / ``colo_config_rejected_total`` count hot reloads (names kept from before).
+  Every ``service``/``trigger`` and ``result`` combination is exported at 0 from import.
 * Admission outcomes by result.
 
 Labels: ``node`` (the nodes of the cluster), ``result`` (admitted, rejected), ``service`` and ``trigger``
@@ -19,8 +21,10 @@ from collections.abc import Iterable, Mapping
 from colo import telemetry
 from colo.messages import NodeResource
 
-VERSION_DIGITS = 12
-"""Hex digits of the version shown as a number: 48 bits, exact in a float64 sample."""
+SERVICE = "slo-manager"
+"""``service`` of the config counters (the only service with a hot-reloaded configuration)."""
+TRIGGERS = ("file", "kv")
+"""``trigger`` of a hot reload: the configuration file changed, or the key-value bucket's key."""
 
 BATCH_CPU = telemetry.gauge(
     "colo_node_batch_allocatable_cpu_cores",
@@ -37,10 +41,9 @@ MID_MEMORY = telemetry.gauge(
 RESOURCE_RESET = telemetry.gauge(
     "colo_node_batch_resource_reset",
     "1 while the node's batch/mid offer is reset (its NodeMetric went stale), else 0", ("node",))
-CONFIG_VERSION = telemetry.gauge(
-    "colo_slo_manager_config_version",
-    f"The configuration in force: the first {VERSION_DIGITS} hex digits of its version (sha256 of the settings) "
-    "as a number; equal settings give the same value")
+CONFIG_GENERATION = telemetry.gauge(
+    "colo_slo_manager_config_generation",
+    "Configurations put in force since the process started (1 after start, +1 per hot reload)")
 CONFIG_INFO = telemetry.gauge(
     "colo_slo_manager_config_info", "Always 1: the version of the configuration in force (one series)",
     ("version",))
@@ -56,18 +59,17 @@ ADMISSIONS = telemetry.counter("colo_slo_manager_admissions_total",
 
 _PER_NODE = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RESOURCE_RESET)
 
-
-def version_number(version: str) -> float:
-    """The first :data:`VERSION_DIGITS` hex digits of ``version`` as a number (0 when they are not hex)."""
-    try:
-        return float(int(version[:VERSION_DIGITS], 16))
-    except ValueError:
-        return 0.0
+for _trigger in TRIGGERS:  # exported from the start, at 0 until the first reload
+    APPLIED.labels(SERVICE, _trigger)
+    REJECTED.labels(SERVICE, _trigger)
+for _result in ("admitted", "rejected"):
+    ADMISSIONS.labels(_result)
 
 
-def config_in_force(version: str, since: float) -> None:
-    """Show ``version`` (a :func:`colo_slo_manager.config.version_of` digest) in force since ``since``."""
-    CONFIG_VERSION.set(version_number(version))
+def config_in_force(version: str, since: float, generation: int) -> None:
+    """Show ``version`` (a :func:`colo_slo_manager.config.version_of` digest) in force since ``since``, the
+    ``generation``-th configuration put in force since start (1 + the hot reloads applied)."""
+    CONFIG_GENERATION.set(generation)
     telemetry.prune(CONFIG_INFO, "version", {version})
     CONFIG_INFO.labels(version).set(1)
     CONFIG_SINCE.set(since)

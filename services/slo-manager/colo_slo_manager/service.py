@@ -173,7 +173,7 @@ class SloManagerService:
         bus.subscribe(subjects.POD_STATUS, self.on_pod_status, durable="status")
         await self.workloads.start(ctx, bus)
         self._ready = True
-        metrics.config_in_force(self.config.current.version, self._config_at)
+        metrics.config_in_force(self.config.current.version, self._config_at, 1 + self.config_applied)
         await self._announce("start", self.config.current)
 
     async def stop(self) -> None:
@@ -194,7 +194,7 @@ class SloManagerService:
         self._config_at = self.ctx.clock.now()
         self._restart_required = composed.restart_required
         metrics.APPLIED.labels(self.name, trigger).inc()
-        metrics.config_in_force(composed.version, self._config_at)
+        metrics.config_in_force(composed.version, self._config_at, 1 + self.config_applied)
         log.info("configuration %s in force (from %s)", composed.version, trigger)
         if composed.restart_required:
             log.warning("configuration %s changes %s: takes effect after a restart", composed.version,
@@ -279,7 +279,11 @@ class SloManagerService:
         return True
 
     async def on_node_registered(self, node: NodeSpec, info: MessageInfo) -> None:
-        """Record a node; an unusable spec (no capacity, bad CPU list) is dead-lettered with the reason."""
+        """Record a node; an unusable spec (no capacity, bad CPU list, a name that is not a subject token or
+        not the subject's) is dead-lettered with the reason."""
+        if not info.subject.endswith(f".{node.name}"):
+            await self._reject_invalid(info, node, f"invalid node {node.name!r}: registered on subject {info.subject}")
+            return
         if not await self._put_node(node):
             await self._reject_invalid(info, node, f"invalid node {node.name!r}: {self.invalid_nodes[node.name]}")
 

@@ -174,15 +174,17 @@ def describe(subject: str, data: bytes, time_style: str = "") -> str:
 
 
 async def follow_events(nats_url: str, count: int, subject: str, write: Callable[[str], None],
-                        time_style: str = "", settings: RuntimeSettings | None = None) -> int:
+                        time_style: str = "", settings: RuntimeSettings | None = None,
+                        on_subscribed: Callable[[], None] | None = None) -> int:
     """Subscribe to ``subject`` and ``write`` one line per message (:func:`describe`, prefixed with the
     local time of arrival and, with ``time_style``, the message's own time) until ``count`` messages (0 =
     until SIGINT/SIGTERM). Messages that arrive after the count was reached are not written. Returns the
-    number of lines written. ``settings``: the link's credentials and TLS (:mod:`colo.connections`)."""
+    number of lines written. ``settings``: the link's credentials and TLS (:mod:`colo.connections`);
+    ``on_subscribed``: called once subscribed (:func:`colo.cli.follow.follow_subject`)."""
     return await follow_subject(
         nats_url, subject, count,
         lambda msg, _n: f"{time.strftime('%H:%M:%S')} {describe(msg.subject, msg.data, time_style)}", write, quiet=True,
-        settings=settings)
+        settings=settings, on_subscribed=on_subscribed)
 
 
 def _print_line(line: str) -> None:
@@ -195,9 +197,14 @@ def cmd_events(args: argparse.Namespace) -> int:
         err_console.print("[red]--count must be 0 (follow) or more[/]")
         return 2
     conn = connection("nats")
+    until = f"{args.count} message(s) or Ctrl-C" if args.count else "Ctrl-C stops"
+
+    def waiting() -> None:  # on stderr: stdout stays the event lines only
+        err_console.print(f"waiting for events on {args.subject} ({until})", highlight=False, soft_wrap=True)
+
     try:
         asyncio.run(follow_events(conn.settings.nats_url, args.count, args.subject, _print_line,
-                                  getattr(args, "time", "") or "", settings=conn.settings))
+                                  getattr(args, "time", "") or "", settings=conn.settings, on_subscribed=waiting))
     except Exception as exc:
         err_console.print(f"[red]cannot follow events: {escape(str(exc))}[/]", highlight=False)
         return 1

@@ -269,6 +269,8 @@ def _decision(url: str, ref: str, namespace: str, live: bool,
         try:
             rec = asyncio.run(pod_from_store(store_connection(), ref, namespace))
         except ExplainError as second:
+            if "/" not in full:  # a bare name: what the store says of it (which namespaces hold it) leads
+                raise ExplainError(f"{second} (the scheduler knows no pod with the uid {ref!r})") from None
             raise ExplainError(f"{first}; {second}") from None
         why = never_scheduled(rec)
         if why:

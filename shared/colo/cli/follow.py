@@ -14,11 +14,13 @@ from colo.settings import RuntimeSettings
 
 async def follow_subject(nats_url: str, subject: str, count: int, line_of: Callable[[Any, int], str],
                          write: Callable[[str], None], quiet: bool = False,
-                         settings: RuntimeSettings | None = None) -> int:
+                         settings: RuntimeSettings | None = None,
+                         on_subscribed: Callable[[], None] | None = None) -> int:
     """Subscribe to ``subject`` and ``write(line_of(msg, n))`` for the n-th message (1-based) until ``count``
     messages (0 = until SIGINT/SIGTERM); later messages are not written. ``quiet`` silences the client's
     connection-error callbacks (the caller reports a final failure once); ``settings`` gives the link's
-    credentials and TLS (:func:`colo.connections.nats_options`). Returns the number written.
+    credentials and TLS (:func:`colo.connections.nats_options`); ``on_subscribed`` is called once the
+    subscription is in place (``colo events`` says it is waiting). Returns the number written.
 
     Raises what ``nats.connect`` raises when the server cannot be reached."""
     import nats
@@ -42,6 +44,9 @@ async def follow_subject(nats_url: str, subject: str, count: int, line_of: Calla
             done.set()
 
     sub = await nc.subscribe(subject, cb=on_msg)
+    if on_subscribed is not None:
+        await nc.flush()  # the server has the subscription: a message published from now on is seen
+        on_subscribed()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:

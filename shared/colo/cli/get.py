@@ -128,8 +128,11 @@ async def unschedulable_messages(base_url: str, uids: list[str],
 
 def pod_status(record: PodRecord) -> str:
     """The status cell (kubectl's STATUS): ``Rejected`` for a pod admission refused, ``Deleted`` for one deleted
-    while pending (:mod:`colo.store_rejected`), else the phase."""
+    while pending (:mod:`colo.store_rejected`) or stopped on its node by a deletion (reason exactly
+    :data:`~colo.messages.DELETE_EVICTION_REASON`, as the node agent reports it), else the phase."""
     if record.phase == "Failed":
+        if record.reason == DELETED_REASON:
+            return DELETED_REASON
         for word in (REJECTED_REASON, DELETED_REASON):
             if record.reason.startswith(word + ":"):
                 return word
@@ -149,7 +152,7 @@ def pod_reason(record: PodRecord, messages: dict[str, str]) -> str:
         return f"Unschedulable: {msg}" if msg else "Unschedulable"
     status = pod_status(record)
     if status != record.phase:
-        return record.reason.removeprefix(status + ":").strip() or "-"
+        return record.reason.removeprefix(status).removeprefix(":").strip() or "-"
     return record.reason or "-"
 
 

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -18,6 +19,9 @@ from colo.cli.connection import endpoints_path
 from colo.cli.output import console
 from colo.codec import DecodeError, decode
 from colo.messages import NodeSpec
+
+if TYPE_CHECKING:
+    from colo.sim.services import Supervisor
 
 
 def _up_nodes(args: argparse.Namespace) -> list[NodeSpec]:
@@ -47,7 +51,7 @@ async def _up(args: argparse.Namespace) -> int:
     with EmbeddedServers(nats=not nats_url, redis=not redis_url) as servers:
         env = {"COLO_NATS_URL": nats_url or servers.nats_url, "COLO_REDIS_URL": redis_url or servers.redis_url,
                "COLO_SIM": "0", NODES_FILE_ENV: str(nodes_file)}
-        sup = Supervisor("up", env, out / "logs", services=SERVICES + UP_EXTRA_SERVICES)
+        sup = Supervisor("up", env, out / "logs", services=SERVICES)
         stop = asyncio.Event()
         received: list[int] = []
         loop = asyncio.get_running_loop()
@@ -59,7 +63,7 @@ async def _up(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
         try:
-            await sup.start_all()
+            await start_up_services(sup)
             state.parent.mkdir(parents=True, exist_ok=True)
             conn = {k: env[k] for k in ("COLO_NATS_URL", "COLO_REDIS_URL")}
             services = {name: f"http://127.0.0.1:{p.port}" for name, p in sup.procs.items()}
@@ -71,6 +75,9 @@ async def _up(args: argparse.Namespace) -> int:
             if "api" in sup.procs:
                 console.print(f"REST API and web dashboard: http://127.0.0.1:{sup.procs['api'].port}/ (docs/api.md)",
                               soft_wrap=True)
+                if not any(os.environ.get(k) for k in API_TOKEN_ENV):
+                    console.print("  the API has no token: open to anyone who can reach 127.0.0.1 (set "
+                                  "COLO_API_TOKEN or COLO_API_TOKEN_FILE to require one)", soft_wrap=True)
             console.print(f"{len(nodes)} simulated nodes; all services ready; Ctrl-C stops everything")
             console.print("colo submit/get/events in another shell find these servers by themselves; other "
                           f"clients: export {' '.join(f'{k}={v}' for k, v in conn.items())}", soft_wrap=True)
@@ -106,6 +113,21 @@ async def _up(args: argparse.Namespace) -> int:
 
 UP_EXTRA_SERVICES: tuple[tuple[str, str], ...] = (("api", "colo_api"),)
 """Services ``colo up`` starts beside the five of the simulator: the REST API with the web dashboard."""
+
+
+async def start_up_services(sup: Supervisor) -> None:
+    """Start the supervisor's services, then :data:`UP_EXTRA_SERVICES` told where the scheduler listens
+    (``COLO_API_SCHEDULER_URL``: the dashboard's decision panel and ``/v1/explain`` ask it); raises
+    ServiceError. The extra services start last because a port is known only once its service is spawned."""
+    await sup.start_all()
+    extra: dict[str, str] = {}
+    if "scheduler" in sup.procs:
+        extra["COLO_API_SCHEDULER_URL"] = f"http://127.0.0.1:{sup.procs['scheduler'].port}"
+    for name, module in UP_EXTRA_SERVICES:
+        await sup.start(name, module, extra)
+
+API_TOKEN_ENV = ("COLO_API_TOKEN", "COLO_API_TOKEN_FILE", "COLO_HTTP_TOKEN_FILE")
+"""Variables any of which gives the API a bearer token (docs/api.md); with none ``colo up`` says it is open."""
 
 CTRL_C_GRACE_S = 10.0
 """Seconds ``colo up`` waits after Ctrl-C for the services to stop by themselves before it sends SIGTERM

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt, ratio
-from colo.sim.report_headline import headline
+from colo.sim.report_headline import headline, verdict
 from colo.sim.report_page import render_html
 
 __all__ = ["METRIC_NOTES", "QUOTA_COLUMNS", "better", "print_table", "quota_table", "ratio", "render_html",
@@ -38,6 +38,7 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
             k: ratio(metrics["colo"][k], metrics["baseline"][k]) for k in METRIC_NAMES
         }
     out["headline"] = headline(out)
+    out["verdict"] = verdict(out)
     out["offered"] = {r.name: r.offered() for r in runs}
     out["unschedulable_reasons"] = {r.name: r.unschedulable_breakdown().table() for r in runs}
     out["quotas"] = {r.name: r.jobs.quota_table() for r in runs}
@@ -80,6 +81,8 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
     quotas: dict[str, dict[str, dict[str, Any]]] = summary.get("quotas") or {}
     if any(quotas.values()):
         console.print(quota_table(quotas))
+    if summary.get("verdict"):
+        console.print(f"[bold]{summary['verdict']}[/]", highlight=False, soft_wrap=True)
     for line in summary.get("headline") or []:
         console.print(f"• {line}", highlight=False, soft_wrap=True)
 

@@ -55,7 +55,13 @@ def _quota_used(r: RunMetrics) -> str:
 def charts(runs: Sequence[RunMetrics]) -> list[str]:
     """Every chart of the "Over time" section, as SVG strings."""
     def chart(title: str, attr: str, label: str, y_max: float | None = None) -> str:
-        return svg_chart(title, {r.name: _pts(r, attr) for r in runs}, label, y_max)
+        series = {r.name: _pts(r, attr) for r in runs}
+        if len(series) > 1 and all(pts == next(iter(series.values())) for pts in series.values()):
+            # equal lines hide each other: one line in the last run's style, and the legend says so
+            name = " = ".join(reversed(series)) + " (lines coincide)"
+            return svg_chart(title, {name: series[runs[-1].name]}, label, y_max,
+                             styles={name: _run_style(runs[-1].name)})
+        return svg_chart(title, series, label, y_max)
 
     return [
         chart("CPU utilization (used / capacity)", "cpu_util", "fraction", 1.0),

@@ -14,13 +14,13 @@ from typing import Any
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 from colo.sim.report_charts import charts
 from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt
-from colo.sim.report_headline import headline
+from colo.sim.report_headline import headline, verdict
 from colo.sim.report_reasons import reasons_html
 from colo.sim.report_scenario import scenario_html
 
-STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;margin:6px 0}
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:1240px} table{border-collapse:collapse;margin:6px 0}
 td,th{border:1px solid #ccc;padding:4px 10px;text-align:right;vertical-align:top} th{text-align:left}
-.chart{display:inline-block;margin:6px} .headline{font-size:1.05em;line-height:1.5;background:#f3f7fb;
+.verdict{font-size:1.15em;margin:.3em 0} .chart{display:inline-block;margin:6px} .headline{font-size:1.05em;line-height:1.5;background:#f3f7fb;
 border-left:4px solid #1f77b4;padding:.6em 1.2em .6em 2em} .better{color:#1a7f37} .worse{color:#b42318}
 table.kv table.kv{margin:0} table.kv td{text-align:left} .scenario-part{display:inline-block;vertical-align:top;
 margin:0 1.5em 1em 0}"""
@@ -54,12 +54,20 @@ def _quota_table(summary: dict[str, Any]) -> str:
             + "".join(f"<th>{h}</th>" for _, h in QUOTA_COLUMNS) + f"</tr>{quota_rows}</table>")
 
 
+def _cold_start_s() -> float:
+    from colo.sim.run import SIM_ENV
+
+    return float(SIM_ENV.get("COLO_PROFILER_COLD_START_S", 24 * 3600))
+
+
 def _headline(summary: dict[str, Any]) -> str:
     sentences = summary.get("headline") or headline(summary)
     if not sentences:
         return ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
-    return f"<h2>What co-location bought</h2><ul class='headline'>{items}</ul>"
+    line = summary.get("verdict") or verdict(summary)
+    top = f"<p class='verdict'><b>{html.escape(line)}</b></p>" if line else ""
+    return f"<h2>What co-location bought</h2>{top}<ul class='headline'>{items}</ul>"
 
 
 def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_text: str = "") -> str:
@@ -80,7 +88,11 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
 <ul class="notes">{notes}</ul>
 {_quota_table(summary)}
 {reasons_html(summary)}
-<h2 id="over-time">Over time</h2>{over_time}
+<h2 id="over-time">Over time</h2>
+<p>Mid resources (prod pods' reclaimable CPU and memory, docs/profiler.md) are offered only for pods older than the
+profiler's cold start (<code>COLO_PROFILER_COLD_START_S</code>, {_cold_start_s():g} s in simulations): in a run of
+about that length they appear in the last steps only — a real effect of the cold start, not of the sampling.</p>
+{over_time}
 <h2 id="scenario">Scenario</h2><p>{html.escape(scenario_text)}</p>
 {scenario_html(summary.get("scenario") or {})}
 {f'<h2>Tick errors</h2><ul>{err_html}</ul>' if err_html else ''}

@@ -72,7 +72,7 @@ def reasons_table(rows: list[dict[str, Any]]) -> str:
     body = "".join(f"<tr><th>{html.escape(str(r['label']))}</th><td>{html.escape(str(r['category']))}</td>"
                    f"<td>{r['pods']}</td><td>{r['pods_any']}</td><td>{r['nodes']}</td></tr>" for r in rows)
     return ("<table class='reasons'><tr><th>reason (last attempt)</th><th>category</th><th>pods (dominant)</th>"
-            "<th>pods (on any node)</th><th>node rejections</th></tr>" + body + "</table>")
+            "<th>pods it rejected on ≥ 1 node</th><th>node rejections</th></tr>" + body + "</table>")
 
 
 def _sampled(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,9 +138,13 @@ def reasons_html(summary: dict[str, Any]) -> str:
     series: dict[str, list[dict[str, Any]]] = summary.get("series") or {}
     parts = ["<h2 id='unschedulable'>Why pods stayed unschedulable</h2>",
              "<p>Each pod still unschedulable counts once, under the reason of its last attempt that rejected most "
-             "nodes (the scheduler's diagnosis, “0/N nodes are available: …”); <i>on any node</i> counts the pods "
-             "with that reason on at least one node. Unallocated = offered − allocated (batch-cpu, batch-memory "
-             "summed over nodes at the end of the step).</p>"]
+             "nodes (the scheduler's diagnosis, “0/N nodes are available: …”); <i>rejected on ≥ 1 node</i> counts "
+             "the pods that reason turned away from at least one node. Unallocated = offered − allocated "
+             "(batch-cpu, batch-memory) <b>summed over all nodes</b> at the end of the step: a pod needs its whole "
+             "request on <b>one</b> node, so cores and GiB left over in small pieces on many nodes "
+             "(fragmentation) can add up to more than a pod asks while no single node fits it. The table over "
+             "time samples <b>instants</b> (the step at each round hour), not the interval between them: a figure "
+             "in a chart can peak between two rows.</p>"]
     for run, rows in reasons.items():
         run_series = series.get(run) or []
         parts.append(f"<h3>{html.escape(run)}</h3><p class='reasons-summary'>"

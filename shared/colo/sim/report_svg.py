@@ -92,7 +92,7 @@ def _legend(names: list[str], styles: dict[str, LineStyle], x0: float, y0: float
 
 
 def svg_chart(title: str, series: dict[str, Points], y_label: str, y_max: float | None = None,
-              styles: dict[str, LineStyle] | None = None, width: int = 560, height: int = 240) -> str:
+              styles: dict[str, LineStyle] | None = None, width: int = 600, height: int = 260) -> str:
     """An inline SVG line chart of ``series`` (name → (hours, value) points) against virtual hours.
 
     ``styles`` gives a series' :class:`LineStyle`; by default :data:`RUN_STYLES` of its name, else
@@ -119,7 +119,7 @@ def svg_chart(title: str, series: dict[str, Points], y_label: str, y_max: float 
         return pad_t + h - min(max(y / top, 0.0), 1.0) * h
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="11">',
+             f'font-family="sans-serif" font-size="12">',
              f'<text x="{pad_l}" y="14" font-weight="bold">{html.escape(title)}</text>',
              f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
     v = 0.0

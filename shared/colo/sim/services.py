@@ -45,6 +45,7 @@ class _Proc:
     proc: subprocess.Popen[bytes]
     log: IO[bytes]
     log_path: Path
+    extra_env: dict[str, str]
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -71,15 +72,16 @@ class Supervisor:
         self.procs: dict[str, _Proc] = {}
         self.restarts: dict[str, int] = {}
 
-    def _spawn(self, name: str, module: str) -> _Proc:
+    def _spawn(self, name: str, module: str, extra_env: dict[str, str] | None = None) -> _Proc:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        env = {**os.environ, **self.env, "COLO_HTTP_PORT": str(port)}
+        extra = dict(extra_env or {})
+        env = {**os.environ, **self.env, **extra, "COLO_HTTP_PORT": str(port)}
         log_path = self.log_dir / f"{self.run}-{name}.log"
         log = log_path.open("ab")
         proc = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        return _Proc(name, module, port, proc, log, log_path)
+        return _Proc(name, module, port, proc, log, log_path, extra)
 
     async def _wait_ready(self, p: _Proc) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -104,6 +106,13 @@ class Supervisor:
             self.procs[name] = self._spawn(name, module)
         await asyncio.gather(*(self._wait_ready(p) for p in self.procs.values()))
 
+    async def start(self, name: str, module: str, extra_env: dict[str, str]) -> None:
+        """Start one more service with ``extra_env`` on top of the common environment (kept on restart) and
+        wait until it answers /readyz; raises ServiceError. For a service that needs the address of one
+        started before (ports are known only once spawned): ``colo up`` gives the API the scheduler's URL."""
+        self.procs[name] = self._spawn(name, module, extra_env)
+        await self._wait_ready(self.procs[name])
+
     def check_alive(self) -> None:
         """Raise ServiceError when a service process has exited."""
         for p in self.procs.values():
@@ -123,7 +132,7 @@ class Supervisor:
             self.kill(name)
         else:
             self._stop(self.procs[name])
-        self.procs[name] = self._spawn(name, self.procs[name].module)
+        self.procs[name] = self._spawn(name, self.procs[name].module, self.procs[name].extra_env)
         self.restarts[name] = self.restarts.get(name, 0) + 1
         await self._wait_ready(self.procs[name])
 

@@ -81,7 +81,7 @@ function renderNodes() {
   const rows = state.nodes.map((n) => {
     const u = n.usage, o = n.offered, a = n.allocated || {};
     return `<tr data-node="${esc(n.name)}"><td>${esc(n.name)}</td>` +
-      `<td class="num">${cores(n.spec.allocatable.cpu)} / ${gib(n.spec.allocatable.memory)}</td>` +
+      `<td class="num cpu">${cores(n.spec.allocatable.cpu)}</td><td class="num memory">${gib(n.spec.allocatable.memory)}</td>` +
       `<td class="num ls-use">${u ? cores(u.ls_cpu) + " / " + gib(u.ls_memory) : "-"}</td>` +
       `<td class="num be-use">${u ? cores(u.be_cpu) + " / " + gib(u.be_memory) : "-"}</td>` +
       `<td class="num allocated">${cores(a.cpu)} / ${gib(a.memory)}` +
@@ -91,7 +91,7 @@ function renderNodes() {
       `<td class="num">${o ? cores(o.mid_cpu) + " / " + gib(o.mid_memory) : "-"}</td>` +
       `<td class="num">${a.pods || 0}</td><td>${bar(n)}</td></tr>`;
   });
-  $("#nodes tbody").innerHTML = rows.join("") || `<tr><td colspan="9" class="muted">no nodes registered</td></tr>`;
+  $("#nodes tbody").innerHTML = rows.join("") || `<tr><td colspan="10" class="muted">no nodes registered</td></tr>`;
   renderSummary();
 }
 
@@ -242,7 +242,9 @@ async function refreshNodes() { state.nodes = (await api("/v1/nodes")).items; re
 async function refreshQuotas() {
   state.quotas = (await api("/v1/quotas")).items;
   const fmt = (o) => Object.entries(o || {}).map(([k, v]) => `${k}=${/cpu/.test(k) ? cores(v) : /memory/.test(k) ? gib(v) : v}`).join(" ") || "-";
-  $("#quotas tbody").innerHTML = state.quotas.map((q) => `<tr><td>${esc(q.name)}</td>` +
+  // a quota the scheduler refused (or has not accepted yet) is marked, not shown as if it were in force
+  $("#quotas tbody").innerHTML = state.quotas.map((q) => `<tr${q.in_force ? "" : ' class="refused"'}><td>${esc(q.name)}` +
+    `${q.in_force ? "" : ' <span class="badge bad" title="refused or not yet accepted: see colo get quotas / the dead-letter stream">not in force</span>'}</td>` +
     `<td>${esc((q.spec || q.status || {}).parent || "-")}</td><td>${esc(fmt((q.spec || {}).min))}</td>` +
     `<td>${esc(fmt((q.spec || {}).max || q.max))}</td><td>${esc(fmt((q.status || {}).used || q.used))}</td>` +
     `<td>${esc(fmt((q.status || {}).runtime))}</td></tr>`).join("") || `<tr><td colspan="6" class="muted">no quotas</td></tr>`;

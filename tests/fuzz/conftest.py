@@ -1,0 +1,10 @@
+"""Fuzz tests: make the local helper modules importable (pytest runs with importlib mode)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)

@@ -1,0 +1,86 @@
+"""A scheduler restarted on a lost store rebuilds its pending pods from the ``pod.admitted`` stream.
+
+Found open (issue 15, item 0 follow-up): the node agents restore what runs, but pods admitted and not yet bound
+lived only in the scheduler's memory, the store and the ``pod.admitted`` stream; a scheduler restarted on an
+empty store never replayed that stream, so they were never bound. Now the scheduler replays it at a start on a
+new or lost store, minus the pods the streams show bound, ended or deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from sched_helpers import node, pod
+
+from colo import subjects
+from colo.embedded import start_redis
+from colo.messages import PodAdmitted, PodBound
+from colo.runtime import ServiceRunner
+from colo.settings import RuntimeSettings
+from colo.store import Store
+from colo.testing.fixtures import BusFactory
+from colo_scheduler.service import SchedulerService
+from colo_scheduler.settings import SchedulerSettings
+
+pytestmark = pytest.mark.integration
+
+CPU = 500
+
+
+async def _wait(pred: object, timeout_s: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not pred():  # type: ignore[operator]
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def _runner(redis_url: str, nats_url: str) -> ServiceRunner:
+    svc = SchedulerService(SchedulerSettings(seed=1, tick_interval_s=0.2, batch_window_s=0.01))
+    return ServiceRunner(svc, RuntimeSettings(nats_url=nats_url, redis_url=redis_url, store_prefix="loss"))
+
+
+async def test_pending_pods_are_rebuilt_from_the_stream_after_a_store_loss(
+        tmp_path: Path, nats_url: str, bus_factory: BusFactory) -> None:
+    redis = start_redis()
+    store = await Store.connect(redis.url, prefix="loss")
+    await store.put_node(node("n1", cpu=2 * CPU))  # room for two pods: the other three stay pending
+    tester = await bus_factory("tester")
+    bound: dict[str, list[str]] = {}
+
+    async def on_bound(m: PodBound) -> None:
+        bound.setdefault(m.spec.uid, []).append(m.node)
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    uids = [f"p{k}" for k in range(5)]
+    runner = _runner(redis.url, nats_url)
+    await runner.start()
+    try:
+        for uid in uids:
+            await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod(uid, cpu=CPU), at=1.0), msg_id=f"a-{uid}")
+        await _wait(lambda: len(bound) == 2, 20, "two pods bound")
+        await asyncio.sleep(0.5)  # the admissions acked
+    finally:
+        await runner.stop()
+    first = sorted(bound)
+
+    # the store is lost; the node agent re-registers its node (now larger) and restores what runs on it
+    await store.redis.flushall()
+    await store.put_node(node("n1", cpu=64_000))
+    for uid in first:
+        assert await store.restore_binding(pod(uid, cpu=CPU), "n1", 1.0, 2.0) == ""
+    runner = _runner(redis.url, nats_url)
+    await runner.start()
+    try:
+        await _wait(lambda: len(bound) == len(uids), 20, f"every pod bound (got {sorted(bound)})")
+        await tester.settle()
+        assert all(len(nodes) == 1 for nodes in bound.values()), bound  # none bound twice
+        assert (await store.allocated("n1")).cpu == CPU * len(uids)
+        placed = await store.bound_nodes(uids)
+        assert {uid: n for uid, (n, _) in placed.items()} == {uid: "n1" for uid in uids}
+    finally:
+        await runner.stop()
+        await store.close()
+        redis.stop()
