@@ -380,6 +380,15 @@ async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
     assert fixes.get("node_registered") and fixes.get("binding_restored"), fixes
 
 
+QUOTA = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: acl-q}
+spec:
+  min: {cpu: "8", memory: 32Gi}
+  max: {cpu: "16", memory: 64Gi}
+  namespaces: [ml]
+"""
 QUOTA_JOB = """
 apiVersion: batch/v1
 kind: Job
@@ -398,7 +407,7 @@ spec:
 
 async def test_quotas_reservations_and_releases_under_the_acls(secured: SecuredServers, cluster: Cluster,
                                                               admin_store: Store) -> None:
-    """Issue 15, attacked: the flows beyond one pod, each service as its own Redis and NATS user: a quota tree,
+    """Issue 15, attacked: the flows beyond one pod, each service as its own Redis and NATS user: a quota,
     a reservation, a Job whose pods run in a quota and finish (release with quota use), checkpoints. No
     ACL LOG entry, no permission violation."""
     admin = secured.runtime_settings("admin")
@@ -410,7 +419,7 @@ async def test_quotas_reservations_and_releases_under_the_acls(secured: SecuredS
     token = (secured.dir / "http-token").read_text().strip()
     api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-        for body in ((root / "quotas.yaml").read_text(), (root / "reservation.yaml").read_text(), QUOTA_JOB):
+        for body in (QUOTA, (root / "reservation.yaml").read_text(), QUOTA_JOB):
             async with http.post(f"{api}/v1/submit", data=body) as resp:
                 assert resp.status == 201, await resp.text()
         await cluster.step(6)
