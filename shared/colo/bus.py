@@ -176,7 +176,8 @@ class Bus:
         ``err_code`` 10049 ("error creating store for stream") while the server still removes the
         old stream's files in the background; that refusal is retried with backoff (25 ms doubling
         to 0.5 s) for up to ``store_retry_s`` seconds of wall time, then raised. Raises
-        nats.js.errors.APIError for any other refusal.
+        nats.js.errors.APIError for any other refusal. A stream whose update this user may not send (no
+        ``STREAM.UPDATE`` in its permissions, :mod:`colo.permissions`) is left as it is, with a warning.
         """
         for s in subjects.STREAMS:
             cfg = StreamConfig(
@@ -190,7 +191,15 @@ class Bus:
         try:
             await self.js.add_stream(cfg)
         except nats.js.errors.BadRequestError:
-            await self.js.update_stream(cfg)
+            try:
+                await self.js.update_stream(cfg)
+            except nats.errors.TimeoutError:
+                # a user without STREAM.UPDATE (colo.permissions: only the scheduler's): the server drops the
+                # request. The stream exists (the add was refused for its different configuration): use it as is.
+                await self.js.stream_info(cfg.name or "")
+                log.warning("%s: stream %s differs from this release's configuration and this user may not "
+                            "update it; left as it is (the scheduler or `colo` as admin updates it)",
+                            self.service, cfg.name)
 
     async def key_value(self, bucket: str, *, create: bool = True, history: int = 16) -> KeyValue:
         """The JetStream key-value bucket ``bucket``, created (keeping ``history`` values per key, with
@@ -319,8 +328,18 @@ class Bus:
         self._ack_inbox = inbox
 
     async def dead_letter(self, subject: str, reason: str, data: bytes, headers: Mapping[str, str],
-                          msg_id: str | None = None) -> None:
-        """Publish a :class:`DeadLetter` for ``data`` received on ``subject`` to ``dlq.<service>``."""
+                          msg_id: str | None = None) -> bool:
+        """Publish a :class:`DeadLetter` for ``data`` received on ``subject`` to ``dlq.<service>``; False (logged)
+        when it could not be published (the dead-letter stream unavailable): the caller keeps the message."""
+        try:
+            await self._publish_dead_letter(subject, reason, data, headers, msg_id)
+        except Exception:
+            log.exception("%s: could not publish dead letter", self.service)
+            return False
+        return True
+
+    async def _publish_dead_letter(self, subject: str, reason: str, data: bytes, headers: Mapping[str, str],
+                                   msg_id: str | None) -> None:
         log.error("%s: dead letter from %s: %s", self.service, subject, reason)
         if len(data) > DEAD_LETTER_MAX_DATA:  # the dead letter must stay under the server's max payload
             reason = f"{reason} (data truncated from {len(data)} bytes)"
@@ -328,17 +347,18 @@ class Bus:
         dl = DeadLetter(service=self.service, subject=subject, reason=reason[:DEAD_LETTER_MAX_DATA],
                         data=data.decode("utf-8", errors="replace"), at=self.clock.now(),
                         headers={str(k): str(v) for k, v in headers.items()})
-        try:
-            await self.publish(subjects.DEAD_LETTER, dl, msg_id=msg_id, service=self.service)
-        except Exception:
-            log.exception("%s: could not publish dead letter", self.service)
+        await self.publish(subjects.DEAD_LETTER, dl, msg_id=msg_id, service=self.service)
 
     async def reject(self, info: MessageInfo, msg: Any, reason: str) -> None:
         """Dead-letter ``msg``, which decoded but makes no sense (e.g. an empty uid), so that its handler
         can return and have it acked rather than retried. De-duplicated per delivery (subject and stream
-        sequence), so a redelivered message is dead-lettered once."""
-        await self.dead_letter(info.subject, reason, codec.encode(msg), info.headers,
-                               msg_id=f"{self.service}-rejected-{info.subject}-{info.stream_seq}")
+        sequence), so a redelivered message is dead-lettered once. Raises BusError (from the publish's error)
+        when the dead letter cannot be published: the handler fails and the message is retried."""
+        try:
+            await self._publish_dead_letter(info.subject, reason, codec.encode(msg), info.headers,
+                                            msg_id=f"{self.service}-rejected-{info.subject}-{info.stream_seq}")
+        except Exception as exc:
+            raise BusError(f"{self.service}: could not publish the dead letter of {info.subject}: {exc!r}") from exc
         registered = subjects.by_subject(info.subject)  # labelled by pattern: node tokens would be unbounded
         _dead.labels(self.service, registered.wildcard if registered is not None else "other").inc()
 

@@ -27,24 +27,34 @@ FETCH = 1000
 
 
 async def history(bus: Bus, subject: Subject[T], keep: Callable[[str], bool] | None = None,
-                  fetch_timeout_s: float = 1.0) -> list[tuple[str, T]]:
+                  fetch_timeout_s: float = 1.0, consumer: str = "") -> list[tuple[str, T]]:
     """Every message of ``subject`` (any keys: ``subject.wildcard``) its stream still holds, oldest first, as
     ``(concrete subject, decoded message)``; only those whose subject ``keep`` accepts when given. Messages that
-    do not decode are skipped (they were dead-lettered when first consumed). Raises ValueError for a subject with
-    no stream; BusError when the stream cannot be read."""
+    do not decode are skipped (they were dead-lettered when first consumed). ``consumer``: the reading
+    consumer is named ``{service}-{consumer}`` (one left over by an interrupted read is replaced), as a user
+    whose NATS permissions name its consumers needs (:mod:`colo.permissions`); "" = a random name. Raises
+    ValueError for a subject with no stream; BusError when the stream cannot be read."""
     try:
-        return await _history(bus, subject, keep, fetch_timeout_s)
+        return await _history(bus, subject, keep, fetch_timeout_s, consumer)
     except nats.errors.Error as exc:
         raise BusError(f"cannot read the history of {subject.pattern}: {exc!r}") from exc
 
 
-async def _history(bus: Bus, subject: Subject[T], keep: Callable[[str], bool] | None = None,
-                  fetch_timeout_s: float = 1.0) -> list[tuple[str, T]]:
+async def _history(bus: Bus, subject: Subject[T], keep: Callable[[str], bool] | None,
+                   fetch_timeout_s: float, consumer: str) -> list[tuple[str, T]]:
     if subject.stream is None:
         raise ValueError(f"{subject.pattern} has no stream: no history")
     config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL, ack_policy=api.AckPolicy.NONE,
                                 inactive_threshold=60.0)
-    sub = await bus.js.pull_subscribe(subject.wildcard, durable=None, stream=subject.stream, config=config)
+    if consumer:
+        config.name = f"{bus.service}-{consumer}"
+        config.filter_subject = subject.wildcard
+        with contextlib.suppress(NotFoundError):
+            await bus.js.delete_consumer(subject.stream, config.name)
+        await bus.js.add_consumer(subject.stream, config=config)
+        sub = await bus.js.pull_subscribe_bind(consumer=config.name, stream=subject.stream)
+    else:
+        sub = await bus.js.pull_subscribe(subject.wildcard, durable=None, stream=subject.stream, config=config)
     out: list[tuple[str, T]] = []
     try:
         info = await sub.consumer_info()

@@ -46,7 +46,8 @@ def problem(request: web.Request, token: str, where: str = "COLO_HTTP_TOKEN_FILE
                 f"was started with: {where})")
     if scheme.lower() != "bearer" or not given.strip():
         return "the Authorization header is not 'Bearer <token>'"
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+    # a header value aiohttp could not decode as UTF-8 holds surrogates: encoded back the same way, not a 500
+    if not hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), token.encode()):
         return "invalid bearer token"
     return ""
 

@@ -30,6 +30,8 @@ from opentelemetry import metrics, trace
 from colo import health_metrics, http_auth, readiness, telemetry
 from colo.bus import Bus
 from colo.clock import Clock, VirtualClock, WallClock
+from colo.connections import LinkError
+from colo.link_files import link_file_problems
 from colo.messages import Tick, TickAck
 from colo.settings import RuntimeSettings, SettingsError, load_runtime_settings, load_settings
 from colo.store import Store
@@ -290,6 +292,7 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
     own: S | None = None
     try:
         runtime = load_runtime_settings()
+        errors += link_file_problems(runtime)  # before anything starts: every bad file at once
     except SettingsError as exc:
         errors += exc.errors
     try:
@@ -320,7 +323,7 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
     except StartRefused as exc:
         print(f"{prefix}: refused to start: {exc}", file=sys.stderr)
         sys.exit(2)
-    except http_auth.TokenFileError as exc:
+    except (http_auth.TokenFileError, LinkError) as exc:  # a file changed after the check above
         print(f"{prefix}: invalid settings: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(0)

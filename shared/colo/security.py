@@ -29,6 +29,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ ADMIN = "admin"
 
 CERT_DAYS = 3650
 
+_INSTANCE = re.compile(r"[A-Za-z0-9_-]+")
+"""A ``COLO_INSTANCE``: one token of a consumer name."""
+
 
 @dataclass(frozen=True)
 class SecurityPlan:
@@ -59,7 +63,9 @@ class SecurityPlan:
     default); ``extra_env`` more variables for every env file; ``mount_dir`` the path at which the servers and
     services see the directory (a container bind mount, e.g. ``/run/colo-secrets``; "" = where it is written):
     ``nats.conf``, ``redis-tls.conf`` and every service's env file name their files under it, while
-    ``env/admin.env`` keeps the real paths (the operator's ``colo`` commands run on the host)."""
+    ``env/admin.env`` keeps the real paths (the operator's ``colo`` commands run on the host);
+    ``node_agent_instances`` the ``COLO_INSTANCE`` of a node agent's user (its consumer names, which its NATS
+    permissions list; written into its env file), by user name."""
 
     node_agents: dict[str, tuple[str, ...]]
     hosts: tuple[str, ...] = ()
@@ -71,6 +77,7 @@ class SecurityPlan:
     listen_host: str = "0.0.0.0"
     extra_env: dict[str, str] = field(default_factory=dict)
     mount_dir: str = ""
+    node_agent_instances: dict[str, str] = field(default_factory=dict)
 
     def users(self) -> dict[str, str]:
         """User name → service name (a node agent's user → ``node-agent``), the admin last."""
@@ -173,7 +180,8 @@ def nats_config(plan: SecurityPlan, out: Path, public_keys: dict[str, str]) -> s
     for user, pub in public_keys.items():
         service = users[user]
         perms = permissions.admin_permissions() if service == ADMIN else \
-            permissions.nats_permissions(service, plan.node_agents.get(user), inbox_prefix=inbox_prefix(user))
+            permissions.nats_permissions(service, plan.node_agents.get(user), inbox_prefix=inbox_prefix(user),
+                                         instance=plan.node_agent_instances.get(user, ""))
         entries.append({"nkey": pub, "permissions": perms})
     lines = [f"# nats-server configuration written by colo security init; users: {', '.join(public_keys)}",
              f"host: {json.dumps(plan.listen_host)}", f"port: {plan.nats_port}",
@@ -209,6 +217,8 @@ def env_lines(plan: SecurityPlan, out: Path, user: str) -> list[str]:
         env.update({"COLO_NATS_TLS_CA_FILE": out / "ca.pem", "COLO_REDIS_TLS_CA_FILE": out / "ca.pem",
                     "COLO_REDIS_TLS_CERT_FILE": out / "client.pem", "COLO_REDIS_TLS_KEY_FILE": out / "client-key.pem"})
     lines = [f"{k}={v}" for k, v in env.items()]
+    if plan.node_agent_instances.get(user):
+        lines.append(f"COLO_INSTANCE={plan.node_agent_instances[user]}")
     return lines + [f"{k}={v}" for k, v in plan.extra_env.items()]
 
 
@@ -219,6 +229,12 @@ def init(out: Path, plan: SecurityPlan) -> list[Path]:
     taken = sorted(set(plan.node_agents) & ({*permissions.GRANTS, ADMIN, "colo-admin"} - {"node-agent"}))
     if taken:
         raise ValueError(f"node agent users named like another user: {', '.join(taken)}")
+    stray = sorted(set(plan.node_agent_instances) - set(plan.node_agents))
+    if stray:
+        raise ValueError(f"instances given for users that are no node agent: {', '.join(stray)}")
+    bad = sorted(i for i in plan.node_agent_instances.values() if not _INSTANCE.fullmatch(i))
+    if bad:
+        raise ValueError(f"node agent instances must be letters, digits, '-', '_': {', '.join(map(repr, bad))}")
     for nodes in plan.node_agents.values():  # before anything is written: bad node names raise ValueError
         permissions.nats_permissions("node-agent", nodes)
     out = out.resolve()

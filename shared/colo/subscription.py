@@ -290,7 +290,8 @@ class Subscription(Generic[T]):
     async def _process_batch(self, msgs: list[Msg]) -> None:
         """Decode ``msgs`` (dead-lettering what does not decode), hand the rest to the handler in one
         call and ack them. When the call raises, each message is handled again alone, so that one
-        poisonous message is retried and dead-lettered by itself while the others are acked."""
+        poisonous message is retried and dead-lettered by itself while the others are acked; on a transient
+        error the batch is nak'ed whole instead, until one of its messages was delivered MAX_DELIVER times."""
         items: list[tuple[Any, MessageInfo]] = []
         kept: list[Msg] = []
         for msg in msgs:
@@ -299,9 +300,7 @@ class Subscription(Generic[T]):
             try:
                 decoded = codec.decode(msg.data, self.subject.type)
             except codec.DecodeError as exc:
-                await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-                self._n_dead.inc()
-                await msg.term()
+                await self._to_dead_letters(msg, str(exc), headers, seq, delivered)
                 continue
             items.append((decoded, MessageInfo(msg.subject, headers, seq, delivered)))
             kept.append(msg)
@@ -312,15 +311,19 @@ class Subscription(Generic[T]):
                 await self.handler(items)
             except Exception as exc:
                 self._n_errors.inc()
-                if is_transient(exc):  # not any one message's fault: all of them later, none alone now
+                delivered = max(info.num_delivered for _, info in items)
+                if is_transient(exc) and delivered < MAX_DELIVER:
+                    # not any one message's fault: all of them later, none alone now
                     log.warning("%s: batch handler failed on %d messages, a dependency is unavailable: %r;"
                                 " retrying them", self.name, len(items), exc)
-                    delay = self._transient_delay(max(info.num_delivered for _, info in items))
+                    delay = self._transient_delay(delivered)
                     for msg in kept:
                         await msg.nak(delay=delay)
                     return
-                log.warning("%s: batch handler failed on %d messages: %r; handling them one by one",
-                            self.name, len(items), exc)
+                # a message redelivered MAX_DELIVER times may be the one that fails (transiently, forever):
+                # alone, it holds no other
+                log.warning("%s: batch handler failed on %d messages (delivery %d): %r; handling them one by one",
+                            self.name, len(items), delivered, exc)
             else:
                 for msg in kept:
                     await self._ack(msg)
@@ -351,9 +354,7 @@ class Subscription(Generic[T]):
         try:
             decoded = codec.decode(msg.data, self.subject.type)
         except codec.DecodeError as exc:
-            await self.bus.dead_letter(msg.subject, str(exc), msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
+            await self._to_dead_letters(msg, str(exc), headers, seq, delivered)
             return
         try:
             if telemetry.tracing_enabled():
@@ -384,17 +385,27 @@ class Subscription(Generic[T]):
             return
         failures = self._failures[seq] = self._failures.get(seq, 0) + 1
         if failures >= MAX_DELIVER:
-            self._failures.pop(seq, None)
             log.error("%s: handler failed on %s (failure %d, delivery %d), dead-lettering: %r",
                       self.name, msg.subject, failures, delivered, exc, exc_info=exc)
             reason = f"handler failed {failures} times: {type(exc).__name__}: {exc}"
-            await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}")
-            self._n_dead.inc()
-            await msg.term()
+            if await self._to_dead_letters(msg, reason, headers, seq, delivered):
+                self._failures.pop(seq, None)
         else:
             log.warning("%s: handler failed on %s (failure %d, delivery %d): %r; will retry",
                         self.name, msg.subject, failures, delivered, exc)
             await msg.nak(delay=self.bus.retry_delay_s * 2 ** (failures - 1))
+
+    async def _to_dead_letters(self, msg: Msg, reason: str, headers: dict[str, str], seq: int,
+                               delivered: int) -> bool:
+        """Dead-letter ``msg`` and terminate it; when the dead letter cannot be published (the dead-letter
+        stream unavailable) nak it with the transient delay instead, so that it is never dropped unrecorded,
+        and return False."""
+        if not await self.bus.dead_letter(msg.subject, reason, msg.data, headers, msg_id=f"{self.name}-{seq}"):
+            await msg.nak(delay=self._transient_delay(delivered))
+            return False
+        self._n_dead.inc()
+        await msg.term()
+        return True
 
     def _transient_delay(self, delivered: int) -> float:
         """Nak delay (s) after a transient failure on a message's ``delivered``-th delivery."""

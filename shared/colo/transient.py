@@ -16,7 +16,7 @@ import nats.errors
 import nats.js.errors
 import redis.exceptions as redis_exc
 
-__all__ = ["TRANSIENT_ERRORS", "TransientError", "is_transient"]
+__all__ = ["TRANSIENT_ERRORS", "TRANSIENT_REPLIES", "TransientError", "is_transient"]
 
 
 class TransientError(Exception):
@@ -33,6 +33,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis_exc.ReadOnlyError,
     redis_exc.TryAgainError,
     redis_exc.ClusterDownError,
+    # Redis refusing writes for its own state, not the command's: maxmemory reached with noeviction (OOM),
+    # a replica cut off from its primary (MASTERDOWN); min-replicas-to-write unmet is TRANSIENT_REPLIES'
+    redis_exc.OutOfMemoryError,
+    redis_exc.MasterDownError,
     # NATS: disconnected or reconnecting, no server reachable, no JetStream responder (server restarting,
     # stream leader being elected), request or flush timeouts (nats.errors.TimeoutError is an asyncio one)
     nats.errors.NoServersError,
@@ -48,18 +52,25 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 """Exception types that mean a dependency is unavailable (see the module docstring)."""
 
+TRANSIENT_REPLIES: tuple[str, ...] = ("NOREPLICAS",)
+"""Error codes of Redis replies (a :class:`redis.exceptions.ResponseError` redis-py has no class for) that mean
+the server refuses writes for now: ``NOREPLICAS``, fewer replicas than ``min-replicas-to-write`` (Redis
+documentation "Replication", "Allow writes only with N attached replicas"; also raised inside a script)."""
+
 _MAX_CHAIN = 8
 """Causes followed at most (a cycle of causes must not loop)."""
 
 
 def is_transient(exc: BaseException) -> bool:
     """True when ``exc``, or one of its causes (``__cause__``, else ``__context__``, up to 8 deep), is one of
-    :data:`TRANSIENT_ERRORS`. Never raises."""
+    :data:`TRANSIENT_ERRORS` or a Redis reply with a code of :data:`TRANSIENT_REPLIES`. Never raises."""
     seen: BaseException | None = exc
     for _ in range(_MAX_CHAIN):
         if seen is None:
             return False
         if isinstance(seen, TRANSIENT_ERRORS):
+            return True
+        if isinstance(seen, redis_exc.ResponseError) and str(seen).startswith(TRANSIENT_REPLIES):
             return True
         if seen.__cause__ is not None:
             seen = seen.__cause__

@@ -3,6 +3,8 @@ dead-letter limit, never dead-lettered; permanent ones still dead-lettered after
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis.exceptions
 
@@ -70,3 +72,57 @@ async def test_a_batch_failing_on_an_outage_is_retried_whole(bus_factory: BusFac
     assert done == {f"p{k}" for k in range(20)}
     assert calls[0] == 20
     assert len(calls) < 20  # a failure is not followed by 20 calls of one message each
+
+
+async def test_one_message_failing_transiently_forever_does_not_hold_its_batch(bus_factory: BusFactory) -> None:
+    """Issue 15, attacked: one message whose handling always fails with a transient error (its key's Redis
+    slot unavailable, say) must not keep the others of its batch from being handled; it stays visible
+    (``colo_bus_handler_errors_total``) and retried, never dead-lettered."""
+    bus = await bus_factory("stuckb", retry_delay_s=0.005)
+    done: set[str] = set()
+    calls: list[int] = []
+
+    async def on_pods(items: list[tuple[PodSpec, object]]) -> None:
+        calls.append(len(items))
+        if any(m.uid == "stuck" for m, _ in items):
+            raise redis.exceptions.TryAgainError("TRYAGAIN multiple keys request during rehashing of slot")
+        done.update(m.uid for m, _ in items)
+
+    await bus.publish_many([(subjects.POD_SUBMITTED, PodSpec(uid=u, name=u), None, {})
+                            for u in ["stuck", *(f"p{k}" for k in range(5))]])
+    await bus.subscribe_batch(subjects.POD_SUBMITTED, on_pods, durable="pods")
+    for _ in range(300):
+        if len(done) == 5:
+            break
+        await asyncio.sleep(0.02)
+    assert done == {f"p{k}" for k in range(5)}, f"held by the stuck message; calls: {calls[:20]}"
+    before = len(calls)
+    await asyncio.sleep(0.3)
+    assert len(calls) > before, "the stuck message is no longer retried"
+
+
+async def test_a_dead_letter_that_cannot_be_published_keeps_its_message(bus_factory: BusFactory) -> None:
+    """Issue 15, attacked: while the dead-letter stream cannot take a message (its leader being elected, here
+    gone), a poisonous message was terminated all the same: lost, in no stream. It is now kept (nak'ed) until
+    its dead letter is published."""
+    bus = await bus_factory("dlqdown", retry_delay_s=0.005)
+    watcher = await bus_factory("watcher")
+    attempts: list[int] = []
+
+    async def on_pod(msg: PodSpec) -> None:
+        attempts.append(1)
+        raise ValueError("bad pod")
+
+    await bus.js.delete_stream(subjects.DLQ)
+    await bus.subscribe(subjects.POD_SUBMITTED, on_pod, durable="pods")
+    await bus.publish(subjects.POD_SUBMITTED, PodSpec(uid="bad", name="bad"))
+    for _ in range(300):
+        if len(attempts) >= subscription.MAX_DELIVER + 1:
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)
+    await watcher.ensure_streams()  # the dead-letter stream is back
+    dead = await _dead_letters(watcher, "dlqdown")
+    await bus.settle(timeout_s=15)
+    await watcher.settle()
+    assert len(dead) == 1 and dead[0].reason.endswith("times: ValueError: bad pod"), [d.reason for d in dead]

@@ -338,3 +338,95 @@ async def test_the_raw_nats_reads_of_the_cli_use_the_link_settings(secured: Secu
         await cluster.bus.nc.publish(S.NODE_QOS.format(node=NODES[0]), b"{}")
         await asyncio.sleep(0.1)
     assert await asyncio.wait_for(follower, 10) == 1 and "node.qos" in lines[0]
+
+
+async def test_after_a_store_loss_the_node_agent_reconciles_under_its_acl(
+        secured: SecuredServers, cluster: Cluster, admin_store: Store) -> None:
+    """Issue 15, attacked: the store emptied under the running services (a Redis without persistence
+    restarted). The node agent, as its own ACL user, registers its nodes again and restores the binding
+    and allocation of the pod it runs; no Redis user is refused anything (ACL LOG) and no NATS user
+    either."""
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    await r.acl_log_reset()  # the refusals the tests above provoked on purpose
+    await r.aclose()
+    provoked = len(violations(secured))  # by the tests above, on purpose
+    token = (secured.dir / "http-token").read_text().strip()
+    api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with http.post(f"{api}/v1/submit", data=WEB.replace("web-0", "web-loss")) as resp:
+            assert resp.status == 201, await resp.text()
+        await cluster.step(3)
+        async with http.get(f"{api}/v1/pods/shop/web-loss") as resp:
+            before = await resp.json()
+    assert before["state"] == "Running", before
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    try:
+        keys = [k async for k in r.scan_iter(match=f"{admin.store_prefix}:*", count=1000)]
+        assert keys
+        await r.unlink(*keys)
+        assert await r.dbsize() == 0
+    finally:
+        await r.aclose()
+    await cluster.step(2)
+    assert sorted(n.name for n in await admin_store.list_nodes()) == NODES
+    record = await admin_store.get_pod(before["uid"])
+    assert record is not None and record.node == before["node"], record
+    assert (await admin_store.allocated(before["node"])).cpu >= 2000
+    refused = await acl_log(secured)
+    assert refused == [], f"a service was refused by its Redis ACL after the store loss: {refused}"
+    assert violations(secured)[provoked:] == []
+    fixes = cluster.runners["node-agent"].service.reconcile_fixes  # type: ignore[attr-defined]
+    assert fixes.get("node_registered") and fixes.get("binding_restored"), fixes
+
+
+QUOTA = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: acl-q}
+spec:
+  min: {cpu: "8", memory: 32Gi}
+  max: {cpu: "16", memory: 64Gi}
+  namespaces: [ml]
+"""
+QUOTA_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: acl-job, namespace: ml}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations: {colo.io/sim-duration: 2m, colo.io/sim-cpu: 500m}
+    spec:
+      priorityClassName: koord-prod
+      containers: [{name: w, resources: {requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+async def test_quotas_reservations_and_releases_under_the_acls(secured: SecuredServers, cluster: Cluster,
+                                                              admin_store: Store) -> None:
+    """Issue 15, attacked: the flows beyond one pod, each service as its own Redis and NATS user: a quota,
+    a reservation, a Job whose pods run in a quota and finish (release with quota use), checkpoints. No
+    ACL LOG entry, no permission violation."""
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    await r.acl_log_reset()
+    await r.aclose()
+    provoked = len(violations(secured))
+    root = Path(__file__).resolve().parents[2] / "examples"
+    token = (secured.dir / "http-token").read_text().strip()
+    api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        for body in (QUOTA, (root / "reservation.yaml").read_text(), QUOTA_JOB):
+            async with http.post(f"{api}/v1/submit", data=body) as resp:
+                assert resp.status == 201, await resp.text()
+        await cluster.step(6)
+        async with http.get(f"{api}/v1/pods?namespace=ml") as resp:
+            pods = await resp.json()
+    states = sorted((p["name"], p["state"]) for p in pods.get("items", pods))
+    assert states == [("acl-job-0", "Succeeded"), ("acl-job-1", "Succeeded")], states
+    refused = await acl_log(secured)
+    assert refused == [], f"a Redis user was refused: {[(e['username'], e['reason'], e['object']) for e in refused]}"
+    assert violations(secured)[provoked:] == []

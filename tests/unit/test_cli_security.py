@@ -57,6 +57,8 @@ def test_no_tls_writes_no_certificates(tmp_path: Path) -> None:
     (["--nodes", "scheduler=n1"], "named like another user"),
     (["--nodes", "bad name=n1"], "use letters"),
     (["--nodes", "x=missing.json"], "not a nodes file"),
+    (["--nodes", "a=n1", "--instance", "b=i1"], "no node agent: b"),
+    (["--nodes", "a=n1", "--instance", "a=i.1"], "instances must be letters"),
 ])
 def test_bad_input_exits_2_naming_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                               error: str) -> None:
@@ -92,6 +94,8 @@ def test_compose_writes_what_compose_secure_yaml_mounts(tmp_path: Path, monkeypa
     assert {"nats", "redis", "localhost"} <= set(sans.get_values_for_type(x509.DNSName))
     env = dict(line.split("=", 1) for line in (out / "env" / "node-agent-b.env").read_text().splitlines())
     assert env["COLO_NATS_NKEY_SEED_FILE"] == "/run/colo-secrets/nkeys/node-agent-b.nk"
+    assert env["COLO_INSTANCE"] == "agent-b"  # compose.yaml's: its consumers are named after it
+    assert '"$JS.API.CONSUMER.MSG.NEXT.COLO_PODS.node-agent-bound-agent-b"' in (out / "nats.conf").read_text()
     admin = dict(line.split("=", 1) for line in (out / "env" / "admin.env").read_text().splitlines())
     assert admin["COLO_NATS_NKEY_SEED_FILE"] == str(out.resolve() / "nkeys" / "admin.nk")  # the host's colo
     assert '"colo.v1.node.metric.node-b1"' in conf

@@ -119,3 +119,26 @@ def test_service_tokens_are_the_services_own() -> None:
 def test_bad_requests_are_refused(service: str, nodes: list[str] | None, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         permissions.nats_permissions(service, nodes)
+
+
+def test_consumers_are_granted_by_their_exact_names() -> None:
+    """A service may touch only its own consumers (issue 15: the node agent pulled from the scheduler's)."""
+    pub = permissions.nats_permissions("profiler")["publish"]["allow"]
+    assert "$JS.API.CONSUMER.MSG.NEXT.COLO_PODS.profiler-pod-bound" in pub
+    assert not [p for p in pub if p.startswith("$JS.API.CONSUMER.") and p.endswith(".*")]
+    assert not [p for p in pub if p.startswith("$JS.API.STREAM.UPDATE.COLO_")]
+    agent = permissions.nats_permissions("node-agent", ["n1"], instance="agent-a")["publish"]["allow"]
+    assert "$JS.ACK.COLO_PODS.node-agent-bound-agent-a.>" in agent and "$JS.ACK.COLO_PODS.>" not in agent
+    digest = permissions.nats_permissions("node-agent", ["n1"])["publish"]["allow"]
+    assert f"$JS.API.CONSUMER.MSG.NEXT.COLO_PODS.node-agent-bound-{permissions.node_agent_id(['n1'])}" in digest
+    assert "$JS.API.STREAM.UPDATE.COLO_PODS" in permissions.nats_permissions("scheduler")["publish"]["allow"]
+
+
+def test_the_compose_node_agents_instances_are_those_of_compose_yaml() -> None:
+    import yaml
+
+    from colo.cli.security import COMPOSE_INSTANCES
+
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    given = dict(v.split("=", 1) for v in COMPOSE_INSTANCES)
+    assert given == {name: services[name]["environment"]["COLO_INSTANCE"] for name in given}

@@ -4,12 +4,12 @@ time. A missing or wrong token gets 401 with ``WWW-Authenticate: Bearer realm="c
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 
 import msgspec
 from aiohttp import web
 
+from colo import http_auth
 from colo_api.views import ErrorBody
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -23,19 +23,8 @@ def unauthorized(error: str) -> web.Response:
 
 
 def problem(request: web.Request, token: str) -> str:
-    """Why ``request`` is not authorized ("" when it is, or when no token is set)."""
-    if not token:
-        return ""
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if not header:
-        return ("missing bearer token: send the header 'Authorization: Bearer <token>' (the token the service "
-                "was started with: COLO_API_TOKEN or COLO_API_TOKEN_FILE)")
-    if scheme.lower() != "bearer" or not given.strip():
-        return "the Authorization header is not 'Bearer <token>'"
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        return "invalid bearer token"
-    return ""
+    """Why ``request`` is not authorized ("" when it is, or when no token is set): :func:`colo.http_auth.problem`."""
+    return http_auth.problem(request, token, where="COLO_API_TOKEN or COLO_API_TOKEN_FILE")
 
 
 def guarded(handler: Handler, token: str) -> Handler:

@@ -26,19 +26,19 @@ def _node_of(subject: str) -> str:
     return subject.rsplit(".", 1)[-1]
 
 
-async def lost_pods(bus: Bus, nodes: Container[str], running: Container[str]) -> list[PodBound]:
+async def lost_pods(bus: Bus, nodes: Container[str], running: Container[str], consumer: str = "") -> list[PodBound]:
     """The last PodBound of every pod bound to one of ``nodes`` that has no end reported on that node since
-    its bind and is not in ``running`` (uids), oldest bind first. Raises BusError when the stream cannot be
-    read."""
+    its bind and is not in ``running`` (uids), oldest bind first; ``consumer``: the name of the reading
+    consumer (:func:`colo.bus_history.history`). Raises BusError when the stream cannot be read."""
     last: dict[str, PodBound] = {}
-    for _, bound in await history(bus, subjects.POD_BOUND):
+    for _, bound in await history(bus, subjects.POD_BOUND, consumer=consumer):
         prev = last.get(bound.spec.uid)
         if prev is None or bound.at >= prev.at:
             last[bound.spec.uid] = bound
     mine = {uid: b for uid, b in last.items() if b.node in nodes and uid not in running}
     if not mine:
         return []
-    statuses = await history(bus, subjects.POD_STATUS, keep=lambda s: _node_of(s) in nodes)
+    statuses = await history(bus, subjects.POD_STATUS, keep=lambda s: _node_of(s) in nodes, consumer=consumer)
     for _, st in statuses:
         b = mine.get(st.uid)
         if b is not None and st.node == b.node and st.phase in ("Succeeded", "Failed") and st.at >= b.at:

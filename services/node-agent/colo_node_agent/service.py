@@ -11,7 +11,6 @@ interval — one NodeMetric per node. Bad input is dead-lettered with a reason; 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import socket
@@ -20,7 +19,7 @@ from typing import Any
 import msgspec
 from redis.exceptions import RedisError
 
-from colo import codec, subjects
+from colo import codec, permissions, subjects
 from colo.bus import BusError, MessageInfo
 from colo.classes import priority_class_of, qos_class_of
 from colo.messages import (
@@ -71,12 +70,10 @@ def agent_id(node_names: list[str], instance: str = "") -> str:
 
     Several agents share the service name ``node-agent``; each needs consumers of its own
     (filtered to its nodes), and a restarted agent must find its own again. The identity is
-    ``COLO_INSTANCE`` when set, else a digest of the sorted node names it hosts.
+    ``COLO_INSTANCE`` when set, else a digest of the sorted node names it hosts
+    (:func:`colo.permissions.node_agent_id`: its NATS user may touch only the consumers so named).
     """
-    if instance:
-        return instance
-    digest = hashlib.sha256(",".join(sorted(node_names)).encode()).hexdigest()[:12]
-    return f"nodes-{digest}"
+    return permissions.node_agent_id(node_names, instance)
 
 
 def load_nodes(path: str) -> list[NodeSpec]:
@@ -255,7 +252,8 @@ class NodeAgentService:
         assert self.ctx is not None and self.backend is not None
         running = {spec.uid for name in names for spec in self.backend.running(name)}
         try:
-            lost = await lost_pods(self.ctx.bus, set(names), running)
+            lost = await lost_pods(self.ctx.bus, set(names), running,
+                                   consumer=f"history-{agent_id(names, self.ctx.settings.instance)}")
         except BusError as exc:
             log.warning("pods lost with the store not reported: %s", exc)
             return

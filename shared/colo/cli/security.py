@@ -57,6 +57,8 @@ COMPOSE_MOUNT_DIR = "/run/colo-secrets"
 """Where compose.secure.yaml mounts the files of ``colo security init DIR --compose``."""
 COMPOSE_NODE_AGENTS = ("node-agent-a=examples/nodes-a.json", "node-agent-b=examples/nodes-b.json")
 """compose.yaml's two node agents (their nodes files, relative to the repository root)."""
+COMPOSE_INSTANCES = ("node-agent-a=agent-a", "node-agent-b=agent-b")
+"""compose.yaml's ``COLO_INSTANCE`` of each node agent (their consumer names)."""
 
 
 def _compose_defaults(args: argparse.Namespace) -> None:
@@ -68,6 +70,7 @@ def _compose_defaults(args: argparse.Namespace) -> None:
     args.jetstream_dir = args.jetstream_dir or "/data"
     if not args.nodes and not args.nodes_file:
         args.nodes = list(COMPOSE_NODE_AGENTS)
+        args.instance = [*(args.instance or []), *COMPOSE_INSTANCES]
 
 
 def cmd_security_init(args: argparse.Namespace) -> int:
@@ -82,7 +85,8 @@ def cmd_security_init(args: argparse.Namespace) -> int:
             err_console.print("colo security init: give the node agents' nodes (--nodes n1,n2 once per node "
                               "agent, or --nodes-file)")
             return 2
-        plan = SecurityPlan(node_agents=agents, hosts=tuple(args.host or ()),
+        instances = dict(v.partition("=")[::2] for v in args.instance or [])
+        plan = SecurityPlan(node_agents=agents, node_agent_instances=instances, hosts=tuple(args.host or ()),
                             store_prefix=args.store_prefix, nats_port=args.nats_port, redis_port=args.redis_port,
                             tls=not args.no_tls, jetstream_dir=args.jetstream_dir or "",
                             listen_host=args.listen_host, mount_dir=args.mount_dir or "")
@@ -108,6 +112,9 @@ def add_security_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                    help="the nodes of one node agent (repeat per node agent), as names or a JSON nodes file "
                         "(COLO_NODE_AGENT_NODES_FILE); USER names its user (default node-agent, or node-agent-N "
                         "for several): it may publish only these nodes' subjects")
+    i.add_argument("--instance", action="append", metavar="USER=NAME",
+                   help="the COLO_INSTANCE node agent USER runs with (repeatable): its consumers are named after "
+                        "it, and its NATS user may touch no other consumer; written into its env file")
     i.add_argument("--nodes-file", help="one node agent per line: its node names, separated by blanks or commas")
     i.add_argument("--host", action="append", metavar="NAME",
                    help="an extra DNS name or IP of the servers' certificate (repeatable; e.g. nats, redis)")

@@ -71,13 +71,16 @@ def start_redis_with_include(include: Path, port: int) -> ServerHandle:
 
 @contextmanager
 def secured_servers(node_lists: Sequence[Sequence[str]], tls: bool = True,
-                    extra_env: Mapping[str, str] | None = None) -> Iterator[SecuredServers]:
-    """A setup of ``colo security init`` for node agents serving ``node_lists`` in a temp dir, with both
-    servers running on free ports; everything stopped and removed on exit."""
+                    extra_env: Mapping[str, str] | None = None,
+                    instances: Mapping[str, str] | None = None) -> Iterator[SecuredServers]:
+    """A setup of ``colo security init`` for node agents serving ``node_lists`` (``instances``: the
+    ``COLO_INSTANCE`` of some of their users) in a temp dir, with both servers running on free ports;
+    everything stopped and removed on exit."""
     with tempfile.TemporaryDirectory(prefix="colo-security-") as d:
         out = Path(d) / "security"
         plan = SecurityPlan(node_agents=node_agent_users(node_lists), nats_port=free_port(), redis_port=free_port(),
-                            tls=tls, jetstream_dir=str(Path(d) / "js"), listen_host="127.0.0.1", extra_env=dict(extra_env or {}))
+                            tls=tls, jetstream_dir=str(Path(d) / "js"), listen_host="127.0.0.1", extra_env=dict(extra_env or {}),
+                            node_agent_instances=dict(instances or {}))
         init(out, plan)
         nats = start_nats_with_config(out / "nats.conf", plan.nats_port)
         try:
