@@ -27,7 +27,14 @@ from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.elasticquota import ElasticQuota
 from colo_scheduler.plugins.preemption import DefaultPreemption, Nominator
 from colo_scheduler.plugins.reservation import Nomination, Reservation
-from colo_scheduler.podinfo import ASSIGNED_CPUSET, ASSIGNED_DEVICES, PodInfo, clone_pod_info, make_pod_info, pod_priority
+from colo_scheduler.podinfo import (
+    ASSIGNED_CPUSET,
+    ASSIGNED_DEVICES,
+    PodInfo,
+    clone_pod_info,
+    make_pod_info,
+    pod_priority,
+)
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable

@@ -16,8 +16,6 @@ from typing import Any, Awaitable, Callable
 from colo.bus import MessageInfo
 from colo.clock import knows_time
 from colo.messages import (
-    allocations_devices,
-    devices_format,
     NodeMetric,
     NodeResource,
     NodeSpec,
@@ -27,6 +25,8 @@ from colo.messages import (
     PodRecord,
     PodSpec,
     PodStatus,
+    allocations_devices,
+    devices_format,
 )
 from colo.runtime import ServiceContext
 from colo_scheduler.core import Scheduler
