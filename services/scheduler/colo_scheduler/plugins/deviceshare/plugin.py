@@ -9,9 +9,9 @@ milli-GPU, allowed ``models``; parsed from ``nvidia.com/gpu``, ``koordinator.sh/
   GPU needs 1000 free: whole-GPU pods never share). Pods without a GPU request pass (``filter`` is None).
 * Score: the policy's node score s in GPUs (``Ours`` — :mod:`.fgdplus`, FGD's fragmentation gradient plus
   CPU-stranded GPU and a packing tie-break; or ``FGD``, s = −ΔF / 1000) against the target workload; the raw
-  score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 over the feasible
-  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Non-GPU pods score 0
-  everywhere. CPU and memory fit stay with
+  score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 from the best
+  feasible node down, one point per 10⁻³ GPU (:func:`normalize_from_best`; one value everywhere → 0).
+  Non-GPU pods score 0 everywhere. CPU and memory fit stay with
   NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the paper.
 * Target workload: ``DeviceShareArgs.target`` when given (shapes and weights), else the GPU pods reserved so
   far (shape = CPU request, milli per device, device count), rebuilt when their number reaches 1, 2, 4, …,
@@ -81,17 +81,23 @@ NO_FIT = -(2**40)
 """Raw score of a node the pod does not fit (never feasible; normalisation ignores it)."""
 
 
-def normalize_min_max(raw: IntArray, feasible: BoolArray) -> IntArray | int:
-    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere);
-    the int 0 when every feasible node has the same raw score."""
+RAW_PER_POINT = 10
+"""Raw units per normalised point: 10⁻³ GPU of node score (module doc)."""
+
+
+def normalize_from_best(raw: IntArray, feasible: BoolArray) -> IntArray | int:
+    """(n,) ``clip(100 − (best − raw) // RAW_PER_POINT, 0, 100)``, best = the largest raw score over the
+    feasible nodes (0 elsewhere): one point per 10⁻³ GPU below the best, so the nodes within 0.1 GPU of it keep
+    their order at full resolution (a min-max scale over all nodes would merge them); the int 0 when every
+    feasible node has the same raw score."""
     if not feasible.any():
         return 0
     vals = raw[feasible]
-    lo, hi = int(vals.min()), int(vals.max())
-    if hi == lo:
+    hi = int(vals.max())
+    if int(vals.min()) == hi:
         return 0
     out = np.zeros(raw.shape[0], np.int64)
-    out[feasible] = (vals - lo) * 100 // (hi - lo)
+    out[feasible] = np.clip(100 - (hi - vals) // RAW_PER_POINT, 0, 100)
     return out
 
 
@@ -282,10 +288,10 @@ class DeviceShare:
         return round(s * RAW_PER_GPU) if math.isfinite(s) else NO_FIT
 
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
-        """Min-max over the feasible nodes onto 0..100 (:func:`normalize_min_max`); 0 for non-GPU pods."""
+        """0..100 from the best feasible node down (:func:`normalize_from_best`); 0 for non-GPU pods."""
         if self.request(pod) is None:
             return 0
-        return normalize_min_max(raw, feasible)
+        return normalize_from_best(raw, feasible)
 
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) raw scores (:meth:`score_node`)."""
