@@ -32,14 +32,16 @@ from colo_scheduler.settings import SchedulerSettings  # noqa: E402
 DS = "DeviceShare"
 
 
-def with_deviceshare(base: ProfileConfig) -> ProfileConfig:
-    """``base`` with DeviceShare after NodeResourcesFit in Filter and Reserve, score weight 3."""
+def with_deviceshare(base: ProfileConfig, score_cpu_pods: bool = False) -> ProfileConfig:
+    """``base`` with DeviceShare after NodeResourcesFit in Filter and Reserve, score weight 3 (CPU pods scored
+    too with ``score_cpu_pods``)."""
     def after_fit(names: tuple[str, ...]) -> tuple[str, ...]:
         k = names.index("NodeResourcesFit") + 1 if "NodeResourcesFit" in names else len(names)
         return (*names[:k], DS, *names[k:])
 
+    plugin_args = {**base.plugin_args, DS: {"score_cpu_pods": True}} if score_cpu_pods else base.plugin_args
     return dataclasses.replace(base, filter=after_fit(base.filter), reserve=after_fit(base.reserve),
-                               score={**base.score, DS: 3})
+                               score={**base.score, DS: 3}, plugin_args=plugin_args)
 
 
 def with_gpus(cluster: Cluster, seed: int) -> Cluster:
@@ -63,13 +65,14 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--score-cpu-pods", action="store_true", help="DeviceShareArgs.score_cpu_pods")
     args = ap.parse_args()
     cluster = with_gpus(build_cluster(args.nodes, args.seed), args.seed)
     median_mem = int(statistics.median(n.allocatable.memory for n in cluster.nodes))
     pods = build_pods(args.pods, args.seed, median_mem)
     settings = SchedulerSettings(seed=args.seed, decision_records=0)
     base = bench_profile(settings)
-    profiles = {"without": base, "with": with_deviceshare(base)}
+    profiles = {"without": base, "with": with_deviceshare(base, args.score_cpu_pods)}
     result: dict[str, list[float]] = {p: [] for p in profiles}
     placed: dict[str, int] = {}
     for r in range(args.rounds):
@@ -80,7 +83,7 @@ def main() -> None:
             print(f"round {r} {name:7} {res['pods_per_cpu_s']:9.0f} pods/cpu-s placed {res['placed']}", flush=True)
     med = {name: statistics.median(v) for name, v in result.items()}
     print(json.dumps({"bench": "deviceshare_overhead", "nodes": args.nodes, "pods": args.pods, "rounds": args.rounds,
-                      "gpu_nodes": sum(1 for n in cluster.nodes if n.gpus),
+                      "score_cpu_pods": args.score_cpu_pods, "gpu_nodes": sum(1 for n in cluster.nodes if n.gpus),
                       "pods_per_cpu_s_without": round(med["without"]), "pods_per_cpu_s_with": round(med["with"]),
                       "ratio_with_over_without": round(med["with"] / med["without"], 3),
                       "placed_without": placed["without"], "placed_with": placed["with"]}))

@@ -9,9 +9,10 @@ milli-GPU, allowed ``models``; parsed from ``nvidia.com/gpu``, ``koordinator.sh/
   GPU needs 1000 free: whole-GPU pods never share). Pods without a GPU request pass (``filter`` is None).
 * Score: the policy's node score s in GPUs (``Ours`` — :mod:`.fgdplus`, FGD's fragmentation gradient plus
   CPU-stranded GPU and a packing tie-break; or ``FGD``, s = −ΔF / 1000) against the target workload; the raw
-  score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 from the best
-  feasible node down, one point per 10⁻³ GPU (:func:`normalize_from_best`; one value everywhere → 0).
-  Non-GPU pods score 0 everywhere. CPU and memory fit stay with
+  score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 over the feasible
+  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs score
+  0 everywhere unless ``score_cpu_pods`` (then ΔF and CPU stranding of their CPU on GPU nodes, the packing term
+  on other nodes; it costs CPU pods ~14× in scheduling speed, bench/deviceshare_overhead.py). CPU and memory fit stay with
   NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the paper.
 * Target workload: ``DeviceShareArgs.target`` when given (shapes and weights), else the GPU pods reserved so
   far (shape = CPU request, milli per device, device count), rebuilt when their number reaches 1, 2, 4, …,
@@ -51,6 +52,8 @@ from colo_scheduler.table import BoolArray, NodeTable
 
 log = logging.getLogger("colo.scheduler")
 
+_NO_GPU = GPURequest(count=0, milli=0)
+"""The score request of a CPU pod under ``score_cpu_pods``."""
 _NO_MODEL = 62
 """Model bit of a name no node has: a pod restricted to it fits nowhere."""
 
@@ -73,6 +76,9 @@ class DeviceShareArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     policy: Literal["Ours", "FGD"] = "Ours"
     target: list[TargetShape] = []
     refresh_every: int = 256
+    score_cpu_pods: bool = False
+    """Also score pods without GPUs (their ΔF and CPU stranding on GPU nodes; on nodes without GPUs only the
+    packing term), as the bench's policies do; off: they score 0 everywhere (Koordinator's behaviour)."""
 
 
 RAW_PER_GPU = 10_000
@@ -81,23 +87,18 @@ NO_FIT = -(2**40)
 """Raw score of a node the pod does not fit (never feasible; normalisation ignores it)."""
 
 
-RAW_PER_POINT = 10
-"""Raw units per normalised point: 10⁻³ GPU of node score (module doc)."""
-
-
-def normalize_from_best(raw: IntArray, feasible: BoolArray) -> IntArray | int:
-    """(n,) ``clip(100 − (best − raw) // RAW_PER_POINT, 0, 100)``, best = the largest raw score over the
-    feasible nodes (0 elsewhere): one point per 10⁻³ GPU below the best, so the nodes within 0.1 GPU of it keep
-    their order at full resolution (a min-max scale over all nodes would merge them); the int 0 when every
-    feasible node has the same raw score."""
+def normalize_min_max(raw: IntArray, feasible: BoolArray) -> IntArray | int:
+    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere);
+    the int 0 when every feasible node has the same raw score. (Measured against a scale from the best node
+    down, 10⁻³ GPU per point: min-max allocated more GPUs in ``bench/deviceshare_trace.py``, docs/gpu.md.)"""
     if not feasible.any():
         return 0
     vals = raw[feasible]
-    hi = int(vals.max())
-    if int(vals.min()) == hi:
+    lo, hi = int(vals.min()), int(vals.max())
+    if hi == lo:
         return 0
     out = np.zeros(raw.shape[0], np.int64)
-    out[feasible] = np.clip(100 - (hi - vals) // RAW_PER_POINT, 0, 100)
+    out[feasible] = (vals - lo) * 100 // (hi - lo)
     return out
 
 
@@ -155,6 +156,12 @@ class DeviceShare:
 
     def request(self, pod: PodInfo) -> GPURequest | None:
         """The pod's GPU request (None: no GPU)."""
+        return pod.spec.gpu
+
+    def score_request(self, pod: PodInfo) -> GPURequest | None:
+        """What the Score scores: the GPU request; a CPU pod as zero GPUs with ``score_cpu_pods``; else None."""
+        if pod.spec.gpu is None and self.args.score_cpu_pods:
+            return _NO_GPU
         return pod.spec.gpu
 
     def model_bit(self, name: str) -> int:
@@ -243,9 +250,11 @@ class DeviceShare:
         """(node score in GPUs, position a GPU-share pod would take or −1) on row ``i`` for a pod that
         fits; (−inf, −1) where it does not (memoised on the node's version and the target)."""
         gpus = self.node(table, i)
+        cpu_free = int(table.free[i, 0])
+        if gpus is None and req.count == 0:  # a CPU pod on a node without GPUs: only the packing term
+            return -PACKING_WEIGHT * 0.5 * (cpu_free - cpu) / MAX_SPEC_CPU, -1
         if gpus is None or not self.fit(table, i, req):
             return -math.inf, -1
-        cpu_free = int(table.free[i, 0])
         key = (table.names[i], gpus.version, cpu_free, self.target_version, req.count, req.milli,
                tuple(req.models), cpu)
         got = self._memo.get(key)
@@ -281,17 +290,17 @@ class DeviceShare:
 
     def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
         """Raw score of row ``i``: ``round(s · RAW_PER_GPU)``, :data:`NO_FIT` where the pod does not fit."""
-        req = self.request(pod)
+        req = self.score_request(pod)
         if req is None:
             return 0
         s, _ = self.evaluate(state.table, i, req, pod.spec.requests.cpu)
         return round(s * RAW_PER_GPU) if math.isfinite(s) else NO_FIT
 
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
-        """0..100 from the best feasible node down (:func:`normalize_from_best`); 0 for non-GPU pods."""
-        if self.request(pod) is None:
+        """Min-max over the feasible nodes onto 0..100 (:func:`normalize_min_max`); 0 for unscored pods."""
+        if self.score_request(pod) is None:
             return 0
-        return normalize_from_best(raw, feasible)
+        return normalize_min_max(raw, feasible)
 
     def score(self, state: CycleState, pod: PodInfo) -> IntArray:
         """(n,) raw scores (:meth:`score_node`)."""
@@ -299,7 +308,7 @@ class DeviceShare:
 
     def score_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> IntArray:
         """(len(rows),) raw scores (:meth:`score_node`)."""
-        if self.request(pod) is None:
+        if self.score_request(pod) is None:
             return np.zeros(len(rows), np.int64)
         return np.fromiter((self.score_node(state, pod, int(i)) for i in rows), np.int64, len(rows))
 
