@@ -63,3 +63,14 @@ def test_every_problem_listed_with_its_path() -> None:
     with pytest.raises(ManifestError) as err:
         parse_manifest(pod('nvidia.com/gpu: 1', limits='nvidia.com/gpu: 2'))
     assert "GPU limit 2 must equal the request 1" in str(err.value)
+
+
+def test_gpu_request_messages_are_validated() -> None:
+    from colo.messages import PodSpec
+    from colo.validation import pod_problems
+
+    bad = PodSpec(uid="p", name="p", gpu=GPURequest(count=2, milli=500, models=[" "]))
+    assert pod_problems(bad) == ["gpu: a share (500 milli) is of one GPU only, got count 2",
+                                 "gpu.models[0]: empty model name"]
+    assert "gpu.count must lie in 1..8, got 9" in pod_problems(PodSpec(uid="p", name="p", gpu=GPURequest(count=9)))
+    assert pod_problems(PodSpec(uid="p", name="p", gpu=GPURequest(count=1, milli=250))) == []
