@@ -35,7 +35,7 @@ from typing import Literal
 import msgspec
 import numpy as np
 
-from colo.messages import GPURequest, NodeSpec, devices_format, devices_parse
+from colo.messages import GPURequest, NodeSpec, PodSpec, devices_format, devices_parse
 from colo_scheduler.framework.interface import (
     NODE_ADD,
     POD_DELETE,
@@ -160,9 +160,13 @@ class DeviceShare:
 
     def score_request(self, pod: PodInfo) -> GPURequest | None:
         """What the Score scores: the GPU request; a CPU pod as zero GPUs with ``score_cpu_pods``; else None."""
-        if pod.spec.gpu is None and self.args.score_cpu_pods:
+        return self.score_request_of(pod.spec)
+
+    def score_request_of(self, spec: PodSpec) -> GPURequest | None:
+        """:meth:`score_request` of a spec."""
+        if spec.gpu is None and self.args.score_cpu_pods:
             return _NO_GPU
-        return pod.spec.gpu
+        return spec.gpu
 
     def model_bit(self, name: str) -> int:
         """The bit of GPU model ``name`` (assigned on first sight, up to 62 models)."""
@@ -246,9 +250,11 @@ class DeviceShare:
 
     # ------------------------------------------------------------------ score
 
-    def evaluate(self, table: NodeTable, i: int, req: GPURequest, cpu: int) -> tuple[float, int]:
+    def evaluate(self, table: NodeTable, i: int, req: GPURequest, cpu: int, fresh: bool = False
+                 ) -> tuple[float, int]:
         """(node score in GPUs, position a GPU-share pod would take or −1) on row ``i`` for a pod that
-        fits; (−inf, −1) where it does not (memoised on the node's version and the target)."""
+        fits; (−inf, −1) where it does not (memoised on the node's version and the target; ``fresh``: computed
+        anew, the per-node loop oracle compares the two)."""
         gpus = self.node(table, i)
         cpu_free = int(table.free[i, 0])
         if gpus is None and req.count == 0:  # a CPU pod on a node without GPUs: only the packing term
@@ -257,7 +263,7 @@ class DeviceShare:
             return -math.inf, -1
         key = (table.names[i], gpus.version, cpu_free, self.target_version, req.count, req.milli,
                tuple(req.models), cpu)
-        got = self._memo.get(key)
+        got = None if fresh else self._memo.get(key)
         if got is not None:
             return got
         allowed = self.allowed(gpus, req)
