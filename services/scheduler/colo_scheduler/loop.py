@@ -31,6 +31,7 @@ from colo.classes import priority_class_of, qos_class_of, resource_kind_problems
 from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
 from colo_scheduler.estimation import unreported_gap
 from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
+from colo_scheduler.plugins.deviceshare.plugin import NO_FIT, RAW_PER_GPU, DeviceShare
 from colo_scheduler.plugins.loadaware import (
     CUSTOM_THRESHOLDS_ANNOTATION,
     LoadAwareArgs,
@@ -39,7 +40,6 @@ from colo_scheduler.plugins.loadaware import (
     args_thresholds,
     parse_custom_thresholds,
 )
-from colo_scheduler.plugins.deviceshare.plugin import NO_FIT, RAW_PER_GPU, DeviceShare
 from colo_scheduler.plugins.nodenumaresource import NodeNUMAResource
 from colo_scheduler.plugins.nodenumaresource.knobs import cpu_request
 from colo_scheduler.podinfo import PodInfo, estimate_pod, resource_kind
