@@ -129,6 +129,8 @@ class SchedulerBinding:
         that bind was applied. Adopt each on the node the store holds and announce it (PodBound with the
         store's bind time). Returns how many were adopted."""
         found = await self._store().bound_nodes(list(unsure))
+        cpusets = await self._store().bound_cpusets(list(found)) if found else {}
+        devices = await self._store().bound_devices(list(found)) if found else {}
         adopted = 0
         for uid, p in unsure.items():
             self.core.unreserve(uid)
@@ -137,10 +139,12 @@ class SchedulerBinding:
                 continue
             node, at = found[uid]
             stale.add(node)
-            if self.core.adopt(p.pod.spec, node, at):
+            if self.core.adopt(p.pod.spec, node, at, cpusets.get(uid, ""), devices.get(uid, "")):
                 adopted += 1
-                events.append((subjects.POD_BOUND, PodBound(spec=p.pod.spec, node=node, at=at),
-                               f"bound-{uid}-{at!r}", {"node": node}))
+                events.append((subjects.POD_BOUND, PodBound(
+                    spec=p.pod.spec, node=node, at=at, cpuset=cpusets.get(uid, ""),
+                    devices=device_allocations(devices_parse(devices.get(uid, "")))), f"bound-{uid}-{at!r}",
+                    {"node": node}))
         return adopted
 
     async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:
