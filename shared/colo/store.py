@@ -318,10 +318,10 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
             for uid in chunk:
                 pipe.get(k.pod(uid))
                 pipe.hgetall(k.pod_state(uid))
-                pipe.hmget(k.binding(uid), "node", "at", "cpuset")
+                pipe.hmget(k.binding(uid), "node", "at", "cpuset", "devices")
             res = await pipe.execute()
             for i in range(len(chunk)):
-                raw, state, (bnode, bat, bcpus) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
+                raw, state, (bnode, bat, bcpus, bdevs) = res[3 * i], res[3 * i + 1], res[3 * i + 2]
                 if raw is None:
                     continue
                 st = {_s(a): _s(b) for a, b in state.items()}
@@ -335,6 +335,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
                     updated_at=float(st.get("updated_at") or 0.0),
                     bound_at=bound_at,
                     cpuset=_s(bcpus) if bnode is not None and bcpus is not None else "",
+                    devices=_s(bdevs) if bnode is not None and bdevs is not None else "",
                 ))
         return out
 
@@ -354,6 +355,20 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
             for uid, (node, at) in zip(chunk, await pipe.execute()):
                 if node is not None:
                     out[uid] = (_s(node), float(_s(at) or 0.0))
+        return out
+
+    async def bound_devices(self, uids: Sequence[str]) -> dict[str, str]:
+        """The GPUs kept with the binding of every pod of ``uids`` that has some (``"index:milli,..."``; one
+        pipeline; docs/gpu.md)."""
+        out: dict[str, str] = {}
+        for start in range(0, len(uids), 1000):
+            chunk = uids[start:start + 1000]
+            pipe = self.redis.pipeline(transaction=False)
+            for uid in chunk:
+                pipe.hget(self.keys.binding(uid), "devices")
+            for uid, devs in zip(chunk, await pipe.execute()):
+                if devs:
+                    out[uid] = _s(devs)
         return out
 
     async def bound_cpusets(self, uids: Sequence[str]) -> dict[str, str]:

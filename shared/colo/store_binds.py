@@ -81,12 +81,18 @@ class BindRequest:
     cpuset: str = ""
     """The cpuset chosen at Reserve (kernel list format), kept in the binding hash (``cpuset`` field) so a
     restarted scheduler reloads it with the binding and it goes when the binding is released."""
+    devices: str = ""
+    """The GPUs chosen at Reserve (``"index:milli,..."``, :func:`colo.messages.devices_format`), kept in the
+    binding hash (``devices`` field) like ``cpuset``."""
 
 
 def bind_arg(item: BindRequest | tuple[str, str, Resources, float]) -> tuple[Any, ...]:
     """One bind as the bind script reads it (:data:`colo.store_lua.BIND_LUA`)."""
     if isinstance(item, BindRequest):
         req = [str(int(v)) if v > 0 else "0" for v in _requested(item.requests)]
+        if item.devices:
+            return (item.uid, item.node, repr(float(item.at)), req, list(item.quotas), item.group, item.cpuset,
+                    item.devices)
         if item.cpuset:
             return item.uid, item.node, repr(float(item.at)), req, list(item.quotas), item.group, item.cpuset
         if item.quotas or item.group:

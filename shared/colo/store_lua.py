@@ -113,6 +113,7 @@ local function commit(b)
              'batch_memory', req[4], 'mid_cpu', req[5], 'mid_memory', req[6])
   quota_charge(stem, b[5] or {}, req, binding)
   if b[7] and b[7] ~= '' then redis.call('HSET', binding, 'cpuset', b[7]) end
+  if b[8] and b[8] ~= '' then redis.call('HSET', binding, 'devices', b[8]) end
   redis.call('HSET', stem.podstate .. uid, 'node', node, 'bound_at', at, 'updated_at', at)
   redis.call('SADD', stem.nodepods .. node, uid)
 end

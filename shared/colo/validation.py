@@ -77,6 +77,23 @@ def quantity_problems(pod: PodSpec) -> list[str]:
         by_value = priority_class_of_value(pod.priority)
         if pod.priority_class != "none" and by_value != pod.priority_class:
             out.append(f"priority {pod.priority} is outside the {pod.priority_class} range")
+    return out + gpu_problems(pod)
+
+
+def gpu_problems(pod: PodSpec) -> list[str]:
+    """Problems of the pod's GPU request (``gpu``; docs/gpu.md): ``count`` in 1..8, ``milli`` in 1..1000,
+    several devices only whole (``milli`` 1000), model names non-empty."""
+    g = pod.gpu
+    if g is None:
+        return []
+    out: list[str] = []
+    if not 1 <= g.count <= 8:
+        out.append(f"gpu.count must lie in 1..8, got {g.count}")
+    if not 1 <= g.milli <= 1000:
+        out.append(f"gpu.milli must lie in 1..1000, got {g.milli}")
+    elif g.count > 1 and g.milli != 1000:
+        out.append(f"gpu: a share ({g.milli} milli) is of one GPU only, got count {g.count}")
+    out.extend(f"gpu.models[{i}]: empty model name" for i, m in enumerate(g.models) if not m.strip())
     return out
 
 

@@ -32,7 +32,9 @@ from colo.messages import (
     PodStatus,
     QoSEvent,
     SimWorkload,
+    allocations_devices,
     cpuset_parse,
+    devices_parse,
     with_hostname_label,
 )
 from colo.runtime import ServiceContext
@@ -234,7 +236,7 @@ class NodeAgentService:
                         self.counters["adopted"] += 1
                         statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
                     continue
-                if self.backend.start_pod(rec.spec, spec.name, _cpus(rec.cpuset, uid)):
+                if self.backend.start_pod(rec.spec, spec.name, _cpus(rec.cpuset, uid), _devices(rec.devices, uid)):
                     self.bound_at[uid] = rec.bound_at
                     self.counters["adopted" if host is None else "started"] += 1
                     statuses.append(self._status_item(rec.spec, spec.name, "Running", "", "", now))
@@ -304,6 +306,10 @@ class NodeAgentService:
             cpuset = cpuset_parse(msg.cpuset)
         except ValueError as exc:
             problems.append(f"cpuset: {msg.cpuset!r} is not a CPU list ({exc})")
+        try:
+            devices = allocations_devices(msg.devices)
+        except (KeyError, ValueError) as exc:
+            problems.append(f"devices: {msg.devices!r} are not GPU allocations ({exc})")
         if msg.node not in self.backend.index:
             problems.append(f"node {msg.node!r} is not hosted by this agent")
         if problems:
@@ -326,7 +332,7 @@ class NodeAgentService:
         if rec is not None and rec.phase in ("Succeeded", "Failed"):
             log.info("pod %s: PodBound for a finished pod (%s) ignored", uid, rec.phase)
             return
-        if not self.backend.start_pod(msg.spec, msg.node, cpuset):
+        if not self.backend.start_pod(msg.spec, msg.node, cpuset, devices):
             return
         now = self.ctx.clock.now()
         self.bound_at[uid] = msg.at
@@ -458,4 +464,14 @@ def _cpus(text: str, uid: str) -> tuple[int, ...]:
         return cpuset_parse(text)
     except ValueError as exc:
         log.error("pod %s: stored cpuset %r ignored: %s", uid, text, exc)
+        return ()
+
+
+def _devices(text: str, uid: str) -> tuple[tuple[int, int], ...]:
+    """The GPUs of a stored binding ((index, milli), ...); () when it does not parse (logged; the sim backend
+    then refuses a GPU pod)."""
+    try:
+        return devices_parse(text)
+    except ValueError as exc:
+        log.error("pod %s: stored devices %r ignored: %s", uid, text, exc)
         return ()

@@ -13,14 +13,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from colo import subjects
-from colo.messages import PodBound
+from colo.messages import PodBound, device_allocations, devices_parse
 from colo.reservations import ReservationStore
 from colo.store import REASON_ALREADY_BOUND, REASON_LEASE_LOST, BindResult
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.gangbind import bind_requests, settle_gang_binds
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.metrics import observe_binds
-from colo_scheduler.podinfo import ASSIGNED_CPUSET
+from colo_scheduler.podinfo import ASSIGNED_CPUSET, ASSIGNED_DEVICES
 
 log = logging.getLogger("colo.scheduler")
 
@@ -82,7 +82,8 @@ class SchedulerBinding:
                     self.core.bound_on_reservation(p.pod)
                 msg = PodBound(spec=p.pod.spec, node=p.node, at=now, attempt_ms=p.decision_ms + bind_ms,
                                queued_s=max(0.0, now - p.pod.queued_at),
-                               cpuset=str(p.pod.extra.get(ASSIGNED_CPUSET) or ""))
+                               cpuset=str(p.pod.extra.get(ASSIGNED_CPUSET) or ""),
+                               devices=device_allocations(devices_parse(str(p.pod.extra.get(ASSIGNED_DEVICES) or ""))))
                 # the bind time makes a rebind (after an eviction) a new message for the dedup window
                 events.append((subjects.POD_BOUND, msg, f"bound-{p.pod.uid}-{now!r}", {"node": p.node}))
             elif res.reason.startswith(REASON_ALREADY_BOUND) and was_unsure:
@@ -128,6 +129,8 @@ class SchedulerBinding:
         that bind was applied. Adopt each on the node the store holds and announce it (PodBound with the
         store's bind time). Returns how many were adopted."""
         found = await self._store().bound_nodes(list(unsure))
+        cpusets = await self._store().bound_cpusets(list(found)) if found else {}
+        devices = await self._store().bound_devices(list(found)) if found else {}
         adopted = 0
         for uid, p in unsure.items():
             self.core.unreserve(uid)
@@ -136,10 +139,12 @@ class SchedulerBinding:
                 continue
             node, at = found[uid]
             stale.add(node)
-            if self.core.adopt(p.pod.spec, node, at):
+            if self.core.adopt(p.pod.spec, node, at, cpusets.get(uid, ""), devices.get(uid, "")):
                 adopted += 1
-                events.append((subjects.POD_BOUND, PodBound(spec=p.pod.spec, node=node, at=at),
-                               f"bound-{uid}-{at!r}", {"node": node}))
+                events.append((subjects.POD_BOUND, PodBound(
+                    spec=p.pod.spec, node=node, at=at, cpuset=cpusets.get(uid, ""),
+                    devices=device_allocations(devices_parse(devices.get(uid, "")))), f"bound-{uid}-{at!r}",
+                    {"node": node}))
         return adopted
 
     async def _bind_placements(self, placements: list[Any], now: float, fence: Any) -> list[Any]:

@@ -27,7 +27,14 @@ from colo_scheduler.plugins import new_in_tree_registry, profile_config
 from colo_scheduler.plugins.elasticquota import ElasticQuota
 from colo_scheduler.plugins.preemption import DefaultPreemption, Nominator
 from colo_scheduler.plugins.reservation import Nomination, Reservation
-from colo_scheduler.podinfo import ASSIGNED_CPUSET, PodInfo, clone_pod_info, make_pod_info, pod_priority
+from colo_scheduler.podinfo import (
+    ASSIGNED_CPUSET,
+    ASSIGNED_DEVICES,
+    PodInfo,
+    clone_pod_info,
+    make_pod_info,
+    pod_priority,
+)
 from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.settings import SchedulerSettings
 from colo_scheduler.table import NodeTable
@@ -119,9 +126,10 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
             self.quota.add_pending(info)
         return added
 
-    def adopt(self, spec: PodSpec, node: str, bound_at: float, cpuset: str = "") -> bool:
+    def adopt(self, spec: PodSpec, node: str, bound_at: float, cpuset: str = "", devices: str = "") -> bool:
         """Count an already bound pod (loaded from the store) on ``node``, with the ``cpuset`` its binding
-        holds (kernel list format; NodeNUMAResource books exactly those CPUs); False for unknown nodes
+        holds (kernel list format; NodeNUMAResource books exactly those CPUs) and its ``devices``
+        (``"index:milli,..."``; DeviceShare books exactly those GPUs); False for unknown nodes
         or pods already placed. Allocation sums should afterwards be set from the store."""
         i = self.table.index.get(node)
         if i is None or spec.uid in self.framework.placed:
@@ -132,6 +140,8 @@ class Scheduler(PermitWaiting, CycleHooks, ClusterEvents):
         info = self.pod_info(spec, bound_at)
         if cpuset:
             info.extra[ASSIGNED_CPUSET] = cpuset
+        if devices:
+            info.extra[ASSIGNED_DEVICES] = devices
         self.framework.reserve(info, i, bound_at)
         return True
 

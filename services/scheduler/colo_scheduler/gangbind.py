@@ -16,17 +16,17 @@ from colo.messages import PodRecord
 from colo.store import BindRequest, BindResult
 from colo_scheduler.core import Placement
 from colo_scheduler.plugins.coscheduling import group_key
-from colo_scheduler.podinfo import ASSIGNED_CPUSET, PodInfo
+from colo_scheduler.podinfo import ASSIGNED_CPUSET, ASSIGNED_DEVICES, PodInfo
 
 
 def bind_requests(placements: Sequence[Placement], now: float,
                   quotas: Callable[[PodInfo], tuple[str, ...]] = lambda pod: ()) -> list[BindRequest]:
     """The store binds of ``placements`` at ``now``, each charged to ``quotas(pod)`` (its quota chain);
     a gang member's carries ``group`` = its gang group's key (:func:`group_key`), a pod with a cpuset chosen at
-    Reserve its ``cpuset`` (:data:`ASSIGNED_CPUSET`)."""
+    Reserve its ``cpuset`` (:data:`ASSIGNED_CPUSET`), a pod with GPUs its ``devices`` (:data:`ASSIGNED_DEVICES`)."""
     return [BindRequest(p.pod.uid, p.node, p.pod.spec.requests, now, quotas(p.pod),
                         group_key(p.pod.spec.gang) if p.pod.spec.gang is not None else "",
-                        str(p.pod.extra.get(ASSIGNED_CPUSET) or ""))
+                        str(p.pod.extra.get(ASSIGNED_CPUSET) or ""), str(p.pod.extra.get(ASSIGNED_DEVICES) or ""))
             for p in placements]
 
 

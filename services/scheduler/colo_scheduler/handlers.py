@@ -25,6 +25,8 @@ from colo.messages import (
     PodRecord,
     PodSpec,
     PodStatus,
+    allocations_devices,
+    devices_format,
 )
 from colo.runtime import ServiceContext
 from colo_scheduler.core import Scheduler
@@ -204,7 +206,7 @@ class SchedulerEventHandlers:
             uid = m.spec.uid
             if bindings.get(uid) != (m.node, m.at) or uid in released or uid in placed:
                 continue
-            if self.core.adopt(m.spec, m.node, m.at, m.cpuset):
+            if self.core.adopt(m.spec, m.node, m.at, m.cpuset, devices_format(allocations_devices(m.devices))):
                 self.totals["foreign_binds"] += 1
                 self._last_unschedulable.pop(uid, None)
                 # adopt adds the pod to the node's sums, which a refresh since the bind may already

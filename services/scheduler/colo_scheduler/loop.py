@@ -10,7 +10,8 @@ and the last metric. Shared pure helpers are reused where they define the input 
 a plugin's arithmetic: label matching of node affinity (:mod:`colo.affinity`), the class rules
 (:mod:`colo.classes`), the pod estimate and resource kind (:mod:`colo_scheduler.podinfo`, oracle
 O3), the gap of one pod against a metric (:mod:`colo_scheduler.estimation`, tested on its own), the parsing of the threshold annotation and the choice of a metric's aggregated entry.
-NodeNUMAResource is the exception: the loop calls the plugin's memo-free ``choose_fresh`` / ``score_fresh`` over
+DeviceShare is one too (its Filter ``fit`` and its memo-free ``evaluate(..., fresh=True)`` over the GPUs it
+booked, min-max normalised here). NodeNUMAResource is the other exception: the loop calls the plugin's memo-free ``choose_fresh`` / ``score_fresh`` over
 the CPUs it booked (its accumulator and NUMA policy have their own tables, tests/scheduler/test_numa_accumulator.py),
 so the comparison checks the memo and the class cache's row updates.
 
@@ -30,6 +31,7 @@ from colo.classes import priority_class_of, qos_class_of, resource_kind_problems
 from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
 from colo_scheduler.estimation import unreported_gap
 from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
+from colo_scheduler.plugins.deviceshare.plugin import NO_FIT, RAW_PER_GPU, DeviceShare
 from colo_scheduler.plugins.loadaware import (
     CUSTOM_THRESHOLDS_ANNOTATION,
     LoadAwareArgs,
@@ -353,6 +355,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
     pressure = table.memory_pressure.tolist()
     numa = prof.plugins.get("NodeNUMAResource")
     wish = cpu_request(spec)[0]
+    ds = prof.plugins.get("DeviceShare")
+    gpu_wish = ds.score_request_of(spec) if isinstance(ds, DeviceShare) else None
 
     def node_filter(name: str) -> Callable[[int], bool]:
         if name == "NodeSelector":
@@ -374,6 +378,8 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             return lambda i: not (be_memory and pressure[i])
         if name == "NodeNUMAResource" and isinstance(numa, NodeNUMAResource):
             return lambda i: wish is None or numa.choose_fresh(table, i, wish)[0] is not None
+        if name == "DeviceShare" and isinstance(ds, DeviceShare):
+            return lambda i: spec.gpu is None or ds.fit(table, i, spec.gpu)
         raise ValueError(f"the loop has no Filter {name!r}")
 
     filters = [(f.name, node_filter(f.name)) for f in prof.filter]
@@ -409,6 +415,11 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
         elif name == "NodeNUMAResource" and isinstance(numa, NodeNUMAResource):
             for i in rows:
                 raw[i] = numa.score_fresh(table, i, wish) if wish is not None else 0
+        elif name == "DeviceShare" and isinstance(ds, DeviceShare):
+            for i in rows:
+                if gpu_wish is not None:
+                    s = ds.evaluate(table, i, gpu_wish, spec.requests.cpu, fresh=True)[0]
+                    raw[i] = round(s * RAW_PER_GPU) if s > -float("inf") else NO_FIT
         else:
             raise ValueError(f"the loop has no Score {name!r}")
         top = max((raw[i] for i in range(n) if out.feasible[i]), default=0)
@@ -420,6 +431,12 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             final = [0] * n
             for i in rows:
                 final[i] = 100 if top <= 0 else 100 * (top - min(raw[i], top)) // top
+        elif name == "DeviceShare" and gpu_wish is not None:  # min-max over the feasible nodes
+            vals = [raw[i] for i in range(n) if out.feasible[i]]
+            lo, hi = min(vals, default=0), max(vals, default=0)
+            final = [0] * n
+            for i in rows:
+                final[i] = (raw[i] - lo) * 100 // (hi - lo) if hi > lo and out.feasible[i] else 0
         else:
             final = raw
         out.raw[name] = raw

@@ -47,6 +47,12 @@ bind path stores it with the binding and puts it on ``PodBound``; a pod adopted 
 binders) carries it in before Reserve so the plugin books the same CPUs again."""
 
 
+ASSIGNED_DEVICES = "deviceshare.devices"
+"""``PodInfo.extra`` key of the GPUs DeviceShare chose at Reserve (``"index:milli,..."``,
+:func:`colo.messages.devices_format`): stored with the binding and put on ``PodBound.devices`` like
+:data:`ASSIGNED_CPUSET`; a pod adopted from the store carries it in so the plugin books the same GPUs again."""
+
+
 def term_key(term: NodeSelectorTerm) -> TermKey:
     """``term`` as a :data:`TermKey`."""
     return tuple((r.key, r.operator, tuple(r.values)) for r in term.match_expressions)

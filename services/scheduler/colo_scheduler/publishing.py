@@ -10,10 +10,10 @@ import logging
 from typing import Any
 
 from colo import subjects
-from colo.messages import EvictionCommand, PodBound, PodSpec
+from colo.messages import EvictionCommand, PodBound, PodSpec, device_allocations, devices_parse
 from colo.runtime import ServiceContext
 from colo_scheduler.core import Eviction, Scheduler
-from colo_scheduler.podinfo import ASSIGNED_CPUSET
+from colo_scheduler.podinfo import ASSIGNED_CPUSET, ASSIGNED_DEVICES
 from colo_scheduler.settings import SchedulerSettings
 
 log = logging.getLogger("colo.scheduler")
@@ -55,7 +55,9 @@ class SchedulerEventPublisher:
             entry = placed.get(uid)
             if entry is not None and names[entry[1]] == node:
                 cpuset = str(entry[0].extra.get(ASSIGNED_CPUSET) or "")  # the booked cpuset, from the store
-                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at, cpuset=cpuset),
+                devices = device_allocations(devices_parse(str(entry[0].extra.get(ASSIGNED_DEVICES) or "")))
+                events.append((subjects.POD_BOUND, PodBound(spec=spec, node=node, at=at, cpuset=cpuset,
+                                                            devices=devices),
                                f"bound-{uid}-{at!r}", {"node": node}))
         self._announce.clear()
         return events

@@ -237,9 +237,10 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         queued = {p.uid: p for p in self.core.queue.pods()}
         bound = await self._store().bound_nodes(list(queued))
         cpusets = await self._store().bound_cpusets(list(bound)) if bound else {}
+        devices = await self._store().bound_devices(list(bound)) if bound else {}
         for uid, (node, at) in bound.items():
             if uid in queued and uid not in self.core.framework.placed:
-                if self.core.adopt(queued[uid].spec, node, at, cpusets.get(uid, "")):
+                if self.core.adopt(queued[uid].spec, node, at, cpusets.get(uid, ""), devices.get(uid, "")):
                     self._announce[uid] = (queued[uid].spec, node, at)  # the old leader may have died first
         await self._resync(now)
         log.info("took over scheduling: %d queued pods, %d already bound by the previous leader",
@@ -259,7 +260,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         for rec in stored:
             try:
                 if rec.node and rec.phase in ("Pending", "Running"):
-                    if (self.core.adopt(rec.spec, rec.node, rec.bound_at, rec.cpuset) and rec.phase == "Pending"
+                    if (self.core.adopt(rec.spec, rec.node, rec.bound_at, rec.cpuset, rec.devices) and rec.phase == "Pending"
                             and self.replica.owns_pod(rec.spec)):
                         # bound, not started: its PodBound may have died with the last scheduler
                         self._announce[rec.spec.uid] = (rec.spec, rec.node, rec.bound_at)

@@ -17,6 +17,7 @@ from colo_scheduler.hints import fits_any_row
 from colo_scheduler.outcome import NOMINATION
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.coscheduling import Coscheduling
+from colo_scheduler.plugins.deviceshare.plugin import DeviceShare
 from colo_scheduler.plugins.loadaware import LoadAware
 from colo_scheduler.plugins.maxinstance import MaxInstancePerNode
 from colo_scheduler.plugins.nodeaffinity import NodeAffinity
@@ -33,9 +34,9 @@ from colo_scheduler.queue import SchedulingQueue
 from colo_scheduler.table import NodeTable
 
 EQUIVALENCE_FILTERS = (NodeSelector, NodeAffinity, TaintToleration, NodeResourcesFit, MaxInstancePerNode,
-                       LoadAware, NodeUnschedulable, BEMemoryPressure, NodeNUMAResource)
+                       LoadAware, NodeUnschedulable, BEMemoryPressure, NodeNUMAResource, DeviceShare)
 """Filters whose verdict depends only on :func:`equivalence_key` and on table state that a
-cycle only fills (Reserve adds requests, estimates, app counts and cpusets; nothing is freed)."""
+cycle only fills (Reserve adds requests, estimates, app counts, cpusets and GPU bookings; nothing is freed)."""
 
 EQUIVALENCE_PRE_FILTERS = (QoSAdmission, NodeAffinity, Coscheduling, NodeNUMAResource)
 """PreFilters whose verdict depends only on the pod's spec (so on :func:`equivalence_key`) within a

@@ -197,7 +197,7 @@ PREFIXED_KEYS: dict[str, tuple[str, ...]] = {
     "gang.scheduling.koordinator.sh/": ("name", "min-available", "waiting-time", "mode", "groups"),
     "quota.scheduling.koordinator.sh/": ("name", "parent", "is-parent", "preemptible", "shared-weight",
                                          "allow-lent-resource"),
-    "colo.io/": ("max-unavailable", "sim-duration", "sim-cpu", "sim-memory"),
+    "colo.io/": ("max-unavailable", "sim-duration", "sim-cpu", "sim-memory", "gpu-spec"),
 }
 """Label and annotation prefixes whose keys Colo reads, and the keys it knows under each (Koordinator's gang and
 quota protocols, Colo's own): any other key under one of these prefixes is a typo, reported with the nearest."""

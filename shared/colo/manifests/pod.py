@@ -28,6 +28,7 @@ from colo.manifests.base import (
     join,
     resource_list,
 )
+from colo.manifests.gpu import gpu_request, split_gpu
 from colo.messages import (
     KUBERNETES_RESOURCE_NAMES,
     Affinity,
@@ -62,7 +63,8 @@ memory quantity; default: its memory request of any kind) and completes after ``
 
 
 def _container(ctx: Ctx, obj: Any, path: str, req: dict[str, int], lim: dict[str, int],
-               command: list[str], env: dict[str, str]) -> None:
+               command: list[str], env: dict[str, str], gpus: dict[str, tuple[dict[str, int], dict[str, int]]]
+               ) -> None:
     if obj is None:
         obj = {}  # a container without fields: BestEffort, nothing to run in the sim
     c = ctx.mapping(obj, path)
@@ -71,8 +73,10 @@ def _container(ctx: Ctx, obj: Any, path: str, req: dict[str, int], lim: dict[str
     res = ctx.mapping(c.get("resources"), rp)
     ctx.known(res, rp, ("requests", "limits"))
     own: dict[str, dict[str, int]] = {}
+    gpu: dict[str, dict[str, int]] = {}
     for key, acc in (("requests", req), ("limits", lim)):
-        own[key] = resource_list(ctx, res.get(key), join(rp, key))
+        rest, gpu[key] = split_gpu(ctx, res.get(key), join(rp, key))
+        own[key] = resource_list(ctx, rest, join(rp, key))
         for name, v in own[key].items():
             acc[name] = acc.get(name, 0) + v
     for name, request in own["requests"].items():
@@ -81,6 +85,8 @@ def _container(ctx: Ctx, obj: Any, path: str, req: dict[str, int], lim: dict[str
             k8s_name = next(k for k, f in KUBERNETES_RESOURCE_NAMES.items() if f == name)
             fmt = format_memory if "memory" in name else format_cpu if name == "cpu" else str
             ctx.err(join(join(rp, "limits"), k8s_name), f"limit {fmt(limit)} is below the request {fmt(request)}")
+    if any(gpu.values()):
+        gpus[rp] = (gpu["requests"], gpu["limits"])
     for key in ("command", "args"):
         val = c.get(key)
         if val is None:
@@ -292,11 +298,21 @@ def _body(ctx: Ctx, meta: dict[str, Any], raw_spec: Any, path: str, now: float) 
     lim: dict[str, int] = {}
     command: list[str] = []
     env: dict[str, str] = {}
+    gpus: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
     if not isinstance(containers, list) or not containers:
         ctx.err(join(sp, "containers"), "required: a non-empty list")
     else:
         for i, c in enumerate(containers):
-            _container(ctx, c, join(join(sp, "containers"), i), req, lim, command, env)
+            _container(ctx, c, join(join(sp, "containers"), i), req, lim, command, env, gpus)
+    gpu = None
+    if len(gpus) > 1:
+        ctx.err(join(sp, "containers"), "GPUs requested by more than one container (" + ", ".join(gpus) + "): "
+                "DeviceShare books one pod-level request, put it on one container")
+    elif gpus:
+        (gpath, (greq, glim)), = gpus.items()
+        gpu = gpu_request(ctx, greq, glim, gpath, annotations, join(mp, "annotations"))
+    elif "colo.io/gpu-spec" in annotations:
+        ctx.err(join(join(mp, "annotations"), "colo.io/gpu-spec"), "set on a pod that requests no GPU")
     priority = spec.get("priority")
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
         ctx.err(join(sp, "priority"), f"expected an integer, got {priority!r}")
@@ -331,6 +347,6 @@ def _body(ctx: Ctx, meta: dict[str, Any], raw_spec: Any, path: str, now: float) 
         tolerations=tolerations, app=labels.get("app", ""), command=command, env=env, created_at=now,
         mirror=MIRROR_ANNOTATION in annotations,
         static=annotations.get(SOURCE_ANNOTATION, "api") != "api", local_storage=local_storage,
-        preemption_policy=policy, affinity=affinity, sim=sim,
+        preemption_policy=policy, affinity=affinity, sim=sim, gpu=gpu,
     )
     return pod

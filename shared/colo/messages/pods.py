@@ -10,7 +10,7 @@ from colo.messages.base import Message, PodPhase, PriorityClass, QoSClass
 from colo.messages.jobs import GangSpec, OwnerReference
 from colo.messages.nodes import Toleration
 from colo.messages.resources import Resources
-from colo.messages.topology import DeviceAllocation
+from colo.messages.topology import DeviceAllocation, GPURequest
 
 
 class SimWorkload(Message, frozen=True):
@@ -85,6 +85,9 @@ class PodSpec(Message, frozen=True):
     at once (−1 = none; Kubernetes PodDisruptionBudget ``maxUnavailable``)."""
     preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
     """Kubernetes ``preemptionPolicy``: ``Never`` keeps the pod from preempting others (it may still be preempted)."""
+    gpu: GPURequest | None = None
+    """The pod's GPU request (``nvidia.com/gpu``, ``koordinator.sh/gpu-core``/``gpu-memory-ratio``,
+    ``colo.io/gpu-milli``; docs/gpu.md); None = no GPU."""
 
 
 class PodAdmitted(Message, frozen=True):
@@ -181,6 +184,9 @@ class PodRecord(Message, frozen=True):
     bound_at: float = 0.0
     cpuset: str = ""
     """The cpuset of the pod's binding (``PodBound.cpuset``), kept by the store with the binding."""
+    devices: str = ""
+    """The GPUs of the pod's binding (``"index:milli,..."``, :func:`colo.messages.devices_format`), kept by the
+    store with the binding."""
 
 
 class PodDeleted(Message, frozen=True):

@@ -114,6 +114,63 @@ class DeviceAllocation(Message, frozen=True):
     resources: dict[str, int] = {}
 
 
+class GPURequest(Message, frozen=True):
+    """A pod's GPU request (DeviceShare; docs/gpu.md "Pod GPU requests"): ``count`` devices of ``milli``
+    milli-GPU each (1000 = a whole device; a GPU-share pod has ``count == 1`` and ``milli < 1000``), on a GPU
+    whose model is one of ``models`` (empty = any model; the trace's ``gpu_spec``)."""
+
+    count: int = 1
+    milli: int = 1000
+    models: list[str] = []
+
+
+def devices_format(devices: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> str:
+    """``[(0, 1000), (3, 250)]`` (GPU index, milli-GPU) → ``"0:1000,3:250"``, the form the binding hash keeps
+    (``devices`` field); ``[]`` → ``""``."""
+    return ",".join(f"{i}:{m}" for i, m in devices)
+
+
+def devices_parse(text: str) -> tuple[tuple[int, int], ...]:
+    """``"0:1000,3:250"`` → ``((0, 1000), (3, 250))``; ``""`` → ``()``. Raises ValueError on a malformed list
+    (an entry that is not ``index:milli``, a negative index, milli outside 1..1000, an index twice)."""
+    out: list[tuple[int, int]] = []
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        idx_s, colon, milli_s = part.partition(":")
+        if not colon:
+            raise ValueError(f"bad device {part!r} (expected index:milli)")
+        idx, milli = int(idx_s), int(milli_s)
+        if idx < 0 or not 0 < milli <= 1000:
+            raise ValueError(f"bad device {part!r} (index >= 0, milli in 1..1000)")
+        if any(i == idx for i, _ in out):
+            raise ValueError(f"device {idx} listed twice")
+        out.append((idx, milli))
+    return tuple(out)
+
+
+def device_allocations(devices: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> list[DeviceAllocation]:
+    """:class:`DeviceAllocation` per (GPU index, milli-GPU): a whole device has empty ``resources``, a share
+    ``koordinator.sh/gpu-core`` (percent, rounded up) and ``colo.io/gpu-milli`` (exact)."""
+    return [DeviceAllocation(index=i) if m >= 1000 else
+            DeviceAllocation(index=i, resources={"koordinator.sh/gpu-core": -(-m // 10), "colo.io/gpu-milli": m})
+            for i, m in devices]
+
+
+def allocations_devices(allocs: list[DeviceAllocation]) -> tuple[tuple[int, int], ...]:
+    """The inverse of :func:`device_allocations` (GPU allocations only): (index, milli-GPU) per device."""
+    out = []
+    for a in allocs:
+        if a.type != "gpu":
+            continue
+        r = a.resources
+        milli = r.get("colo.io/gpu-milli") or (10 * r["koordinator.sh/gpu-core"] if "koordinator.sh/gpu-core" in r
+                                                else 1000)
+        out.append((a.index, milli))
+    return tuple(out)
+
+
 def cpuset_parse(text: str) -> tuple[int, ...]:
     """``"0-3,8"`` → ``(0, 1, 2, 3, 8)`` (sorted, unique; ``""`` → ``()``). Raises ValueError on malformed
     lists."""

@@ -33,9 +33,11 @@ class NodeBackend(Protocol):
         """Specs of the pods running on ``node`` (the node's truth the reconciler compares with the store)."""
         ...
 
-    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = ()) -> bool:
-        """Start ``spec`` on ``node`` with the ``cpuset`` the scheduler chose (LSE/LSR pods; () = none); False
-        when the node is not hosted or the pod is known already."""
+    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = (),
+                  devices: tuple[tuple[int, int], ...] = ()) -> bool:
+        """Start ``spec`` on ``node`` with the ``cpuset`` the scheduler chose (LSE/LSR pods; () = none) and the
+        ``devices`` it assigned ((GPU index, milli-GPU), ...; docs/gpu.md); False when the node is not hosted
+        or the pod is known already."""
         ...
 
     def evict_pod(self, uid: str, reason: str, message: str, at: float) -> PodEnd | None:

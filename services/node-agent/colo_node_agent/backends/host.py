@@ -42,6 +42,7 @@ from colo.messages import (
     Resources,
     Usage,
 )
+from colo_node_agent.backends.gpus import gpu_env
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.host_metrics import NodeSampler, capacity
@@ -240,9 +241,12 @@ class HostBackend:
         self._apply_be_settings(self.clock())
         return True
 
-    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = (), bound_at: float = 0.0) -> bool:
+    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = (),
+                  devices: tuple[tuple[int, int], ...] = (), bound_at: float = 0.0) -> bool:
         """Make the pod's group with its limits and start its command inside it; ``cpuset`` the CPUs the
-        scheduler chose for an LSE/LSR pod (the next strategy round writes them when valid, docs/topology.md).
+        scheduler chose for an LSE/LSR pod (the next strategy round writes them when valid, docs/topology.md);
+        ``devices`` the GPUs it assigned, passed to the process as ``CUDA_VISIBLE_DEVICES`` and
+        ``COLO_GPU_DEVICES`` (:func:`~.gpus.gpu_env`, docs/gpu.md).
 
         False when the node is not ours, the pod is known already or has no command. A pod whose group or
         process cannot be made is accepted and reported Failed (StartError) by the next :meth:`advance`.
@@ -266,7 +270,7 @@ class HostBackend:
             self._apply_be_settings(at)
         self._save()
         try:
-            popen = launch(spec, self.tree.procs_files(cg), self.state_dir)
+            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)))
         except OSError as exc:
             self._start_failed(pod, f"cannot start {spec.command[0]!r}: {exc}", at)
             return True

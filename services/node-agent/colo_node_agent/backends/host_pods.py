@@ -109,14 +109,17 @@ def pod_paths(state_dir: Path, uid: str) -> tuple[Path, Path, Path]:
     return d, d / "exit", d / "log"
 
 
-def launch(spec: PodSpec, procs_files: list[str], state_dir: Path) -> subprocess.Popen[bytes]:
-    """Start ``spec.command`` under the wrapper, joining ``procs_files`` first. Raises OSError (no /bin/sh,
-    unwritable state dir)."""
+def launch(spec: PodSpec, procs_files: list[str], state_dir: Path,
+           extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``spec.command`` under the wrapper, joining ``procs_files`` first, with ``PATH``, the pod's env and
+    ``extra_env`` (the GPU variables, :func:`~.gpus.gpu_env`; they win over the pod's). Raises OSError (no
+    /bin/sh, unwritable state dir)."""
     d, exit_file, log_file = pod_paths(state_dir, spec.uid)
     d.mkdir(parents=True, exist_ok=True)
     exit_file.unlink(missing_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
     env.update(spec.env)
+    env.update(extra_env or {})
     args = ["/bin/sh", "-c", WRAPPER, "colo-pod", str(exit_file), str(len(procs_files)), *procs_files,
             *spec.command]
     with open(log_file, "ab") as log:

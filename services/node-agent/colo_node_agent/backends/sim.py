@@ -79,13 +79,25 @@ class SimBackend(SimStrategies):
         self.blkio_devices[i] = tuple(d.device for d in slo.blkio.be) if slo.blkio.enabled else ()
         return True
 
-    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = ()) -> bool:
+    def start_pod(self, spec: PodSpec, node: str, cpuset: tuple[int, ...] = (),
+                  devices: tuple[tuple[int, int], ...] = ()) -> bool:
         """Start ``spec`` on ``node`` now (creates its cgroup with kubelet settings); ``cpuset`` the CPUs the
-        scheduler chose for an LSE/LSR pod (applied when valid, docs/topology.md). False when the node is
-        unknown or the pod already runs here."""
+        scheduler chose for an LSE/LSR pod (applied when valid, docs/topology.md); ``devices`` the GPUs it
+        assigned ((index, milli-GPU), ...). A pod whose devices are not GPUs of the node, would take a GPU over
+        100 %, or that requests GPUs and got none, is refused: the next :meth:`advance` reports it Failed with
+        reason ``UnexpectedAdmissionError`` (the kubelet's for unavailable devices) and it holds nothing. False
+        when the node is unknown or the pod already runs here."""
         i = self.index.get(node)
         if i is None or spec.uid in self.pods.where:
             return False
+        problems = self.gpus[i].problems(tuple(devices))
+        if spec.gpu is not None and not devices:
+            problems.append(f"requests {spec.gpu.count} GPU(s) of {spec.gpu.milli} milli but was bound without devices")
+        if problems:
+            self.device_refusals.append(PodEnd(spec.uid, node, "Failed", "UnexpectedAdmissionError",
+                                               "devices: " + "; ".join(problems), self.now, spec))
+            return True
+        self.gpus[i].add(spec.uid, tuple(devices))
         key = self.pods.add(i, spec, self.now)
         if cpuset:
             self.pods.assigned[key] = tuple(cpuset)
@@ -130,6 +142,8 @@ class SimBackend(SimStrategies):
         oom_kills, suppress_events); pods_running at the end.
         """
         res = AdvanceResult()
+        res.ended.extend(self.device_refusals)
+        self.device_refusals.clear()
         acc = dict.fromkeys(("cpu_used_milli", "mem_used_bytes", "ls_cpu_demand_milli",
                              "ls_cpu_served_milli", "be_cpu_used_milli"), 0.0)
         counts = dict.fromkeys(("batch_completed", "be_evictions", "oom_kills", "suppress_events"), 0.0)

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from colo.messages import NodeSLO, NodeSpec, PodPhase
+from colo_node_agent.backends.gpus import GpuLedger
 from colo_node_agent.backends.sim_pods import BOOL, F64, PodTable
 from colo_node_agent.backends.sim_types import PodEnd, SimConfig, SloColumns
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
@@ -88,6 +89,10 @@ class SimNodes:
         self.be_settled = [False] * n
         self.cpuset_growth = np.array([cpuset_growth(k) for k in self.logical], dtype=np.int64)
         self._slo_arrays: SloColumns | None = None
+        self.gpus = [GpuLedger.of(list(s.gpus)) for s in nodes]
+        """Per node: the GPUs the running pods hold (the invariant the sim enforces, docs/gpu.md)."""
+        self.device_refusals: list[PodEnd] = []
+        """Pods refused at start because their devices break the invariant, reported by the next advance."""
         """Per node: the BE cpuset (all candidates) and quota −1 were read back as written, so a cpuset-policy
         round whose target size equals the current size would only re-write unchanged values (see _strategies)."""
         self.be_allowed = [-1] * n
@@ -117,6 +122,7 @@ class SimNodes:
         removed = self.pods.remove(uid)
         assert removed is not None
         i = key[0]
+        self.gpus[i].remove(uid)
         cg = pod_dir(qos, uid)
         for prefix in cgroup_prefixes(self.config.cgroup_version, cg):
             self.fs[i].remove_prefix(prefix)

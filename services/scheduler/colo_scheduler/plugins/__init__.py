@@ -7,6 +7,7 @@ import dataclasses
 from colo_scheduler.framework.registry import ProfileConfig, Registry
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.coscheduling import Coscheduling
+from colo_scheduler.plugins.deviceshare.plugin import DeviceShare, DeviceShareArgs
 from colo_scheduler.plugins.elasticquota import ElasticQuota
 from colo_scheduler.plugins.loadaware import LoadAware, LoadAwareArgs
 from colo_scheduler.plugins.loadaware import default_args as load_aware_default_args
@@ -34,6 +35,9 @@ NODE_AFFINITY_WEIGHT = 2
 
 NODE_NUMA_RESOURCE_WEIGHT = 1
 """Default profile weight of the NodeNUMAResource score (0 for every node unless the pod wants a cpuset)."""
+DEVICE_SHARE_WEIGHT = 3
+"""Default profile weight of the DeviceShare score (0 for every node unless the pod requests GPUs): 3 so that
+for GPU pods the fragmentation score outweighs LeastAllocated's spreading (docs/gpu.md)."""
 
 SELECTOR_SPREAD_WEIGHT = 2
 """Default profile weight of the SelectorSpread score (the Kubernetes default profile's weight of
@@ -61,6 +65,7 @@ def new_in_tree_registry() -> Registry:
     r.register(ElasticQuota.name, lambda a, s: ElasticQuota())
     r.register(DefaultPreemption.name, lambda a, s: DefaultPreemption(a), DefaultPreemptionArgs)
     r.register(NodeNUMAResource.name, lambda a, s: NodeNUMAResource(a), NodeNUMAResourceArgs)
+    r.register(DeviceShare.name, lambda a, s: DeviceShare(a), DeviceShareArgs)
     return r
 
 
@@ -71,11 +76,12 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     NodeAffinity (invalid pods), Coscheduling (gangs short of members), ElasticQuota (docs/quota.md). PostFilter,
     Permit: Coscheduling (gangs; a pod without a gang passes at the cost of one test). Filters, cheap static ones first so
     that their rejections are reported first: NodeUnschedulable, NodeSelector, NodeAffinity, TaintToleration,
-    NodeResourcesFit, NodeNUMAResource, MaxInstancePerNode, BEMemoryPressure, LoadAware. Reserve: NodeResourcesFit,
-    NodeNUMAResource, LoadAware, MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights):
+    NodeResourcesFit, NodeNUMAResource, DeviceShare, MaxInstancePerNode, BEMemoryPressure, LoadAware. Reserve:
+    NodeResourcesFit, NodeNUMAResource, DeviceShare, LoadAware, MaxInstancePerNode, SelectorSpread, ElasticQuota, Coscheduling. Scores (weights):
     LoadAware (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2),
-    NodeNUMAResource (:data:`NODE_NUMA_RESOURCE_WEIGHT`, 1; docs/topology.md). PreFilter also NodeNUMAResource
+    NodeNUMAResource (:data:`NODE_NUMA_RESOURCE_WEIGHT`, 1; docs/topology.md), DeviceShare
+    (:data:`DEVICE_SHARE_WEIGHT`, 3; docs/gpu.md). PreFilter also NodeNUMAResource
     (a malformed resource-spec annotation).
     PostFilter: DefaultPreemption (as the Kubernetes default profile), then Coscheduling (a Strict gang sent back).
     """
@@ -83,14 +89,16 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
         queue_sort=Coscheduling.name,
         pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name, NodeNUMAResource.name),
         filter=(NodeUnschedulable.name, NodeSelector.name, NodeAffinity.name, TaintToleration.name, NodeResourcesFit.name,
-                NodeNUMAResource.name, MaxInstancePerNode.name, BEMemoryPressure.name, LoadAware.name),
+                NodeNUMAResource.name, DeviceShare.name, MaxInstancePerNode.name, BEMemoryPressure.name,
+                LoadAware.name),
         post_filter=(DefaultPreemption.name, Coscheduling.name),
         score={LoadAware.name: settings.load_aware_weight,
                NodeResourcesLeastAllocated.name: settings.least_allocated_weight,
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
                SelectorSpread.name: SELECTOR_SPREAD_WEIGHT,
-               NodeNUMAResource.name: NODE_NUMA_RESOURCE_WEIGHT},
-        reserve=(NodeResourcesFit.name, NodeNUMAResource.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
+               NodeNUMAResource.name: NODE_NUMA_RESOURCE_WEIGHT,
+               DeviceShare.name: DEVICE_SHARE_WEIGHT},
+        reserve=(NodeResourcesFit.name, NodeNUMAResource.name, DeviceShare.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
                  ElasticQuota.name, Coscheduling.name),
         permit=(Coscheduling.name,),
     )

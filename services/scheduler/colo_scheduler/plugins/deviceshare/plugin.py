@@ -1,0 +1,373 @@
+"""DeviceShare: GPUs (whole or a share of one) chosen at Reserve, fragmentation-aware Score (Koordinator
+``pkg/scheduler/plugins/deviceshare``; docs/gpu.md "The DeviceShare plugin").
+
+A pod's GPU request is ``PodSpec.gpu`` (:class:`colo.messages.GPURequest`: ``count`` devices of ``milli``
+milli-GPU, allowed ``models``; parsed from ``nvidia.com/gpu``, ``koordinator.sh/gpu-core``/``gpu-memory-ratio``,
+``colo.io/gpu-milli``, ``colo.io/gpu-spec`` by :mod:`colo.manifests.gpu`). A node's GPUs are ``NodeSpec.gpus``.
+
+* Filter: a GPU pod passes a node with ``count`` GPUs of an allowed model having ``milli`` free each (a whole
+  GPU needs 1000 free: whole-GPU pods never share). Pods without a GPU request pass (``filter`` is None).
+* Score: the policy's node score s in GPUs (``Ours`` — :mod:`.fgdplus`, FGD's fragmentation gradient plus
+  CPU-stranded GPU and a packing tie-break; or ``FGD``, s = −ΔF / 1000) against the target workload; the raw
+  score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 over the feasible
+  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs score
+  0 everywhere unless ``score_cpu_pods`` (then ΔF and CPU stranding of their CPU on GPU nodes, the packing term
+  on other nodes; it costs CPU pods ~14× in scheduling speed, bench/deviceshare_overhead.py). CPU and memory fit stay with
+  NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the paper.
+* Target workload: ``DeviceShareArgs.target`` when given (shapes and weights), else the GPU pods reserved so
+  far (shape = CPU request, milli per device, device count), rebuilt when their number reaches 1, 2, 4, …,
+  ``refresh_every`` and every ``refresh_every`` after (the authors' "typical pods": the most frequent shapes
+  covering 95 %). Until a GPU pod is seen: one whole GPU with no CPU. A rebuild touches every GPU node's row so
+  cached scores are recomputed (the row-local contract).
+* Reserve: a GPU-share pod takes the device the policy chose (least fragmentation after), else the tightest
+  fitting one; whole GPUs the lowest-indexed fully free ones of an allowed model. The choice goes on the pod
+  (:data:`ASSIGNED_DEVICES`, ``"index:milli,..."``); a pod that arrives with devices (adopted from the store)
+  books exactly those. Unreserve frees them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from typing import Literal
+
+import msgspec
+import numpy as np
+
+from colo.messages import GPURequest, NodeSpec, PodSpec, devices_format, devices_parse
+from colo_scheduler.framework.interface import (
+    NODE_ADD,
+    POD_DELETE,
+    CycleState,
+    IntpArray,
+)
+from colo_scheduler.plugins.deviceshare.book import NodeGPUs
+from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
+from colo_scheduler.plugins.deviceshare.frag import delta_one
+from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
+from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, TargetWorkload
+from colo_scheduler.podinfo import ASSIGNED_DEVICES, IntArray, PodInfo
+from colo_scheduler.table import BoolArray, NodeTable
+
+log = logging.getLogger("colo.scheduler")
+
+_NO_GPU = GPURequest(count=0, milli=0)
+"""The score request of a CPU pod under ``score_cpu_pods``."""
+_NO_MODEL = 62
+"""Model bit of a name no node has: a pod restricted to it fits nowhere."""
+
+
+class TargetShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One pod shape of a configured target workload: ``cpu`` milli-cores, ``gpu_milli`` per device,
+    ``num_gpu`` devices, relative ``weight``."""
+
+    cpu: int = 0
+    gpu_milli: int = GPU_MILLI
+    num_gpu: int = 1
+    weight: float = 1.0
+
+
+class DeviceShareArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Arguments of DeviceShare: ``policy`` (``Ours`` default, or ``FGD``), ``target`` (a fixed target
+    workload; empty = the GPU pods seen so far), ``refresh_every`` (GPU pods between rebuilds of the seen
+    target, after the doubling start; module doc)."""
+
+    policy: Literal["Ours", "FGD"] = "Ours"
+    target: list[TargetShape] = []
+    refresh_every: int = 256
+    score_cpu_pods: bool = False
+    """Also score pods without GPUs (their ΔF and CPU stranding on GPU nodes; on nodes without GPUs only the
+    packing term), as the bench's policies do; off: they score 0 everywhere (Koordinator's behaviour)."""
+
+
+RAW_PER_GPU = 10_000
+"""Raw score units per GPU of node score (10⁻⁴ GPU resolution)."""
+NO_FIT = -(2**40)
+"""Raw score of a node the pod does not fit (never feasible; normalisation ignores it)."""
+
+
+def normalize_min_max(raw: IntArray, feasible: BoolArray) -> IntArray | int:
+    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere);
+    the int 0 when every feasible node has the same raw score. (Measured against a scale from the best node
+    down, 10⁻³ GPU per point: min-max allocated more GPUs in ``bench/deviceshare_trace.py``, docs/gpu.md.)"""
+    if not feasible.any():
+        return 0
+    vals = raw[feasible]
+    lo, hi = int(vals.min()), int(vals.max())
+    if hi == lo:
+        return 0
+    out = np.zeros(raw.shape[0], np.int64)
+    out[feasible] = (vals - lo) * 100 // (hi - lo)
+    return out
+
+
+class DeviceShare:
+    """The plugin (module doc). State: per node name its :class:`NodeGPUs`; model name → bit; the target."""
+
+    name = "DeviceShare"
+    events = frozenset({NODE_ADD, POD_DELETE})
+    settled_none = True  # filter() is None for a pod without a GPU request at every table state
+    app_blind = True
+
+    MEMO_SIZE = 65_536
+
+    def __init__(self, args: DeviceShareArgs | None = None) -> None:
+        self.args = args or DeviceShareArgs()
+        self.nodes: dict[str, NodeGPUs] = {}
+        self._specs: dict[str, NodeSpec] = {}
+        self._models: dict[str, int] = {}
+        self._seen: Counter[tuple[int, int, int, int]] = Counter()
+        self._seen_total = 0
+        self._next_refresh = 1
+        self.target_version = 0
+        self._memo: dict[tuple[object, ...], tuple[float, int]] = {}
+        if self.args.target:
+            counts = {(t.cpu, t.gpu_milli, t.num_gpu, 0): t.weight for t in self.args.target}
+            self._set_target(TargetWorkload.from_counts(counts))
+        else:
+            self._set_target(TargetWorkload.from_counts({(0, GPU_MILLI, 1, 0): 1.0}))
+
+    # ------------------------------------------------------------------ target workload
+
+    def _set_target(self, target: TargetWorkload) -> None:
+        self.target = target
+        self._ratio = cpu_per_gpu(target)
+        self.target_version += 1
+        self._memo.clear()
+
+    def _observe(self, table: NodeTable, req: GPURequest, cpu: int) -> None:
+        """Count a reserved GPU pod into the seen target; rebuild it at the refresh points (module doc)."""
+        if self.args.target:
+            return
+        self._seen[(cpu, req.milli, req.count, 0)] += 1
+        self._seen_total += 1
+        if self._seen_total < self._next_refresh:
+            return
+        step = self.args.refresh_every
+        self._next_refresh = self._next_refresh * 2 if self._next_refresh < step else self._next_refresh + step
+        self._set_target(TargetWorkload.from_counts(self._seen, 0.95))
+        for name in self.nodes:
+            i = table.index.get(name)
+            if i is not None:
+                table.touch(i)
+
+    # ------------------------------------------------------------------ pod and node facts
+
+    def request(self, pod: PodInfo) -> GPURequest | None:
+        """The pod's GPU request (None: no GPU)."""
+        return pod.spec.gpu
+
+    def score_request(self, pod: PodInfo) -> GPURequest | None:
+        """What the Score scores: the GPU request; a CPU pod as zero GPUs with ``score_cpu_pods``; else None."""
+        return self.score_request_of(pod.spec)
+
+    def score_request_of(self, spec: PodSpec) -> GPURequest | None:
+        """:meth:`score_request` of a spec."""
+        if spec.gpu is None and self.args.score_cpu_pods:
+            return _NO_GPU
+        return spec.gpu
+
+    def model_bit(self, name: str) -> int:
+        """The bit of GPU model ``name`` (assigned on first sight, up to 62 models)."""
+        bit = self._models.get(name)
+        if bit is None:
+            bit = self._models[name] = min(len(self._models), _NO_MODEL - 1)
+        return bit
+
+    def node(self, table: NodeTable, i: int) -> NodeGPUs | None:
+        """The GPUs of row ``i`` (None: the node has none); rebuilt, bookings kept, when its spec changes."""
+        spec = table.specs[i]
+        if self._specs.get(spec.name) is not spec:
+            self._specs[spec.name] = spec
+            old = self.nodes.pop(spec.name, None)
+            if spec.gpus:
+                fresh = NodeGPUs.of(list(spec.gpus))
+                for m in fresh.models:
+                    self.model_bit(m)
+                if old is not None:
+                    fresh.version = old.version + 1
+                    for uid, held in old.pods.items():
+                        moved = tuple((fresh.position(old.index[p]), m) for p, m in held)
+                        for problem in fresh.add(uid, moved):
+                            log.error("pod %s on %s after a node update: %s", uid, spec.name, problem)
+                self.nodes[spec.name] = fresh
+        return self.nodes.get(spec.name)
+
+    def allowed(self, gpus: NodeGPUs, req: GPURequest) -> list[int]:
+        """Positions of ``gpus`` whose model ``req`` allows (every position when it names none)."""
+        if not req.models:
+            return list(range(len(gpus.index)))
+        return [p for p, m in enumerate(gpus.models) if m in req.models]
+
+    def fit(self, table: NodeTable, i: int, req: GPURequest) -> bool:
+        """True when row ``i`` has ``req.count`` allowed GPUs with ``req.milli`` free each."""
+        gpus = self.node(table, i)
+        if gpus is None:
+            return False
+        return sum(1 for p in self.allowed(gpus, req) if gpus.free[p] >= req.milli) >= req.count
+
+    # ------------------------------------------------------------------ filter
+
+    def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
+        """(n,) True where the pod's GPUs fit; None for a pod without a GPU request."""
+        req = self.request(pod)
+        if req is None:
+            return None
+        table = state.table
+        return np.fromiter((self.fit(table, i, req) for i in range(table.n)), np.bool_, table.n)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> BoolArray:
+        """(len(rows),) the filter on ``rows``."""
+        req = self.request(pod)
+        if req is None:
+            return np.ones(len(rows), np.bool_)
+        return np.fromiter((self.fit(state.table, int(i), req) for i in rows), np.bool_, len(rows))
+
+    def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
+        """The filter on row ``i``."""
+        req = self.request(pod)
+        return req is None or self.fit(state.table, i, req)
+
+    def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
+        """Reason → number of ``rejected`` nodes this plugin rejects for it."""
+        req = self.request(pod)
+        out: dict[str, int] = {}
+        if req is None:
+            return out
+        for i in np.flatnonzero(rejected):
+            gpus = self.node(state.table, int(i))
+            if gpus is None:
+                why = "no GPUs"
+            elif req.models and not self.allowed(gpus, req):
+                why = "no GPU of model " + "|".join(req.models)
+            elif self.fit(state.table, int(i), req):
+                continue
+            else:
+                why = "Insufficient nvidia.com/gpu" if req.milli >= GPU_MILLI else "Insufficient GPU share"
+            out[why] = out.get(why, 0) + 1
+        return out
+
+    # ------------------------------------------------------------------ score
+
+    def evaluate(self, table: NodeTable, i: int, req: GPURequest, cpu: int, fresh: bool = False
+                 ) -> tuple[float, int]:
+        """(node score in GPUs, position a GPU-share pod would take or −1) on row ``i`` for a pod that
+        fits; (−inf, −1) where it does not (memoised on the node's version and the target; ``fresh``: computed
+        anew, the per-node loop oracle compares the two)."""
+        gpus = self.node(table, i)
+        cpu_free = int(table.free[i, 0])
+        if gpus is None and req.count == 0:  # a CPU pod on a node without GPUs: only the packing term
+            return -PACKING_WEIGHT * 0.5 * (cpu_free - cpu) / MAX_SPEC_CPU, -1
+        if gpus is None or not self.fit(table, i, req):
+            return -math.inf, -1
+        key = (table.names[i], gpus.version, cpu_free, self.target_version, req.count, req.milli,
+               tuple(req.models), cpu)
+        got = None if fresh else self._memo.get(key)
+        if got is not None:
+            return got
+        allowed = self.allowed(gpus, req)
+        row = gpus.free.copy()
+        if len(allowed) < len(gpus.index):  # the pod cannot take the other models' GPUs: hide them
+            mask = np.zeros_like(row)
+            mask[allowed] = 1
+            row = row * mask
+        row = np.maximum(row, 0)
+        t = self.target
+        model = self.model_bit(gpus.models[0]) if gpus.models else 0
+        delta, dev = delta_one(row, max(cpu_free, 0), model, cpu, req.count, req.milli,
+                               t.cpu, t.gpu_milli, t.num_gpu, t.models, t.prob)
+        if self.args.policy == "FGD":
+            s = -delta / 1000.0
+        else:
+            g = int(row.sum())
+            p_gpu = req.count * req.milli
+            ds = 0.0
+            if self._ratio > 0:
+                ds = (max(0.0, (g - p_gpu) - (cpu_free - cpu) / self._ratio)
+                      - max(0.0, g - cpu_free / self._ratio))
+            left = 0.5 * (cpu_free - cpu) / MAX_SPEC_CPU + 0.5 * (g - p_gpu) / MAX_SPEC_GPU
+            s = -delta / 1000.0 - STRANDING_WEIGHT * ds / 1000.0 - PACKING_WEIGHT * left
+        got = (s, int(dev))
+        if len(self._memo) >= self.MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = got
+        return got
+
+    def score_node(self, state: CycleState, pod: PodInfo, i: int) -> int:
+        """Raw score of row ``i``: ``round(s · RAW_PER_GPU)``, :data:`NO_FIT` where the pod does not fit."""
+        req = self.score_request(pod)
+        if req is None:
+            return 0
+        s, _ = self.evaluate(state.table, i, req, pod.spec.requests.cpu)
+        return round(s * RAW_PER_GPU) if math.isfinite(s) else NO_FIT
+
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+        """Min-max over the feasible nodes onto 0..100 (:func:`normalize_min_max`); 0 for unscored pods."""
+        if self.score_request(pod) is None:
+            return 0
+        return normalize_min_max(raw, feasible)
+
+    def score(self, state: CycleState, pod: PodInfo) -> IntArray:
+        """(n,) raw scores (:meth:`score_node`)."""
+        return self.score_rows(state, pod, np.arange(state.table.n, dtype=np.intp))
+
+    def score_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> IntArray:
+        """(len(rows),) raw scores (:meth:`score_node`)."""
+        if self.score_request(pod) is None:
+            return np.zeros(len(rows), np.int64)
+        return np.fromiter((self.score_node(state, pod, int(i)) for i in rows), np.int64, len(rows))
+
+    # ------------------------------------------------------------------ reserve
+
+    def choose(self, table: NodeTable, i: int, req: GPURequest, cpu: int) -> tuple[tuple[int, int], ...] | None:
+        """((position, milli), ...) for ``req`` on row ``i`` (module doc, Reserve); None when it does not fit."""
+        gpus = self.node(table, i)
+        if gpus is None or not self.fit(table, i, req):
+            return None
+        allowed = self.allowed(gpus, req)
+        if req.count == 1 and req.milli < GPU_MILLI:
+            _, dev = self.evaluate(table, i, req, cpu)
+            if dev not in allowed or gpus.free[dev] < req.milli:
+                dev = min((int(gpus.free[p]), p) for p in allowed if gpus.free[p] >= req.milli)[1]
+            return ((dev, req.milli),)
+        free = [p for p in allowed if gpus.free[p] >= GPU_MILLI]
+        return tuple((p, GPU_MILLI) for p in free[:req.count])
+
+    def reserve(self, table: NodeTable, pod: PodInfo, node: int, now: float) -> None:
+        """Book the pod's GPUs on row ``node`` (carried-in devices as they are, else :meth:`choose`)."""
+        req = self.request(pod)
+        carried = pod.extra.get(ASSIGNED_DEVICES)
+        if req is None and not carried:
+            return
+        name = table.names[node]
+        gpus = self.node(table, node)
+        if gpus is None:
+            log.error("pod %s on %s: the node has no GPUs, the pod gets none", pod.uid, name)
+            return
+        if isinstance(carried, str) and carried:
+            try:
+                chosen = tuple((gpus.position(idx), milli) for idx, milli in devices_parse(carried))
+            except ValueError as exc:
+                log.error("pod %s on %s: stored devices %r ignored: %s", pod.uid, name, carried, exc)
+                return
+        else:
+            assert req is not None
+            got = self.choose(table, node, req, pod.spec.requests.cpu)
+            if got is None:  # the state moved since the filter
+                log.error("pod %s on %s gets no GPU: none fits any more", pod.uid, name)
+                return
+            chosen = got
+        for problem in gpus.add(pod.uid, chosen):
+            log.error("pod %s on %s: %s", pod.uid, name, problem)
+        pod.extra[ASSIGNED_DEVICES] = devices_format([(gpus.index[p], m) for p, m in gpus.pods[pod.uid]])
+        table.touch(node)
+        if req is not None:
+            self._observe(table, req, pod.spec.requests.cpu)
+
+    def unreserve(self, table: NodeTable, pod: PodInfo, node: int) -> None:
+        """Free the pod's GPUs on row ``node``."""
+        pod.extra.pop(ASSIGNED_DEVICES, None)
+        gpus = self.nodes.get(table.names[node])
+        if gpus is not None and gpus.remove(pod.uid):
+            table.touch(node)
