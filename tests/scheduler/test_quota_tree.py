@@ -29,9 +29,16 @@ INVALID = [
      ["quota p: namespaces/match_labels: a quota with children selects no pods"]),
     ("one namespace, two quotas", [q("a", namespaces=["x"]), q("b", namespaces=["x"])],
      ["quota b: namespaces: 'x' is already selected by quota a"]),
+    ("one namespace listed three times by the second quota: one problem", [q("a", namespaces=["x"]),
+                                                                            q("b", namespaces=["x", "x", "x"])],
+     ["quota b: namespaces: 'x' is already selected by quota a"]),
     ("the root's name, and a name given twice", [q("root"), q("a"), q("a")],
      ["quota 'root': name: must be non-empty and not 'root'", "quota a: name: given twice"]),
 ]
+
+
+def test_a_namespace_listed_twice_by_one_quota_is_one_selection() -> None:
+    assert QuotaTree.problems([q("a", namespaces=["x", "x"])]) == []
 
 
 @pytest.mark.parametrize(("case", "specs", "problems"), INVALID, ids=[c[0] for c in INVALID])

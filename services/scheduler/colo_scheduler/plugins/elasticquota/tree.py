@@ -161,8 +161,8 @@ class QuotaTree:
                 problems.append(f"quota {parent}: namespaces/match_labels: a quota with children selects no pods")
         owner: dict[str, str] = {}
         for q in nodes.values():  # in the order given: a quota in force owns its namespaces before a newcomer
-            for ns in q.namespaces:
-                if ns in owner:
+            for ns in dict.fromkeys(q.namespaces):  # a namespace listed twice is one selection, one problem
+                if ns in owner and owner[ns] != q.name:
                     problems.append(f"quota {q.name}: namespaces: {ns!r} is already selected by quota {owner[ns]}")
                 owner.setdefault(ns, q.name)
         if problems:
