@@ -8,6 +8,7 @@ the store — and without the quota chain in the binds the same race goes over, 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import msgspec
 import pytest
@@ -279,6 +280,19 @@ async def test_two_replicas_never_push_a_quota_over_max(nats_url: str, redis_url
 async def test_without_the_quota_chain_the_race_goes_over_max(nats_url: str, redis_url: str, store: Store,
                                                               bus_factory: BusFactory) -> None:
     tester = await bus_factory("tester")
-    bound, _ = await _race(nats_url, redis_url, store, tester, chain=False)
-    assert bound > RACE_MAX // 1000  # each replica alone kept to the max; together they passed it
+    # the race needs both replicas to place before either sees the other's binds: on a loaded machine one may
+    # run late and see them, so up to 3 rounds on fresh stores; one round over max shows the race
+    counts = []
+    for attempt in range(3):
+        fresh = store if attempt == 0 else await Store.connect(redis_url, prefix=f"race-{uuid.uuid4().hex[:8]}")
+        try:
+            bound, _ = await _race(nats_url, redis_url, fresh, tester, chain=False)
+        finally:
+            if fresh is not store:
+                await fresh.delete_all()
+                await fresh.close()
+        counts.append(bound)
+        if bound > RACE_MAX // 1000:
+            break
+    assert max(counts) > RACE_MAX // 1000, counts  # each replica alone kept to the max; together they passed it
 
