@@ -4,6 +4,8 @@
 #   make demo JOBS=0          batch tasks as bare pods (no Jobs, gangs, team quotas)
 #   make test
 #   make ha-test              only the failover tests: NATS cluster leader kill, Redis Sentinel primary kill (~2 min)
+#   make chaos                chaos soak: random kill -9 of services, NATS members, the Redis primary (~10 min)
+#   make chaos CHAOS_MINUTES=30 CHAOS_SEED=7
 #   make up                   all services + embedded NATS/Redis on the wall clock (Ctrl-C stops)
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
@@ -18,6 +20,9 @@ SEED   ?= 1
 OUT    ?= out/demo
 JOBS   ?= 1
 PYTEST_ARGS ?=
+CHAOS_MINUTES ?= 10
+CHAOS_SEED ?= 1
+CHAOS_OUT ?= out/chaos
 FUZZ_N ?= 10000
 FUZZ_SEED ?= 1
 
@@ -36,7 +41,7 @@ COMPOSE_OVERRIDES ?=
 # 1: compose.yaml + compose.secure.yaml (TLS, NATS/Redis users, HTTP token; the default); 0: compose.yaml alone
 COMPOSE_SECURE ?= 1
 
-.PHONY: install demo test ha-test up traces lint clean compose-test compose-clean fuzz
+.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean fuzz
 
 install: $(STAMP)
 
@@ -57,6 +62,10 @@ test: install
 
 ha-test: install
 	$(PY) -m pytest -m ha -s $(PYTEST_ARGS)
+
+# Not part of `make test`: 20 nodes, 2 trace hours paced over CHAOS_MINUTES; writes $(CHAOS_OUT)/summary.json
+chaos: install
+	$(PY) -m colo.sim.chaos_soak --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --out $(CHAOS_OUT)
 
 up: install
 	$(VENV)/bin/colo up

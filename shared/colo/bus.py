@@ -51,6 +51,7 @@ from colo.publish_acks import AckBatch, BusError, BusUnavailableError, Outgoing
 from colo.settings import RuntimeSettings
 from colo.subjects import Subject
 from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
+from colo.transient import is_transient
 
 __all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
            "MessageInfo", "Subscription", "retry_store_creation"]
@@ -386,6 +387,8 @@ class Bus:
     async def settle(self, timeout_s: float = 60.0) -> None:
         """Return once every consumer has nothing pending and no handler runs.
 
+        The server's pending counts are asked again while NATS is unavailable (a transient error,
+        :func:`colo.transient.is_transient`: the server restarting, a cluster member failing over).
         Raises BusError after ``timeout_s`` seconds.
         """
         started = [s._started for s in self._subs if s._started is not None]
@@ -397,7 +400,13 @@ class Bus:
         while True:
             self._went_idle.clear()
             if all(s.idle for s in subs):
-                counts = await asyncio.gather(*(s.pending() for s in subs))
+                try:
+                    counts = await asyncio.gather(*(s.pending() for s in subs))
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.debug("%s: settle: pending counts unavailable (%r); again", self.service, exc)
+                    counts = [1]
                 if not any(counts) and all(s.idle for s in subs):
                     return
             if time.monotonic() > deadline:

@@ -87,7 +87,9 @@ class RunResult:
     """uid → phase of every pod record in the store at the end (nothing lost)."""
 
 
-async def _collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: str) -> None:
+async def collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: str) -> None:
+    """Subscribe the coordinator's consumers (durables ``<what>-<run>``) that feed ``metrics`` and ``watch``."""
+
     async def bound(msg: PodBound) -> None:
         metrics.on_bound(msg)
 
@@ -140,6 +142,20 @@ def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
     path.write_bytes(encode(nodes))
 
 
+def service_env(scenario: Scenario, run: str, nats_url: str, redis_url: str, work_dir: Path,
+                extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every service of ``run``: the links, ``COLO_SIM``, the store prefix ``colo-<run>``,
+    :data:`SIM_ENV`, ``RUN_ENV[run]`` and ``extra_env`` (last wins); writes the node agent's nodes file
+    (``<work_dir>/<run>-nodes.json``) it names."""
+    nodes_file = work_dir / f"{run}-nodes.json"
+    _write_nodes(nodes_file, scenario.nodes)
+    return {
+        "COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url, "COLO_SIM": "1",
+        "COLO_STORE_PREFIX": f"colo-{run}", "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "INFO"),
+        NODES_FILE_ENV: str(nodes_file), **SIM_ENV, **RUN_ENV.get(run, {}), **(extra_env or {}),
+    }
+
+
 async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, work_dir: Path,
                    progress: Progress | None = None, hook: StepHook | None = None,
                    extra_env: dict[str, str] | None = None, tick_timeout_s: float = 120.0,
@@ -153,13 +169,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     tick is not answered within ``tick_timeout_s`` (wall seconds).
     """
     prefix = f"colo-{run}"
-    nodes_file = work_dir / f"{run}-nodes.json"
-    _write_nodes(nodes_file, scenario.nodes)
-    env = {
-        "COLO_NATS_URL": nats_url, "COLO_REDIS_URL": redis_url, "COLO_SIM": "1",
-        "COLO_STORE_PREFIX": prefix, "COLO_LOG_LEVEL": os.environ.get("COLO_LOG_LEVEL", "INFO"),
-        NODES_FILE_ENV: str(nodes_file), **SIM_ENV, **RUN_ENV.get(run, {}), **(extra_env or {}),
-    }
+    env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
     metrics = RunMetrics(name=run)
     watch = AllocationWatch()
     # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
@@ -173,7 +183,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
         await bus.ensure_streams()
         await bus.purge_streams()
         await store.delete_all()
-        await _collect(bus, metrics, watch, run)
+        await collect(bus, metrics, watch, run)
         await sup.start_all()
         steps = int(scenario.duration_s // STEP_S)
         task = progress.add_task(run, total=steps + 1, status="") if progress else None
