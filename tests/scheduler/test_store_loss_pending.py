@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 from sched_helpers import node, pod
 
 from colo import subjects
@@ -147,3 +148,55 @@ async def test_a_store_rolled_back_under_a_running_scheduler_gets_its_pending_po
         await runner.stop()
         await store.close()
         redis.stop()
+
+
+async def test_a_bind_whose_primary_dies_before_its_replica_acks_is_retried_not_announced(
+        tmp_path: Path, nats_url: str, bus_factory: BusFactory) -> None:
+    """``WAIT 1`` with no replica in sync: the bind stalls (no PodBound); the primary dies before any replica
+    acknowledged it, so the bind is unknown; a new primary without it takes the port; the scheduler retries
+    the pod there and announces it once, after a replica acknowledged that bind."""
+    primary = start_redis()
+    port = primary.port
+    replica = start_redis()
+    link = aioredis.from_url(replica.url)  # not linked yet: no replica holds the first bind
+    store = await Store.connect(primary.url, prefix="loss")
+    await store.put_node(node("n1", cpu=4 * CPU))
+    tester = await bus_factory("tester")
+    bound: list[tuple[str, float]] = []
+
+    async def on_bound(m: PodBound) -> None:
+        bound.append((m.spec.uid, asyncio.get_running_loop().time()))
+
+    await tester.subscribe(subjects.POD_BOUND, on_bound, durable="bound")
+    runner = ServiceRunner(SchedulerService(SchedulerSettings(seed=1, tick_interval_s=0.2, batch_window_s=0.01,
+                                                              store_epoch_check_s=0.2, backoff_initial_s=0.2)),
+                           RuntimeSettings(nats_url=nats_url, redis_url=primary.url, store_prefix="loss",
+                                           redis_wait_replicas=1, redis_wait_timeout_ms=100,
+                                           redis_failover_window_s=30))
+    await runner.start()
+    try:
+        await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("w0", cpu=CPU), at=1.0), msg_id="a-w0")
+        for _ in range(100):  # the bind is on the primary, its WAIT unanswered
+            if await store.bound_node("w0") == "n1":
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        assert bound == []  # not acknowledged: no replica has it
+        primary.stop()
+        primary = start_redis(port=port)  # the new primary, without the bind
+        fresh = await Store.connect(primary.url, prefix="loss")
+        await fresh.put_node(node("n1", cpu=4 * CPU))  # its node agent registers the node again
+        await link.replicaof("127.0.0.1", str(port))
+        await _wait(lambda: bool(bound), 30, "w0 bound on the new primary")
+        await tester.settle()
+        await asyncio.sleep(0.5)
+        assert [uid for uid, _ in bound] == ["w0"]  # announced once
+        assert await fresh.bound_node("w0") == "n1"
+        assert await link.exists(fresh.keys.binding("w0")) == 1  # the replica has it
+        await fresh.close()
+    finally:
+        await runner.stop()
+        await link.aclose()
+        await store.close()
+        replica.stop()
+        primary.stop()
