@@ -103,7 +103,9 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Replicas that must hold a bind or release before the store acknowledges it: ``WAIT n timeout`` after
     the bind/release script on the same connection (Redis ``WAIT``); 1 with one replica behind Sentinel makes
     an acknowledged bind survive a failover; 0 = no WAIT (``COLO_REDIS_WAIT_REPLICAS``). A WAIT that returns
-    short is logged and the bind kept, counted in ``colo_store_wait_short_total`` (docs/operations.md)."""
+    short is sent again on the same connection for up to :attr:`redis_failover_window_s` (binds stall meanwhile);
+    a connection lost meanwhile makes the bind unknown (the scheduler retries it); still short after the window,
+    the bind is kept, counted in ``colo_store_wait_short_total`` (:mod:`colo.store_wait`, docs/operations.md)."""
     redis_wait_timeout_ms: int = 1000
     """Milliseconds a ``WAIT`` blocks at most for :attr:`redis_wait_replicas` (``COLO_REDIS_WAIT_TIMEOUT_MS``;
     0 would block for ever, so it must be >= 1)."""
@@ -115,7 +117,8 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """With :attr:`redis_sentinels`: seconds a store command that meets a connection error or ``READONLY`` (a
     primary down or demoted) is sent again, re-asking the Sentinels for the primary each time
     (:mod:`colo.store_retry`); must cover a failover: Sentinel's ``down-after-milliseconds`` plus its election
-    and promotion, a few seconds with docs/operations.md's configuration (``COLO_REDIS_FAILOVER_WINDOW_S``)."""
+    and promotion, a few seconds with docs/operations.md's configuration (``COLO_REDIS_FAILOVER_WINDOW_S``).
+    Also the longest a bind's ``WAIT`` is repeated while no replica acknowledges (:attr:`redis_wait_replicas`)."""
 
     def __post_init__(self) -> None:
         problems = link_problems(self)

@@ -127,7 +127,9 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
         """Connect to Redis at ``url`` (``redis://host:port/db``) and check it answers.
 
         ``settings.redis_wait_replicas`` > 0: every bind/release call returns only after ``WAIT replicas
-        redis_wait_timeout_ms`` on its connection (:mod:`colo.store_wait`; a short count is kept and reported).
+        redis_wait_timeout_ms`` on its connection, sent again until the replicas ack or ``redis_failover_window_s``
+        passes (:mod:`colo.store_wait`: a broken connection meanwhile raises BindUnknown, the bind's fate unknown;
+        still short after the window: kept and reported).
 
         Raises redis.exceptions.ConnectionError when Redis is unreachable; ValueError for a bad prefix.
         A command that meets a dead connection (Redis restarted: every pooled connection is closed)
@@ -146,7 +148,8 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
         except BaseException:
             await client.aclose()
             raise
-        wait = WaitPolicy(settings.redis_wait_replicas, settings.redis_wait_timeout_ms) if settings else None
+        wait = WaitPolicy(settings.redis_wait_replicas, settings.redis_wait_timeout_ms,
+                          window_s=settings.redis_failover_window_s) if settings else None
         return cls(client, prefix, wait)
 
     async def close(self) -> None:

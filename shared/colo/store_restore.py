@@ -66,6 +66,14 @@ class RestoreOps:
         False on a new or lost store. Raises RedisError on I/O failure."""
         return bool(await self.redis.exists(self.keys.loaded(name)))
 
+    async def data_epoch(self) -> str:
+        """The server's replication ID (``INFO replication`` ``master_replid``, 40 hex digits): Redis draws a
+        new one when a server starts (restarted, maybe on an older AOF or none) and when a replica is promoted
+        to primary (a Sentinel failover), so a changed value means the data may have lost recent writes
+        (redis.io/docs/management/replication, "Replication ID explained"). Raises RedisError on I/O failure."""
+        info = await self.redis.info("replication")
+        return str(info.get("master_replid", ""))
+
     async def mark_loaded(self, name: str, at: float) -> None:
         """Record that the scheduler replica ``name`` loaded this store (clock ``at``, seconds)."""
         await self.redis.set(self.keys.loaded(name), repr(float(at)))

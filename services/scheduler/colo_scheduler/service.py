@@ -43,6 +43,7 @@ from colo.settings import RuntimeSettings
 from colo_scheduler.binding import SchedulerBinding
 from colo_scheduler.core import CycleOutcome, Scheduler
 from colo_scheduler.deletion import PodDeletion
+from colo_scheduler.epoch import EpochWatch
 from colo_scheduler.handlers import SchedulerEventHandlers
 from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.introspection import LIVE_VALUES, SchedulerIntrospection
@@ -115,6 +116,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         self._quota_max_sent: dict[str, dict[str, int]] = {}
         self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
         self.deletion = PodDeletion(self.core)
+        self.epoch = EpochWatch(settings.store_epoch_check_s)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -248,6 +250,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
 
     async def _load(self, now: float) -> None:
         store = self._store()
+        await self.epoch.seen(store, now)
         for spec in await store.list_nodes():
             problem = _node_problem(spec.name, spec.allocatable, spec.capacity)
             if problem:  # written by something that skipped the checks: never schedule on it
@@ -273,23 +276,36 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
             except (OverflowError, ValueError) as exc:  # a corrupt record must not stop the start
                 log.error("skipping stored pod %s: %r", rec.spec.uid, exc)
         if not await store.loaded_marker(self.replica.lease_name):  # a new or lost store: replay admissions
-            await self._rebuild_pending(now, {rec.spec.uid for rec in stored})
+            await self._rebuild_pending(now, {rec.spec.uid for rec in stored},
+                                        "store without this scheduler's marker (new or lost)")
             await store.mark_loaded(self.replica.lease_name, now)
         await self._resync(now)
 
-    async def _rebuild_pending(self, now: float, known: set[str]) -> None:
+    async def _after_epoch_change(self, now: float) -> None:
+        """The store failed over or restarted (:mod:`colo_scheduler.epoch`): write back the pods this scheduler
+        queues that the store lost, rebuild the other pending ones from the streams, re-read every allocation."""
+        store = self._store()
+        known = {rec.spec.uid for rec in await store.list_pods()}
+        queued = [p.spec for p in self.core.queue.pods() if p.uid not in known]
+        if queued:
+            await store.admit_pending(queued, now)
+            known |= {s.uid for s in queued}
+        await self._rebuild_pending(now, known, f"store epoch changed (failover or restart; {len(queued)} "
+                                                "queued pods written back)")
+        await store.mark_loaded(self.replica.lease_name, now)
+        await self._resync(now)
+
+    async def _rebuild_pending(self, now: float, known: set[str], why: str) -> None:
         """Queue the pods admitted, not in the store, and neither bound, ended nor deleted according to the
         streams (:mod:`colo_scheduler.rebuild`), persisted as Pending first."""
         assert self.ctx is not None
         specs = await pending_from_streams(self.ctx.bus, self.replica.owns_pod, known)
-        if not specs:
-            return
-        written = await self._store().admit_pending(specs, now)
+        written = await self._store().admit_pending(specs, now) if specs else []
         for spec, ok in zip(specs, written):
             if ok:
                 self.core.add_pod(spec, now)
-        log.warning("store without this scheduler's marker (new or lost): %d pending pods rebuilt from the "
-                    "pod.admitted stream", sum(written))
+        if specs or "epoch" in why:
+            log.warning("%s: %d pending pods rebuilt from the pod.admitted stream", why, sum(written))
 
     def _store(self) -> Any:
         assert self.ctx is not None, "service not started"
@@ -374,6 +390,12 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         leading = self.leading()
         if leading and self._take_over_pending:
             await self._take_over(now)
+        if await self.epoch.changed(self._store(), now):
+            try:
+                await self._after_epoch_change(now)
+            except BaseException:
+                self.epoch.retry()
+                raise
         if leading and await self.reservation_intake.place_due(now):
             await self._sync_reservations()  # marks the nodes of the reservations placed: re-read below
         if now - self._last_resync >= self.settings.resync_interval_s:

@@ -118,6 +118,10 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     """Clock seconds between reloads of every node's allocation from the store (other
     scheduler replicas bind too)."""
 
+    store_epoch_check_s: float = 2.0
+    """Clock seconds between reads of the store's data epoch (Redis replication ID): a change (a failover or
+    restart that may have lost writes) re-queues the pods the store lost (:mod:`colo_scheduler.epoch`)."""
+
     seed: int = 0
     """Seed of the random generator that breaks score ties."""
 
@@ -212,7 +216,8 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         if self.load_aware_cpu_weight + self.load_aware_memory_weight <= 0:
             errors.append("load_aware_cpu_weight + load_aware_memory_weight must be > 0")
         for name in ("tick_interval_s", "metric_expiry_s", "backoff_initial_s", "backoff_max_s",
-                     "unschedulable_retry_s", "resync_interval_s", "unschedulable_event_interval_s"):
+                     "unschedulable_retry_s", "resync_interval_s", "unschedulable_event_interval_s",
+                     "store_epoch_check_s"):
             if getattr(self, name) <= 0:
                 errors.append(f"{name} must be > 0")
         if self.backoff_max_s < self.backoff_initial_s:
