@@ -70,7 +70,7 @@ async def test_a_batch_failing_on_an_outage_is_retried_whole(bus_factory: BusFac
     await bus.subscribe_batch(subjects.POD_SUBMITTED, on_pods, durable="pods")
     await bus.settle(timeout_s=15)
     assert done == {f"p{k}" for k in range(20)}
-    assert calls[0] == 20
+    assert calls[0] > 1  # a batch (a loaded server may hand out fewer than all 20 in the first fetch)
     assert len(calls) < 20  # a failure is not followed by 20 calls of one message each
 
 
