@@ -46,6 +46,7 @@ def test_kill_primary_loses_no_bind(scenario: Scenario, tmp_path: Path, nats_url
                                    redis_wait_replicas=1, redis_wait_timeout_ms=500)
         first = group.primary_port()
         times: dict[str, float] = {}
+        ports: dict[str, int] = {}
         binds = BindClock()
 
         async def kill(step: int, now: float, sup: Supervisor) -> None:
@@ -56,6 +57,7 @@ def test_kill_primary_loses_no_bind(scenario: Scenario, tmp_path: Path, nats_url
             while group.primary_port() == first:  # Sentinel: down after 1 s, then quorum, election, promotion
                 await asyncio.sleep(0.05)
             times["promoted"] = time.monotonic()
+            ports["promoted"] = group.primary_port()
             group.server(first).start()  # back empty, as a replica of the promoted server (Sentinel tells it)
 
         async def main() -> tuple[RunResult, dict[str, str | None]]:
@@ -72,12 +74,13 @@ def test_kill_primary_loses_no_bind(scenario: Scenario, tmp_path: Path, nats_url
                 await store.close()
 
         result, stored = asyncio.run(main())
-        promoted = group.primary_port()
+        final = group.primary_port()  # a loaded machine may see a second failover later: data must survive it too
 
     m = result.metrics
+    promoted = ports["promoted"]
     print(f"\nRedis Sentinel: primary :{first} killed at step {KILL_STEP}; :{promoted} promoted after "
           f"{times['promoted'] - times['kill']:.2f} s; first bind {binds.first_after(times['kill']) - times['kill']:.2f} s "
-          f"after the kill; {len(m.bound_node)} pods bound with WAIT 1")
+          f"after the kill; {len(m.bound_node)} pods bound with WAIT 1; primary at the end :{final}")
     assert promoted != first
     assert len(m.bound_node) > 0
     assert m.tick_errors == []
