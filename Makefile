@@ -1,6 +1,7 @@
 # Colo — one command runs the demo, one runs the tests; both install what they need.
 #   make demo                 default scenario (100 nodes, 6 trace hours), baseline vs colo
 #   make demo NODES=20 HOURS=1
+#   make demo SCENARIO=NAME     a named scenario (python -m colo.sim --help lists them)
 #   make demo JOBS=0          batch tasks as bare pods (no Jobs, gangs, team quotas)
 #   make test
 #   make ha-test              only the failover tests: NATS cluster leader kill, Redis Sentinel primary kill (~2 min)
@@ -14,11 +15,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-NODES  ?= 100
-HOURS  ?= 6
-SEED   ?= 1
+NODES  ?=
+HOURS  ?=
+SEED   ?=
 OUT    ?= out/demo
-JOBS   ?= 1
+JOBS   ?=
+SCENARIO ?= default
 PYTEST_ARGS ?=
 CHAOS_MINUTES ?= 10
 CHAOS_SEED ?= 1
@@ -55,7 +57,7 @@ $(STAMP): requirements.txt requirements-dev.txt shared/pyproject.toml $(foreach 
 	touch $(STAMP)
 
 demo: install
-	$(PY) -m colo.sim --nodes $(NODES) --hours $(HOURS) --seed $(SEED) --out $(OUT) $(if $(filter 0,$(JOBS)),--no-jobs,--jobs)
+	$(PY) -m colo.sim --scenario $(SCENARIO) --out $(OUT) $(if $(NODES),--nodes $(NODES)) $(if $(HOURS),--hours $(HOURS)) $(if $(SEED),--seed $(SEED)) $(if $(filter 0,$(JOBS)),--no-jobs) $(if $(filter 1,$(JOBS)),--jobs)
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

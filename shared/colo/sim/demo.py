@@ -13,41 +13,61 @@ from rich.console import Console
 from rich.markup import escape
 
 from colo.codec import encode
+from colo.sim.presets import PRESETS, Preset, preset
 from colo.sim.report import write_report
 from colo.sim.run import run_all
-from colo.sim.scenario import ScenarioParams, build_scenario
+from colo.sim.scenario import ScenarioParams
 from colo.sim.services import ServiceError
 from colo.sim.traces import TraceError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The demo's command-line options (shared by ``python -m colo.sim`` and ``colo sim``)."""
+    """The demo's command-line options (shared by ``python -m colo.sim`` and ``colo sim``). Scenario
+    parameters left out take the value of the ``--scenario`` preset (:mod:`colo.sim.presets`), else the
+    :class:`ScenarioParams` default."""
     d = ScenarioParams()
-    parser.add_argument("--nodes", type=int, default=d.nodes, help="nodes sampled from the trace (default %(default)s)")
-    parser.add_argument("--hours", type=float, default=d.hours, help="virtual hours (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="scenario seed (default %(default)s)")
+    parser.add_argument("--scenario", default="default", choices=sorted(PRESETS),
+                        help="named scenario: " + "; ".join(f"{p.name}: {p.summary}" for p in PRESETS.values())
+                             + " (default %(default)s)")
+    parser.add_argument("--nodes", type=int, default=None, help=f"nodes sampled from the trace (default {d.nodes})")
+    parser.add_argument("--hours", type=float, default=None, help=f"virtual hours (default {d.hours:g})")
+    parser.add_argument("--seed", type=int, default=None, help=f"scenario seed (default {d.seed})")
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default %(default)s)")
-    parser.add_argument("--runs", default="baseline,colo", help="comma-separated runs (default %(default)s)")
-    parser.add_argument("--ls-cpu-fraction", type=float, default=d.ls_cpu_fraction,
-                        help="target share of cluster CPU requested by LS pods (default %(default)s)")
-    parser.add_argument("--batch-scale", type=float, default=d.batch_scale,
-                        help="multiplier on the nodes/1313 batch scaling (default %(default)s)")
-    parser.add_argument("--jobs", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--runs", default=None, help="comma-separated runs (default: the scenario's, baseline,colo)")
+    parser.add_argument("--ls-cpu-fraction", type=float, default=None,
+                        help=f"target share of cluster CPU requested by LS pods (default {d.ls_cpu_fraction})")
+    parser.add_argument("--batch-scale", type=float, default=None,
+                        help=f"multiplier on the nodes/1313 batch scaling (default {d.batch_scale})")
+    parser.add_argument("--jobs", action=argparse.BooleanOptionalAction, default=None,
                         help="batch tasks enter as Jobs (gangs) of teams with elastic quotas, a few at high "
                              "priority; --no-jobs submits them as bare pods (default: jobs)")
-    parser.add_argument("--teams", type=int, default=d.teams, help="teams sharing the batch tasks (default %(default)s)")
+    parser.add_argument("--teams", type=int, default=None, help=f"teams sharing the batch tasks (default {d.teams})")
     parser.add_argument("--scenario-only", action="store_true", help="print the scenario description and exit")
+
+
+_OPTION_FIELDS = ("nodes", "hours", "seed", "ls_cpu_fraction", "batch_scale", "jobs", "teams")
+"""The options that set :class:`ScenarioParams` fields of the same name."""
+
+
+def scenario_params(args: argparse.Namespace, chosen: Preset) -> ScenarioParams:
+    """The parameters a run uses: each option given, else the preset's value, else the default (jobs on
+    unless the preset or ``--no-jobs`` says otherwise)."""
+    values: dict[str, object] = {"jobs": True, **chosen.params}
+    for name in _OPTION_FIELDS:
+        given = getattr(args, name, None)
+        if given is not None:
+            values[name] = given
+    return ScenarioParams(**values)  # type: ignore[arg-type]
 
 
 def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
     """Build the scenario, run it, write the report. Returns the exit code (1 on invariant violations)."""
     # not a terminal (a pipe, a CI log): wide lines, so that paths and the progress bars stay whole
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    params = ScenarioParams(nodes=args.nodes, hours=args.hours, seed=args.seed,
-                            ls_cpu_fraction=args.ls_cpu_fraction, batch_scale=args.batch_scale,
-                            jobs=args.jobs, teams=args.teams)
     try:
-        scenario = build_scenario(params)
+        chosen = preset(getattr(args, "scenario", "default"))
+        params = scenario_params(args, chosen)
+        scenario = chosen.build(params)
     except (ValueError, TraceError) as exc:
         console.print(f"[red]scenario: {escape(str(exc))}[/]", highlight=False, soft_wrap=True)
         return 2
@@ -59,7 +79,8 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
                   f"({d['ls_cpu_requested_fraction']:.0%} of CPU requested), "
                   f"{d['batch_pods']} batch pods over {params.hours:g} h"
                   + (f" as {d['jobs']} jobs ({d['gangs']} gangs) of {params.teams} teams" if params.jobs else ""))
-    runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+    runs = (tuple(r.strip() for r in args.runs.split(",") if r.strip()) if args.runs is not None
+            else chosen.runs)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         results = asyncio.run(run_all(scenario, args.out, runs, console=console))
