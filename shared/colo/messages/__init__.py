@@ -36,6 +36,8 @@ from colo.messages.jobs import (
 )
 from colo.messages.metrics import (
     AggregatedUsage,
+    BEBudgetState,
+    InterferenceSignals,
     MemoryPressure,
     NodeMetric,
     PodMetric,
@@ -72,6 +74,7 @@ from colo.messages.profiles import (
     WorkloadProfile,
 )
 from colo.messages.qos import (
+    BEBudgetStrategy,
     BlkIOLimit,
     BlkIOStrategy,
     CPUBurstStrategy,
@@ -181,7 +184,10 @@ __all__ = [
     "EvictionCommand",
     "PodDeleted",
     "PodRecord",
+    "BEBudgetState",
+    "BEBudgetStrategy",
     "CPUSuppressStrategy",
+    "InterferenceSignals",
     "MemoryEvictStrategy",
     "CPUEvictStrategy",
     "CPUBurstStrategy",

@@ -9,12 +9,42 @@ from colo.messages.base import Message, PriorityClass, QoSClass
 from colo.messages.resources import Usage
 
 
+class InterferenceSignals(Message, frozen=True):
+    """How much one pod's CPU work was delayed by others over the report window; −1 where unknown.
+
+    ``runq_wait_ratio`` seconds its threads waited for a CPU per second they ran (``/proc/<pid>/schedstat``
+    fields 2 / 1, summed over the pod's processes); ``cpu_pressure_some`` PSI ``cpu.some`` avg10 of the pod group
+    (percent of wall time; cgroup v2 only); ``cpi`` cycles per instruction (``perf`` events, where the machine
+    has them); ``latency_inflation_percent`` the modelled rise of the pod's p99 latency over running alone (the
+    sim's interference model; −1 on real nodes).
+    """
+
+    runq_wait_ratio: float = -1.0
+    cpu_pressure_some: float = -1.0
+    cpi: float = -1.0
+    latency_inflation_percent: float = -1.0
+
+
+class BEBudgetState(Message, frozen=True):
+    """The SLO-driven BE budget of one node (NodeSLO ``be_budget``): ``threshold_percent`` the suppress threshold
+    in force (percent of capacity); ``phase`` ``grow``, ``hold``, ``cut`` or ``fallback`` (signals missing: the
+    static threshold); ``signal``/``baseline`` the LS signal now and BE-free (units of the chosen signal);
+    ``since`` when the phase began (seconds)."""
+
+    threshold_percent: float
+    phase: Literal["grow", "hold", "cut", "fallback"] = "fallback"
+    signal: float = -1.0
+    baseline: float = -1.0
+    since: float = 0.0
+
+
 class PodMetric(Message, frozen=True):
     """Usage of one pod over the report window; ``cpu`` milli-cores, ``memory`` bytes.
 
     ``cpu_throttled_ratio`` share of CFS periods throttled since the previous report; ``pressure`` the pod
     group's PSI where the kernel has it per group (``cpu.some``, ``memory.full`` ...: the kernel's avg10, percent
-    of wall time stalled over the last 10 s; empty elsewhere).
+    of wall time stalled over the last 10 s; empty elsewhere); ``interference`` its interference signals (LS
+    pods; None where not measured).
     """
 
     uid: str
@@ -24,6 +54,7 @@ class PodMetric(Message, frozen=True):
     priority_class: PriorityClass | None = None
     cpu_throttled_ratio: float = 0.0
     pressure: dict[str, float] = {}
+    interference: InterferenceSignals | None = None
 
 
 class AggregatedUsage(Message, frozen=True):
@@ -61,7 +92,8 @@ class NodeMetric(Message, frozen=True):
     ``pods`` per-pod usage; ``aggregated`` percentiles of node usage; ``be_cpu_allowed``
     the CPU suppress budget in milli-cores (−1 when suppress is off); ``pressure`` the node's PSI
     (``/proc/pressure``: ``cpu.some``, ``memory.full`` ... avg10 percent; empty where the kernel has none
-    or the backend is simulated).
+    or the backend is simulated); ``be_budget`` the SLO-driven BE budget's state (None while NodeSLO
+    ``be_budget`` is off).
     """
 
     node: str
@@ -77,4 +109,5 @@ class NodeMetric(Message, frozen=True):
     ls_cpu_served: int = 0
     pressure: dict[str, float] = {}
     memory_pressure: MemoryPressure | None = None
+    be_budget: BEBudgetState | None = None
     """The node's BE memory pressure condition at ``at``; None when the node is not under it."""

@@ -17,6 +17,25 @@ class CPUSuppressStrategy(Message, frozen=True):
     policy: Literal["cpuset", "cfsQuota"] = "cpuset"
 
 
+class BEBudgetStrategy(Message, frozen=True):
+    """SLO-driven BE CPU budget (docs/node-agent.md "BE budget"; after Heracles, Lo et al., ISCA 2015): the
+    suppress threshold grows by ``step_percent`` of capacity per agent loop while the LS pods' interference
+    ``signal`` stays within ``target_increase_percent`` of its BE-free baseline, is cut fast when it does not,
+    and holds for ``hold_s`` seconds after a violation. Never below ``cpu_suppress.threshold_percent`` (the static
+    threshold is the floor and the fallback when signals are missing), never above ``max_percent``.
+
+    ``signal``: ``runq_wait`` (run-queue wait per CPU second, ``/proc/<pid>/schedstat``), ``cpu_pressure`` (PSI
+    ``cpu.some`` avg10 of the pod group) or ``cpi`` (cycles per instruction, ``perf``).
+    """
+
+    enabled: bool = False
+    signal: Literal["runq_wait", "cpu_pressure", "cpi"] = "runq_wait"
+    target_increase_percent: float = 10.0
+    max_percent: int = 95
+    step_percent: int = 2
+    hold_s: float = 60.0
+
+
 class MemoryEvictStrategy(Message, frozen=True):
     """BE memory eviction (REFERENCE.md §5): start at ``threshold_percent``, free down to lower."""
 
@@ -147,7 +166,8 @@ class NodeSLO(Message, frozen=True):
     ``cpu_burst``, ``memory_qos``, ``be_cpu_idle`` (SCHED_IDLE for BE), ``be_cpu_shares`` (the BE QoS group's
     cpu.shares: ``requests`` = Σ batch-cpu requests × 1024/1000, ``min`` = 2, the kubelet's MinShares for
     ``kubepods/besteffort``; not written while the group is idle), ``cpuset`` (LSE/LSR cpusets),
-    ``resctrl`` (LLC/MBA), ``blkio`` (BE I/O throttles) and ``system`` (min_free_kbytes).
+    ``resctrl`` (LLC/MBA), ``blkio`` (BE I/O throttles), ``system`` (min_free_kbytes) and ``be_budget`` (the
+    SLO-driven BE CPU budget that raises the suppress threshold while measured interference allows).
     """
 
     node: str
@@ -164,6 +184,7 @@ class NodeSLO(Message, frozen=True):
     resctrl: ResctrlStrategy = ResctrlStrategy()
     blkio: BlkIOStrategy = BlkIOStrategy()
     system: SystemStrategy = SystemStrategy()
+    be_budget: BEBudgetStrategy = BEBudgetStrategy()
 
 
 class QoSEvent(Message, frozen=True):
