@@ -30,7 +30,7 @@ import msgspec
 import psutil
 
 from colo import codec
-from colo.messages import PodSpec, QoSClass
+from colo.messages import InterferenceSignals, PodSpec, QoSClass
 
 WRAPPER = """exitfile=$1; n=$2; shift 2
 while [ "$n" -gt 0 ]; do
@@ -87,6 +87,10 @@ class HostPod:
     """(cpu milli-cores, memory bytes) per loop, newest last, at most the report window."""
     loop_periods: int = 0
     """nr_periods at the previous loop (CPU burst orders throttled pods by their throttled share of periods)."""
+    interference: InterferenceSignals | None = None
+    """The pod's latest interference signals (LS pods; None = not measured): the BE budget reads them each loop."""
+    interference_at: float = 0.0
+    """When ``interference`` was measured (clock seconds); the BE budget falls back when it is stale."""
 
     @property
     def uid(self) -> str:

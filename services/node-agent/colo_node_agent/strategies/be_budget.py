@@ -78,6 +78,17 @@ def ls_signal(kind: Signal, signals: Iterable[InterferenceSignals | None]) -> fl
     return max((v for v in values if v >= 0), default=-1.0)
 
 
+def ls_signal_at(kind: Signal, pods: Iterable[tuple[InterferenceSignals | None, float]]) -> tuple[float, float]:
+    """(:func:`ls_signal` of the LS pods' ``(signals, measured at)``, when the oldest value taken was measured in
+    seconds); (−1, −inf) when no pod has the signal. The oldest time decides freshness: one pod whose
+    measurement stopped makes the whole node fall back rather than be judged without it."""
+    field = _FIELD[kind]
+    known = [(getattr(s, field), at) for s, at in pods if s is not None and getattr(s, field) >= 0]
+    if not known:
+        return -1.0, -math.inf
+    return max(v for v, _ in known), min(at for _, at in known)
+
+
 @dataclass(frozen=True)
 class BudgetArrays:
     """The budget state of ``n`` nodes, arrays of shape ``(n,)``: ``threshold`` percent of capacity, ``phase``
@@ -140,6 +151,15 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
                         cut_at=np.where(violated, now, prev.cut_at), signal=np.asarray(signal, dtype=np.float64))
 
 
+def budget_detail(state: BEBudgetState | None) -> dict[str, float | int | str]:
+    """What a ``suppress`` QoSEvent adds about the budget: ``be_budget_threshold_percent``, ``be_budget_phase``,
+    ``be_budget_signal``, ``be_budget_baseline`` (nothing while the budget is off)."""
+    if state is None:
+        return {}
+    return {"be_budget_threshold_percent": state.threshold_percent, "be_budget_phase": state.phase,
+            "be_budget_signal": state.signal, "be_budget_baseline": state.baseline}
+
+
 def _arrays(state: BEBudgetState) -> BudgetArrays:
     cut = state.cut_at if state.cut_at is not None else -np.inf
     return BudgetArrays(np.array([state.threshold_percent]), np.array([PHASES.index(state.phase)]),
@@ -160,3 +180,9 @@ def be_budget(policy: BEBudgetStrategy, prev: BEBudgetState | None, signal: floa
                     one * policy.target_increase_percent, one * policy.max_percent, one * policy.step_percent,
                     one * policy.hold_s, one * NOISE_FLOOR[policy.signal], now, stale_after_s)
     return out.state(0)
+
+
+def threshold_changed(prev: BEBudgetState | None, new: BEBudgetState | None) -> bool:
+    """Whether the budget's threshold moved this loop (a ``suppress`` QoSEvent with reason ``be_budget`` is due
+    even when the BE limit written stays the same, e.g. a BE cpuset already at its 2-CPU minimum)."""
+    return new is not None and (prev is None or prev.threshold_percent != new.threshold_percent)
