@@ -9,6 +9,7 @@ from typing import TypedDict
 from colo.messages import PodPhase, PodSpec, QoSEvent
 from colo_node_agent.backends.sim_pods import BOOL, F64, I64
 from colo_node_agent.cgroups.resources import CgroupVersion
+from colo_node_agent.strategies.be_budget import Signal
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,13 @@ class SloColumns(TypedDict):
     mem_threshold: F64
     reserved: I64
     burst: BOOL
+    budget: BOOL
+    """NodeSLO ``be_budget.enabled``; the budget's knobs as float64 (percents, seconds) below."""
+    budget_target: F64
+    budget_max: F64
+    budget_step: F64
+    budget_hold: F64
+    budget_noise: F64
+    """The chosen signal's noise floor (strategies/be_budget.py NOISE_FLOOR)."""
+    budget_signal: list[Signal]
+    """The chosen signal per node (``be_budget.signal``)."""
