@@ -25,6 +25,7 @@ from typing import Literal
 import msgspec
 
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -156,6 +157,8 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE block I/O throttles until a NodeSLO arrives (off)."""
     system: SystemStrategy = SystemStrategy()
     """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
+    be_budget: BEBudgetStrategy = BEBudgetStrategy()
+    """The SLO-driven BE budget until a NodeSLO arrives (off; docs/node-agent.md "BE budget")."""
 
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
@@ -183,4 +186,4 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                        cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
                        cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
-                       system=self.system)
+                       system=self.system, be_budget=self.be_budget)
