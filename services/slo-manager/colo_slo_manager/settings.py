@@ -27,6 +27,7 @@ import msgspec
 
 from colo.classes import PRIORITY_RANGES
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -320,6 +321,9 @@ class NodeSLOStrategy(_Settings, frozen=True):
     """BE block I/O throttles per device; off."""
     system: SystemStrategy = SystemStrategy()
     """vm.min_free_kbytes / watermark_scale_factor; off."""
+    be_budget: BEBudgetStrategy = BEBudgetStrategy()
+    """SLO-driven BE CPU budget (docs/node-agent.md "BE budget"); off. ``SloManagerSettings.be_budget_enabled``
+    switches it on without restating the knobs."""
 
     def values(self) -> dict[str, object]:
         """NodeSLO field → value, for every strategy of the policy."""
@@ -368,6 +372,8 @@ class NodePool(_Settings, frozen=True):
     """Fields of the BE block I/O strategy (:class:`colo.messages.BlkIOStrategy`) to change."""
     system: Patch | None = None
     """Fields of the system strategy (:class:`colo.messages.SystemStrategy`) to change."""
+    be_budget: Patch | None = None
+    """Fields of the SLO-driven BE budget (:class:`colo.messages.BEBudgetStrategy`) to change."""
 
     def __post_init__(self) -> None:
         for field in STRATEGY_TYPES:  # a whole strategy given in Python: every field set
@@ -460,6 +466,20 @@ class SloManagerSettings(_Settings, frozen=True):
     Not reloadable."""
     config_reload: ConfigReloadSettings = ConfigReloadSettings()
     """Sources of configuration changes while running (YAML file, NATS key-value). Not reloadable."""
+    be_budget_enabled: bool = False
+    """Switch the SLO-driven BE budget on in every NodeSLO rendered (``COLO_SLO_MANAGER_BE_BUDGET_ENABLED=1``):
+    ``node_slo.be_budget`` with ``enabled`` true, its other knobs as configured there
+    (``COLO_SLO_MANAGER_NODE_SLO__BE_BUDGET__MAX_PERCENT=90`` ...); a node pool may still switch it off. False
+    leaves ``node_slo.be_budget.enabled`` as it is. The batch-cpu offer then follows each node's budget
+    (docs/slo-manager.md "BE budget")."""
+
+    def cluster_strategy(self) -> NodeSLOStrategy:
+        """The cluster strategy rendered into NodeSLOs: ``node_slo``, with ``be_budget.enabled`` set when
+        :attr:`be_budget_enabled` is. Raises SettingsError when that strategy is invalid."""
+        if not self.be_budget_enabled or self.node_slo.be_budget.enabled:
+            return self.node_slo
+        budget = msgspec.structs.replace(self.node_slo.be_budget, enabled=True)
+        return msgspec.structs.replace(self.node_slo, be_budget=budget)
 
     def problems(self) -> list[str]:
         """Every constraint violation of the top-level fields (nested structs check themselves)."""
@@ -482,13 +502,19 @@ class SloManagerSettings(_Settings, frozen=True):
         return out
 
     def pool_problems(self) -> list[str]:
-        """Out-of-range values of each pool's merged strategies that the cluster strategy alone does not
-        have (those are reported once, by ``node_slo``)."""
+        """Problems of the cluster strategy that only :attr:`be_budget_enabled` brings, then out-of-range
+        values of each pool's merged strategies that the cluster strategy alone does not have (those are
+        reported once, by ``node_slo``)."""
         cluster = set(self.node_slo.problems())
         out: list[str] = []
+        try:
+            strategy = self.cluster_strategy()
+        except SettingsError as exc:
+            out += [f"be_budget_enabled: {p}" for p in exc.errors if p not in cluster]
+            return out
         for i, pool in enumerate(self.node_pools):
             try:
-                merged = pool.over(self.node_slo)
+                merged = pool.over(strategy)
             except msgspec.ValidationError as exc:
                 out.append(f"node_pools[{i}] ({pool.name}): {exc}")
                 continue

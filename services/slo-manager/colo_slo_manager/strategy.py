@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -46,6 +47,7 @@ STRATEGY_TYPES: dict[str, type[msgspec.Struct]] = {
     "resctrl": ResctrlStrategy,
     "blkio": BlkIOStrategy,
     "system": SystemStrategy,
+    "be_budget": BEBudgetStrategy,
 }
 """NodeSLO field → strategy struct, for the strategies a pool may patch field by field."""
 
