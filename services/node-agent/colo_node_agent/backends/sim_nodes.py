@@ -250,6 +250,6 @@ class SimNodes:
                 "budget_step": np.array([b.step_percent for b in bb], dtype=np.float64),
                 "budget_hold": np.array([b.hold_s for b in bb], dtype=np.float64),
                 "budget_noise": np.array([NOISE_FLOOR[b.signal] for b in bb], dtype=np.float64),
-                "budget_signal": [b.signal for b in bb],
+                "budget_signal": np.array([b.signal for b in bb], dtype=np.str_),
             }
         return self._slo_arrays

@@ -13,7 +13,7 @@ from colo_node_agent.backends.sim_pods import F64, I64
 from colo_node_agent.backends.sim_types import AdvanceResult, SloColumns
 from colo_node_agent.cgroups.layout import pod_dir
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US
-from colo_node_agent.strategies.be_budget import BudgetArrays, budget_detail, step_many
+from colo_node_agent.strategies.be_budget import NOISE_FLOOR, BudgetArrays, budget_detail, step_many
 from colo_node_agent.strategies.cpu_burst import BurstPod, SharePoolPod, cpu_burst, share_pool
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
 from colo_node_agent.strategies.cpu_suppress import (
@@ -80,10 +80,11 @@ class SimStrategies(SimNodes):
         the nodes whose threshold moved."""
         on = np.flatnonzero(col["budget"])
         signal = np.full(len(on), -1.0)
-        kinds = [col["budget_signal"][i] for i in on.tolist()]
-        for kind in set(kinds):
-            mask = np.array([k == kind for k in kinds], dtype=bool)
-            signal = np.where(mask, self.ls_signal(kind)[on], signal)
+        kinds = col["budget_signal"][on]
+        for kind in NOISE_FLOOR:
+            mask = kinds == kind
+            if mask.any():
+                signal = np.where(mask, self.ls_signal(kind)[on], signal)
         b = self.budget
         prev = BudgetArrays(*(getattr(b, f)[on] for f in BUDGET_FIELDS))
         new = step_many(prev, signal, np.full(len(on), at), be_used[on], self.cap_cpu[on],

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+import numpy as np
+import numpy.typing as npt
+
 from colo.messages import PodPhase, PodSpec, QoSEvent
 from colo_node_agent.backends.sim_pods import BOOL, F64, I64
 from colo_node_agent.cgroups.resources import CgroupVersion
-from colo_node_agent.strategies.be_budget import Signal
 
 
 @dataclass(frozen=True)
@@ -69,5 +71,5 @@ class SloColumns(TypedDict):
     budget_hold: F64
     budget_noise: F64
     """The chosen signal's noise floor (strategies/be_budget.py NOISE_FLOOR)."""
-    budget_signal: list[Signal]
-    """The chosen signal per node (``be_budget.signal``)."""
+    budget_signal: npt.NDArray[np.str_]
+    """The chosen signal per node (``be_budget.signal``: runq_wait, cpu_pressure or cpi)."""
