@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import msgspec
 import numpy as np
+import prometheus_client
 
 from colo.messages import BEBudgetStrategy, NodeSLO, NodeSpec, PodSpec, Resources, SimWorkload
+from colo_node_agent import metrics
 from colo_node_agent.backends.sim import SimBackend, SimConfig
 from colo_node_agent.backends.sim_pods import F64
 from colo_node_agent.strategies.be_budget import Signal
@@ -103,3 +105,18 @@ def test_switching_the_budget_on_later_starts_at_the_floor() -> None:
     b.advance(50.0)
     state = b.node_metrics(50.0)[1].be_budget
     assert state is not None and (state.threshold_percent, state.baseline_samples) == (65, 1)
+
+
+def test_threshold_gauge_follows_the_node_metric() -> None:
+    b = started(Modelled)
+    assert isinstance(b, Modelled)
+    b.runq = np.array([0.1, 0.1])
+    b.advance(40.0)
+    on, off = b.node_metrics(40.0)
+    for m in (on, off):
+        metrics.observe_node_metric(m, CAP)
+    value = prometheus_client.REGISTRY.get_sample_value
+    assert value("colo_node_be_budget_threshold_percent", {"node": "on"}) == 65.0
+    assert value("colo_node_be_budget_threshold_percent", {"node": "off"}) is None
+    metrics.observe_node_metric(msgspec.structs.replace(on, be_budget=None), CAP)
+    assert value("colo_node_be_budget_threshold_percent", {"node": "on"}) is None
