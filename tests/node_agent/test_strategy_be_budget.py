@@ -43,11 +43,20 @@ CASES = [
     ("recover after the hold", ON, state(phase="hold", cut_at=NOW - 61), 0.5, 0, 5000, FLOOR, 73, "grow",
      NOW - 61),
     ("ceiling max_percent", ON, state(threshold_percent=94.0), 0.5, 0, 5000, FLOOR, 95, "grow", None),
-    ("stays at the ceiling", ON, state(threshold_percent=95.0), 0.5, 0, 5000, FLOOR, 95, "grow", None),
+    ("at the ceiling holds", ON, state(threshold_percent=95.0), 0.5, 0, 5000, FLOOR, 95, "hold", None),
     ("lower ceiling of a new NodeSLO", msgspec.structs.replace(ON, max_percent=80), state(threshold_percent=90.0),
-     0.5, 0, 5000, FLOOR, 80, "grow", None),
+     0.5, 0, 5000, FLOOR, 80, "hold", None),
     ("ceiling under the floor: the floor", msgspec.structs.replace(ON, max_percent=50), LEARNED, 0.5, 0, 5000,
-     FLOOR, 65, "grow", None),
+     FLOOR, 65, "hold", None),
+    ("after a cut, growth stops a step below the threshold cut", ON,
+     state(threshold_percent=82.0, cut_at=NOW - 100, cut_from_percent=85.0), 0.5, 0, 5000, FLOOR, 83, "grow",
+     NOW - 100),
+    ("after a cut, at the step below the threshold cut it holds", ON,
+     state(threshold_percent=83.0, cut_at=NOW - 100, cut_from_percent=85.0), 0.5, 0, 5000, FLOOR, 83, "hold",
+     NOW - 100),
+    ("probes higher again after 10 holds", ON,
+     state(threshold_percent=83.0, cut_at=NOW - 601, cut_from_percent=85.0), 0.5, 0, 5000, FLOOR, 85, "grow",
+     NOW - 601),
     ("a raised floor lifts the threshold", ON, LEARNED, 0.5, 0, 5000, 75, 75, "grow", None),
     ("a cut never goes below the floor", ON, state(threshold_percent=65.0), 0.7, 0, 5000, FLOOR, 65, "cut", NOW),
     ("missing signal falls back to the floor", ON, LEARNED, -1.0, 0, 5000, FLOOR, 65, "fallback", None),
@@ -82,6 +91,8 @@ def test_be_budget(policy: BEBudgetStrategy, prev: BEBudgetState | None, signal:
     assert (out.threshold_percent, out.phase, out.cut_at) == (threshold, phase, cut_at)
     assert out.signal == signal
     assert out.since == (prev.since if prev is not None and prev.phase == phase else NOW)
+    assert out.cut_from_percent == (prev.threshold_percent if phase == "cut" and prev is not None
+                                    else prev.cut_from_percent if prev is not None else -1.0)
 
 
 # id, previous (baseline, samples), signal, BE used; want baseline, samples, phase
@@ -138,7 +149,7 @@ def test_threshold_stays_within_floor_and_ceiling(rows: list[tuple[float, float,
     sig_, be, floor, ceiling, thr, base, samples = (np.array(c, dtype=np.float64) for c in zip(*rows))
     n = len(rows)
     prev = BudgetArrays(thr, np.zeros(n, dtype=np.int64), np.zeros(n), base, samples.astype(np.int64),
-                        np.full(n, -np.inf), np.full(n, -1.0))
+                        np.full(n, -np.inf), np.full(n, -1.0), np.full(n, -1.0))
     out = step_many(prev, sig_, np.full(n, NOW), be, np.full(n, float(CAP)), floor, np.full(n, 10.0), ceiling,
                     np.full(n, 2.0), np.full(n, 60.0), np.full(n, 0.02), NOW)
     assert (out.threshold >= floor).all()

@@ -30,7 +30,8 @@ class BEBudgetState(Message, frozen=True):
     in force (percent of capacity); ``phase`` ``grow``, ``hold``, ``cut`` or ``fallback`` (signals missing: the
     static threshold); ``signal``/``baseline`` the LS signal now and BE-free (units of the chosen signal);
     ``since`` when the phase began (seconds); ``baseline_samples`` how many BE-free loops the baseline was
-    learned from; ``cut_at`` when the budget was last cut (seconds; None = never), the start of the hold.
+    learned from; ``cut_at`` when the budget was last cut (seconds; None = never), the start of the hold;
+    ``cut_from_percent`` the threshold in force at that cut (−1 = never), which growth stays below for a while.
     The rule: docs/node-agent.md "BE budget"."""
 
     threshold_percent: float
@@ -40,6 +41,7 @@ class BEBudgetState(Message, frozen=True):
     since: float = 0.0
     baseline_samples: int = 0
     cut_at: float | None = None
+    cut_from_percent: float = -1.0
 
 
 class PodMetric(Message, frozen=True):

@@ -27,7 +27,7 @@ from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, observe
 from colo_node_agent.strategies.types import EvictPlan
 
-BUDGET_FIELDS = ("threshold", "phase", "since", "baseline", "samples", "cut_at", "signal")
+BUDGET_FIELDS = ("threshold", "phase", "since", "baseline", "samples", "cut_at", "signal", "cut_from")
 """The fields of :class:`BudgetArrays`, in order."""
 
 

@@ -22,7 +22,11 @@ ceiling M = max(``max_percent``, F):
 * **hold** — within ``hold_s`` of the last cut; or in the guard band, s − b > :data:`GUARD_FRACTION` (½) ×
   (L − b): close to the limit, keep what works; or no BE work to judge by (BE used < 5 % of capacity):
   threshold unchanged.
-* **grow** — otherwise: threshold + ``step_percent``.
+* **grow** — otherwise: threshold + ``step_percent``, but for :data:`PROBE_HOLDS` (10) × ``hold_s`` after a cut
+  no higher than the threshold that was cut minus one step (``cut_from``: where the violation began), so that a
+  node whose actuator moves in coarse steps (a BE cpuset of whole CPUs) does not climb back into the same
+  violation after every hold; at that cap the phase is ``hold``. A later violation lowers the cap; after the
+  period the budget probes higher again.
 
 The threshold always ends within [F, M] (a NodeSLO with a new floor or ceiling moves it at once). ``since`` is
 when the phase began. The rule is written once, for arrays of nodes (:func:`step_many`, the sim backend runs it
@@ -61,6 +65,8 @@ GUARD_FRACTION = 0.5
 """Grow only while the rise over the baseline is at most this fraction of the allowed rise (guard band)."""
 SEVERE_FACTOR = 2.0
 """A rise over this many times the allowed rise cuts straight to the floor."""
+PROBE_HOLDS = 10.0
+"""For this many ``hold_s`` after a cut, growth stops one step below the threshold that was cut."""
 STALE_AFTER_S = 30.0
 """A signal measured longer ago than this (seconds) counts as missing."""
 NOISE_FLOOR: dict[Signal, float] = {"runq_wait": 0.02, "cpu_pressure": 2.0, "cpi": 0.05}
@@ -93,7 +99,8 @@ def ls_signal_at(kind: Signal, pods: Iterable[tuple[InterferenceSignals | None, 
 class BudgetArrays:
     """The budget state of ``n`` nodes, arrays of shape ``(n,)``: ``threshold`` percent of capacity, ``phase``
     codes of :data:`PHASES`, ``since`` and ``cut_at`` seconds (−inf = never cut), ``baseline`` (−1 = none) and
-    ``signal`` in the signal's units, ``samples`` BE-free samples in the baseline."""
+    ``signal`` in the signal's units, ``samples`` BE-free samples in the baseline, ``cut_from`` the threshold
+    (percent) in force at the last cut (−1 = never cut)."""
 
     threshold: F64
     phase: I64
@@ -102,6 +109,7 @@ class BudgetArrays:
     samples: I64
     cut_at: F64
     signal: F64
+    cut_from: F64
 
     @classmethod
     def initial(cls, floor_percent: F64, now: float) -> BudgetArrays:
@@ -109,7 +117,7 @@ class BudgetArrays:
         n = len(floor_percent)
         return cls(np.asarray(floor_percent, dtype=np.float64).copy(), np.full(n, FALLBACK, dtype=np.int64),
                    np.full(n, now), np.full(n, -1.0), np.zeros(n, dtype=np.int64), np.full(n, -np.inf),
-                   np.full(n, -1.0))
+                   np.full(n, -1.0), np.full(n, -1.0))
 
     def state(self, i: int) -> BEBudgetState:
         """Node ``i`` as the message published in ``NodeMetric.be_budget``."""
@@ -117,7 +125,7 @@ class BudgetArrays:
         return BEBudgetState(threshold_percent=float(self.threshold[i]), phase=PHASES[int(self.phase[i])],
                              signal=float(self.signal[i]), baseline=float(self.baseline[i]),
                              since=float(self.since[i]), baseline_samples=int(self.samples[i]),
-                             cut_at=cut if math.isfinite(cut) else None)
+                             cut_at=cut if math.isfinite(cut) else None, cut_from_percent=float(self.cut_from[i]))
 
 
 def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, capacity: F64, floor_percent: F64,
@@ -139,16 +147,21 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     ceiling = np.maximum(max_percent, floor_percent)
     excess = np.maximum(prev.threshold - floor_percent, 0.0)
     violated = known & (signal > limit)
-    held = known & ~violated & ((now - prev.cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free)
+    cap = np.where((prev.cut_from >= 0) & (now - prev.cut_at < PROBE_HOLDS * hold_s),
+                   np.minimum(ceiling, prev.cut_from - step_percent), ceiling)
+    held = known & ~violated & ((now - prev.cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free
+                                | (prev.threshold >= cap))
     growing = known & ~violated & ~held
     threshold = np.select(
         [~known, violated & (rise > SEVERE_FACTOR * allowed), violated, growing],
-        [floor_percent, floor_percent, floor_percent + np.floor(excess / 2), prev.threshold + step_percent],
+        [floor_percent, floor_percent, floor_percent + np.floor(excess / 2),
+         np.minimum(prev.threshold + step_percent, cap)],
         prev.threshold)
     phase = np.select([~known, violated, held], [FALLBACK, CUT, HOLD], GROW).astype(np.int64)
     return BudgetArrays(threshold=np.clip(threshold, floor_percent, ceiling), phase=phase,
                         since=np.where(phase == prev.phase, prev.since, now), baseline=baseline, samples=samples,
-                        cut_at=np.where(violated, now, prev.cut_at), signal=np.asarray(signal, dtype=np.float64))
+                        cut_at=np.where(violated, now, prev.cut_at), signal=np.asarray(signal, dtype=np.float64),
+                        cut_from=np.where(violated, prev.threshold, prev.cut_from))
 
 
 def budget_detail(state: BEBudgetState | None) -> dict[str, float | int | str]:
@@ -164,7 +177,7 @@ def _arrays(state: BEBudgetState) -> BudgetArrays:
     cut = state.cut_at if state.cut_at is not None else -np.inf
     return BudgetArrays(np.array([state.threshold_percent]), np.array([PHASES.index(state.phase)]),
                         np.array([state.since]), np.array([state.baseline]), np.array([state.baseline_samples]),
-                        np.array([cut]), np.array([state.signal]))
+                        np.array([cut]), np.array([state.signal]), np.array([state.cut_from_percent]))
 
 
 def be_budget(policy: BEBudgetStrategy, prev: BEBudgetState | None, signal: float, signal_at: float,
