@@ -564,4 +564,6 @@ class HostBackend:
             "memory_capacity_bytes": self.cap.memory_bytes, "pods": len(self.pods),
             "terminating": len(self.terminating), "pids": {u: p.state.pid for u, p in self.pods.items()},
             "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
-            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure}}
+            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure,
+            "interference": None if self.interference is None else {
+                "pods": len(self.interference.pods), "perf": self.interference.perf_problem or "counting"}}}
