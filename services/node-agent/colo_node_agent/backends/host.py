@@ -11,7 +11,7 @@ Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node
 (:mod:`.host_metrics`, :mod:`.host_cgroups`), then every strategy runs on that sample through
 :func:`~colo_node_agent.strategies.node.plan_node` (REFERENCE.md §5, each switched by the NodeSLO: pod and BE
 settings, SCHED_IDLE, LSE/LSR cpusets, CPU suppress, CPU burst, memory QoS, BE block I/O, BE memory and CPU
-eviction; :mod:`.host_qos`). Pods survive an agent restart: the state file and the pod groups let the next
+eviction; :mod:`.host_qos`), then OOM priority (:mod:`.host_oom`) and network QoS (:mod:`.host_net`). Pods survive an agent restart: the state file and the pod groups let the next
 agent adopt them (none orphaned, none started twice). Times are wall-clock seconds.
 """
 
@@ -46,6 +46,8 @@ from colo_node_agent.backends.gpus import gpu_env
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.host_metrics import NodeSampler, capacity
+from colo_node_agent.backends.host_net import NetQoS
+from colo_node_agent.backends.host_oom import OOMScores, pod_score
 from colo_node_agent.backends.host_pods import (
     SIGKILL,
     SIGTERM,
@@ -63,7 +65,7 @@ from colo_node_agent.backends.host_pods import (
 )
 from colo_node_agent.backends.host_qos import apply_plan_writes, kernel_features, node_topology
 from colo_node_agent.backends.sim import AdvanceResult, PodEnd
-from colo_node_agent.cgroups.executor import Executor, WriteRecord
+from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format, cpuset_parse
@@ -119,6 +121,8 @@ class HostBackend:
         self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
+        self.oom = OOMScores()
+        self.net = NetQoS(tree)
         self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
         self.now = start
@@ -265,12 +269,13 @@ class HostBackend:
             self._start_failed(pod, f"cannot create cgroup {cg}: {exc}", at)
             return True
         self.ex.forget(cg)
-        self._record(self.ex.apply(pod_settings(spec, qos), at=at))
+        self._record(self.ex.apply(pod_settings(spec, qos) + self.net.writes([(cg, qos)], self.slo.net_qos), at=at))
         if qos == "BE":
             self._apply_be_settings(at)
         self._save()
         try:
-            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)))
+            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)),
+                           oom_score_adj=pod_score(spec, qos, self.cap.memory_bytes, self.slo.oom))
         except OSError as exc:
             self._start_failed(pod, f"cannot start {spec.command[0]!r}: {exc}", at)
             return True
@@ -470,7 +475,7 @@ class HostBackend:
         eviction, no grace), publish what changed."""
         plan = plan_node(self._snapshot(node_cpu, node_mem), self.slo, self.memory, now,
                          sample_interval_s=self.config.loop_s)
-        records = self._record(apply_plan_writes(self.ex, plan.writes, now))
+        records = self._record(apply_plan_writes(self.ex, plan.writes + self._isolation(now), now))
         self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
         if plan.be_cpu_allowed != self.be_allowed and any(
@@ -499,10 +504,19 @@ class HostBackend:
             self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
                                        pods=uids, detail={"release": release[kind]}))
-        for problem in plan.problems:
+        for problem in [*plan.problems, *self.oom.problems, *([self.net.problem] if self.net.problem else [])]:
             if problem not in self._problems_seen:
                 self._problems_seen.add(problem)
                 log.warning("node %s: %s", self.names[0], problem)
+
+    def _isolation(self, now: float) -> list[CgroupWrite]:
+        """OOM priority of every pod's processes (written now, :mod:`.host_oom`), the network QoS tree
+        (:mod:`.host_net`); returns the ``net_cls.classid`` writes for the plan."""
+        mem, oom, net = self.cap.memory_bytes, self.slo.oom, self.slo.net_qos
+        self.oom.apply(self.tree, [(u, p.state.cgroup, pod_score(p.state.spec, p.state.qos, mem, oom))
+                                   for u, p in self.pods.items()])
+        self.net.sync(net, now)
+        return self.net.writes([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
 
     # ------------------------------------------------------------------ reports
 
@@ -553,4 +567,6 @@ class HostBackend:
             "memory_capacity_bytes": self.cap.memory_bytes, "pods": len(self.pods),
             "terminating": len(self.terminating), "pids": {u: p.state.pid for u, p in self.pods.items()},
             "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
-            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure}}
+            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure,
+            "oom_score_writes": self.oom.written, "net_qos": self.net.problem or (
+                "installed" if self.net.installed is not None else "off")}}
