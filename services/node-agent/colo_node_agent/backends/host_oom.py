@@ -6,6 +6,11 @@ The pod wrapper sets the value before the command runs (children inherit it, :mo
 has not seen with the current value: a process the kernel confirms is in the group (``/proc/<pid>/cgroup``, so
 a stale or fake tree never touches a stranger) gets ``/proc/<pid>/oom_score_adj`` read and, when different,
 written. A new NodeSLO value (or the strategy switched off: 0, the kernel default) makes every pid new again.
+
+Lowering a process below its ``oom_score_adj_min`` (0 unless a privileged writer set it) needs
+``CAP_SYS_RESOURCE``: without it (a container like the one these tests run in) the negative LS and LSE/LSR
+values are refused, and those processes get 0 instead, reported once per pod. BE (1000) still goes first: a
+process at 0 has fewer than 1000 points unless it holds all the memory.
 """
 
 from __future__ import annotations
@@ -82,15 +87,31 @@ class OOMScores:
                     continue
                 if now != value:
                     try:
-                        write_oom_score_adj(pid, value)
+                        written += self._write(uid, pid, value, now)
                     except (ProcessLookupError, FileNotFoundError):
                         continue
                     except OSError as exc:
-                        self.problems.append(f"pid {pid} of pod {uid}: oom_score_adj {value}: {exc}")
+                        self.problems.append(f"pod {uid}: oom_score_adj {value}: {exc.strerror}")
                         continue
-                    written += 1
                 seen.pids.add(pid)
         for uid in set(self.seen) - wanted:
             del self.seen[uid]
         self.written += written
         return written
+
+    def _write(self, uid: str, pid: int, value: int, now: int) -> int:
+        """Write ``value`` to ``pid``; a negative value refused (EACCES: below the process's minimum, no
+        CAP_SYS_RESOURCE) becomes 0 when the process is above it, reported once per pod. Returns the
+        writes made (0, 1). Raises OSError."""
+        try:
+            write_oom_score_adj(pid, value)
+            return 1
+        except PermissionError:
+            if value >= 0:
+                raise
+        self.problems.append(f"pod {uid}: oom_score_adj {value} refused (no CAP_SYS_RESOURCE): "
+                             f"{'set to 0, the lowest allowed' if now > 0 else f'left at {now}'}")
+        if now > 0:
+            write_oom_score_adj(pid, 0)
+            return 1
+        return 0
