@@ -148,17 +148,11 @@ def _ifname_ok(name: str) -> bool:
         c in name for c in "/: \t\n") and name.isprintable()
 
 
-def _netns_ok(name: str) -> bool:
-    """A name ``ip netns`` accepts: a file name under /run/netns."""
-    return 0 < len(name) <= 255 and name not in (".", "..") and "/" not in name and name.isprintable() and (
-        not any(c.isspace() for c in name))
-
-
 def isolation_problems(values: Mapping[str, Any], w: str = "") -> list[str]:
     """Every problem of the ``oom`` and ``net_qos`` strategies among ``values``, prefixed ``w``
     (docs/node-agent.md "OOM priority", "Network QoS"): OOM scores within -1000..1000 and ordered
     ``lsr_score_adj`` < ``ls_max_score_adj`` < ``be_score_adj``; network QoS, when enabled, an interface name
-    the kernel accepts, a valid ``netns`` name (or ""), rates > 0 bits/s and ``ls_bps`` + ``be_bps`` <=
+    the kernel accepts, rates > 0 bits/s and ``ls_bps`` + ``be_bps`` <=
     ``total_bps`` (HTB guarantees only what the parent class holds)."""
     out: list[str] = []
     oom = values.get("oom")
@@ -173,8 +167,6 @@ def isolation_problems(values: Mapping[str, Any], w: str = "") -> list[str]:
         if not _ifname_ok(nq.interface):
             out.append(f"{w}net_qos.interface must be a network interface name (1..{IFNAME_MAX} characters, "
                        f"no '/', ':' or spaces), got {nq.interface!r}")
-        if nq.netns and not _netns_ok(nq.netns):
-            out.append(f"{w}net_qos.netns must be a network namespace name (no '/' or spaces), got {nq.netns!r}")
         for field in ("total_bps", "ls_bps", "be_bps"):
             if getattr(nq, field) <= 0:
                 out.append(f"{w}net_qos.{field} must be > 0 bits/s when enabled, got {getattr(nq, field)}")

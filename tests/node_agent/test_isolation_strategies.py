@@ -7,7 +7,7 @@ import pytest
 from colo.messages import NetQoSStrategy, NodeSLO, OOMStrategy
 from colo.slo import strategies_of, strategy_problems
 from colo_node_agent.backends.host_tc import install_commands
-from colo_node_agent.strategies.net_qos import HTBClass, htb_classes, net_classid
+from colo_node_agent.strategies.net_qos import HTBClass, htb_classes, net_priority
 from colo_node_agent.strategies.oom_score import oom_score_adj
 
 GI = 1 << 30
@@ -69,7 +69,7 @@ def test_htb_classes(policy: NetQoSStrategy, want: list[HTBClass]) -> None:
     assert htb_classes(policy) == want
 
 
-CLASSID_CASES = [
+PRIORITY_CASES = [
     ("be", "BE", NET, 0x00C00020),
     ("ls", "LS", NET, 0x00C00010),
     ("lsr with ls", "LSR", NET, 0x00C00010),
@@ -78,21 +78,19 @@ CLASSID_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("qos", "policy", "want"), [c[1:] for c in CLASSID_CASES], ids=[c[0] for c in CLASSID_CASES])
-def test_net_classid(qos: str, policy: NetQoSStrategy, want: int) -> None:
-    assert net_classid(qos, policy) == want  # type: ignore[arg-type]
+@pytest.mark.parametrize(("qos", "policy", "want"), [c[1:] for c in PRIORITY_CASES], ids=[c[0] for c in PRIORITY_CASES])
+def test_net_priority(qos: str, policy: NetQoSStrategy, want: int) -> None:
+    assert net_priority(qos, policy) == want  # type: ignore[arg-type]
 
 
 def test_tc_commands() -> None:
-    cmds = [c[1:] for c in install_commands("veth0", htb_classes(NET), netns="ns1")]
-    assert all(c[:2] == ["-n", "ns1"] for c in cmds)
-    assert [" ".join(c[2:]) for c in cmds] == [
+    cmds = install_commands("veth0", htb_classes(NET))
+    assert [" ".join(c[1:]) for c in cmds] == [
         "qdisc replace dev veth0 root handle c0: htb default 30",
         "class replace dev veth0 parent c0: classid c0:1 htb rate 100000000bit ceil 100000000bit prio 0",
         "class replace dev veth0 parent c0:1 classid c0:10 htb rate 60000000bit ceil 100000000bit prio 0",
         "class replace dev veth0 parent c0:1 classid c0:20 htb rate 20000000bit ceil 20000000bit prio 1",
         "class replace dev veth0 parent c0:1 classid c0:30 htb rate 20000000bit ceil 100000000bit prio 1",
-        "filter replace dev veth0 parent c0: protocol all prio 10 handle 1: cgroup",
     ]
 
 
@@ -103,11 +101,14 @@ PROBLEM_CASES = [
       "oom: need lsr_score_adj < ls_max_score_adj < be_score_adj (BE killed first, LSE/LSR last), "
       "got -997, -998, 1001"]),
     ("net off: anything goes", NodeSLO(node="n", net_qos=NetQoSStrategy(interface="a/b", total_bps=-1)), []),
-    ("net on: every problem", NodeSLO(node="n", net_qos=NetQoSStrategy(enabled=True, interface="a/b", netns="x y",
+    ("net on: every problem", NodeSLO(node="n", net_qos=NetQoSStrategy(enabled=True, interface="a/b",
                                                                       total_bps=10, ls_bps=10, be_bps=0)),
      ["net_qos.interface must be a network interface name (1..15 characters, no '/', ':' or spaces), got 'a/b'",
-      "net_qos.netns must be a network namespace name (no '/' or spaces), got 'x y'",
       "net_qos.be_bps must be > 0 bits/s when enabled, got 0"]),
+    ("net on: interface too long", NodeSLO(node="n", net_qos=NetQoSStrategy(
+        enabled=True, interface="a" * 16, total_bps=10, ls_bps=5, be_bps=5)),
+     [f"net_qos.interface must be a network interface name (1..15 characters, no '/', ':' or spaces), "
+      f"got {'a' * 16!r}"]),
     ("net on: ls + be above total", NodeSLO(node="n", net_qos=NetQoSStrategy(
         enabled=True, interface="eth0", total_bps=10, ls_bps=8, be_bps=4)),
      ["net_qos: ls_bps + be_bps (12) must not exceed total_bps (10)"]),

@@ -179,11 +179,11 @@ class OOMStrategy(Message, frozen=True):
 
 
 class NetQoSStrategy(Message, frozen=True):
-    """Egress network QoS (docs/node-agent.md "Network QoS"; cgroup v1 ``net_cls`` + ``tc`` HTB on
-    ``interface``): LS traffic (LSE/LSR/LS pods) is guaranteed ``ls_bps`` and may borrow up to
-    ``total_bps``; BE traffic is held to ``be_bps``; other traffic of the node gets the rest of
-    ``total_bps`` and may borrow too. Rates in bits per second; ``netns`` names the network namespace
-    (``ip netns``) holding ``interface``, "" = the agent's own.
+    """Egress network QoS (docs/node-agent.md "Network QoS"; ``tc`` HTB on ``interface``, pods' traffic
+    classified by cgroup v1 ``net_prio``): LS traffic (LSE/LSR/LS pods) is guaranteed ``ls_bps`` and may
+    borrow up to ``total_bps``; BE traffic is held to ``be_bps``; other traffic of the node gets the rest of
+    ``total_bps`` and may borrow too. Rates in bits per second; ``interface`` a device of the agent's network
+    namespace (the host network the pods share).
     """
 
     enabled: bool = False
@@ -191,7 +191,6 @@ class NetQoSStrategy(Message, frozen=True):
     total_bps: int = 0
     ls_bps: int = 0
     be_bps: int = 0
-    netns: str = ""
 
 
 class NodeSLO(Message, frozen=True):

@@ -65,7 +65,7 @@ from colo_node_agent.backends.host_pods import (
 )
 from colo_node_agent.backends.host_qos import apply_plan_writes, kernel_features, node_topology
 from colo_node_agent.backends.sim import AdvanceResult, PodEnd
-from colo_node_agent.cgroups.executor import CgroupWrite, Executor, WriteRecord
+from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format, cpuset_parse
@@ -269,7 +269,8 @@ class HostBackend:
             self._start_failed(pod, f"cannot create cgroup {cg}: {exc}", at)
             return True
         self.ex.forget(cg)
-        self._record(self.ex.apply(pod_settings(spec, qos) + self.net.writes([(cg, qos)], self.slo.net_qos), at=at))
+        self._record(self.ex.apply(pod_settings(spec, qos), at=at))
+        self.net.classify([(cg, qos)], self.slo.net_qos, prune=False)
         if qos == "BE":
             self._apply_be_settings(at)
         self._save()
@@ -475,7 +476,8 @@ class HostBackend:
         eviction, no grace), publish what changed."""
         plan = plan_node(self._snapshot(node_cpu, node_mem), self.slo, self.memory, now,
                          sample_interval_s=self.config.loop_s)
-        records = self._record(apply_plan_writes(self.ex, plan.writes + self._isolation(now), now))
+        records = self._record(apply_plan_writes(self.ex, plan.writes, now))
+        self._isolation(now)
         self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
         if plan.be_cpu_allowed != self.be_allowed and any(
@@ -509,14 +511,14 @@ class HostBackend:
                 self._problems_seen.add(problem)
                 log.warning("node %s: %s", self.names[0], problem)
 
-    def _isolation(self, now: float) -> list[CgroupWrite]:
-        """OOM priority of every pod's processes (written now, :mod:`.host_oom`), the network QoS tree
-        (:mod:`.host_net`); returns the ``net_cls.classid`` writes for the plan."""
+    def _isolation(self, now: float) -> None:
+        """OOM priority of every pod's processes (:mod:`.host_oom`), the network QoS tree and the pod groups'
+        packet priorities (:mod:`.host_net`)."""
         mem, oom, net = self.cap.memory_bytes, self.slo.oom, self.slo.net_qos
         self.oom.apply(self.tree, [(u, p.state.cgroup, pod_score(p.state.spec, p.state.qos, mem, oom))
                                    for u, p in self.pods.items()])
         self.net.sync(net, now)
-        return self.net.writes([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
+        self.net.classify([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
 
     # ------------------------------------------------------------------ reports
 

@@ -38,9 +38,9 @@ from colo_node_agent.cgroups.fs import HostFS
 from colo_node_agent.cgroups.layout import QOS_DIRS
 from colo_node_agent.cgroups.resources import CgroupVersion, read_value
 
-V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_cls", "unified")
+V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_prio", "unified")
 """v1 hierarchies the agent makes its groups in (those mounted); cpu, cpuacct, cpuset and memory are required.
-``net_cls`` carries the network QoS class ids (:mod:`.host_net`). ``unified`` is the cgroup2 mount of a hybrid
+``net_prio`` carries the network QoS classes (:mod:`.host_net`). ``unified`` is the cgroup2 mount of a hybrid
 host: no controllers, but per-group PSI files."""
 V1_REQUIRED: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory")
 V2_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuset", "memory", "io")

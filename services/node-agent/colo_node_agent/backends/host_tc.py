@@ -1,10 +1,10 @@
 """The ``tc`` commands of network QoS, all in one place (iproute2 through subprocess; pyroute2 would add a
-dependency for five commands). docs/node-agent.md "Network QoS".
+dependency for four commands). docs/node-agent.md "Network QoS".
 
 :func:`install_commands` builds the HTB tree of :func:`~colo_node_agent.strategies.net_qos.htb_classes`
-with ``replace`` (idempotent: re-running changes rates in place); :func:`remove` deletes the root qdisc only
-when it is the agent's (handle ``c0:``), never someone else's. ``netns`` runs the commands in a named
-network namespace (``tc -n``).
+with ``replace`` (idempotent: re-running changes rates in place); no filter is needed, HTB picks the class
+named by a packet's priority. :func:`remove` deletes the root qdisc only when it is the agent's (handle
+``c0:``), never someone else's.
 """
 
 from __future__ import annotations
@@ -22,23 +22,19 @@ class TCError(RuntimeError):
     """A ``tc`` command failed; the message names the command and what ``tc`` said."""
 
 
-def _tc(netns: str) -> list[str]:
-    path = shutil.which("tc") or "tc"
-    return [path, "-n", netns] if netns else [path]
+def _tc() -> str:
+    return shutil.which("tc") or "tc"
 
 
-def install_commands(interface: str, classes: list[HTBClass], netns: str = "") -> list[list[str]]:
+def install_commands(interface: str, classes: list[HTBClass]) -> list[list[str]]:
     """The commands that put ``classes`` (parents first) on ``interface``: the root HTB qdisc ``c0:``
-    (default class ``c0:30``), each class, and the ``cgroup`` filter (net_cls class ids → classes)."""
-    tc = _tc(netns)
-    out = [[*tc, "qdisc", "replace", "dev", interface, "root", "handle", HANDLE, "htb",
-            "default", f"{DEFAULT_MINOR:x}"]]
+    (default class ``c0:30``), then each class."""
+    tc = _tc()
+    out = [[tc, "qdisc", "replace", "dev", interface, "root", "handle", HANDLE, "htb", "default", f"{DEFAULT_MINOR:x}"]]
     for c in classes:
         parent = HANDLE if c.parent == 0 else f"{QDISC_MAJOR:x}:{c.parent:x}"
-        out.append([*tc, "class", "replace", "dev", interface, "parent", parent, "classid", c.classid, "htb",
+        out.append([tc, "class", "replace", "dev", interface, "parent", parent, "classid", c.classid, "htb",
                     "rate", f"{c.rate_bps}bit", "ceil", f"{c.ceil_bps}bit", "prio", str(c.prio)])
-    out.append([*tc, "filter", "replace", "dev", interface, "parent", HANDLE, "protocol", "all", "prio", "10",
-                "handle", "1:", "cgroup"])
     return out
 
 
@@ -53,30 +49,30 @@ def run(cmd: list[str]) -> str:
     return done.stdout
 
 
-def install(interface: str, classes: list[HTBClass], netns: str = "") -> None:
+def install(interface: str, classes: list[HTBClass]) -> None:
     """Run :func:`install_commands`. Raises TCError at the first failure."""
-    for cmd in install_commands(interface, classes, netns):
+    for cmd in install_commands(interface, classes):
         run(cmd)
 
 
-def ours(interface: str, netns: str = "") -> bool:
+def ours(interface: str) -> bool:
     """Whether the root qdisc of ``interface`` is the agent's HTB ``c0:``. Raises TCError."""
-    text = run([*_tc(netns), "qdisc", "show", "dev", interface, "root"])
+    text = run([_tc(), "qdisc", "show", "dev", interface, "root"])
     return any(line.split()[:3] == ["qdisc", "htb", HANDLE] for line in text.splitlines() if line.strip())
 
 
-def remove(interface: str, netns: str = "") -> bool:
-    """Delete the agent's root qdisc (and with it its classes and filter) from ``interface``; False when
-    the root qdisc is not the agent's (left alone). Raises TCError."""
-    if not ours(interface, netns):
+def remove(interface: str) -> bool:
+    """Delete the agent's root qdisc (and with it its classes) from ``interface``; False when the root qdisc
+    is not the agent's (left alone). Raises TCError."""
+    if not ours(interface):
         return False
-    run([*_tc(netns), "qdisc", "del", "dev", interface, "root", "handle", HANDLE, "htb"])
+    run([_tc(), "qdisc", "del", "dev", interface, "root", "handle", HANDLE, "htb"])
     return True
 
 
-def class_bytes(interface: str, netns: str = "") -> dict[str, int]:
-    """Bytes sent per class of the agent's tree (``tc -s class show``): classid → bytes. Raises TCError."""
-    text = run([*_tc(netns), "-s", "class", "show", "dev", interface])
+def class_bytes(interface: str) -> dict[str, int]:
+    """Bytes sent per HTB class of ``interface`` (``tc -s class show``): classid → bytes. Raises TCError."""
+    text = run([_tc(), "-s", "class", "show", "dev", interface])
     out: dict[str, int] = {}
     current = ""
     for line in text.splitlines():

@@ -16,7 +16,6 @@ cpuset.cpus, cpuset.mems    cpuset.cpus, cpuset.mems       canonical CPU list ``
 memory.limit_in_bytes       memory.max                     ``-1`` ↔ ``"max"``
 memory.min/low/high         memory.min/low/high            bytes; high ``-1`` ↔ ``"max"``
 blkio.throttle.*_device     io.max                         ``"8:0 N"`` ↔ ``"8:0 rbps=N"`` (``-1`` ↔ max)
-net_cls.classid             (none: v1 only)                ``tc`` class ``major:minor`` as 0xMMMMmmmm
 ==========================  =============================  ===============================================
 
 Value kinds: ``int`` (shares, µs, bytes, ``-1`` = unlimited where allowed); ``cpuset`` (canonical list string);
@@ -114,7 +113,6 @@ RESOURCES: dict[str, Resource] = {
         _blkio("write_bps_device", "wbps"),
         _blkio("read_iops_device", "riops"),
         _blkio("write_iops_device", "wiops"),
-        Resource("net_cls.classid", "net_cls", "net_cls.classid", "", hi=0xFFFFFFFF),
         Resource("resctrl.l3", "", "schemata", "schemata", kind="schemata", tree="resctrl", key="L3"),
         Resource("resctrl.mb", "", "schemata", "schemata", kind="schemata", tree="resctrl", key="MB"),
         Resource("resctrl.tasks", "", "tasks", "tasks", kind="pid", lo=1, tree="resctrl", cached=False),

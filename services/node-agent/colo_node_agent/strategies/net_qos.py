@@ -1,12 +1,14 @@
-"""Egress network QoS: HTB classes for LS, BE and the rest of the node, and the ``net_cls`` class id of each
-pod (docs/node-agent.md "Network QoS"). Pure.
+"""Egress network QoS: HTB classes for LS, BE and the rest of the node, and the packet priority of each
+pod's traffic (docs/node-agent.md "Network QoS"). Pure.
 
 The node's egress on ``NetQoSStrategy.interface`` gets an HTB tree under root qdisc ``c0:`` (the handle marks
 it as the agent's): class ``c0:1`` holds ``total_bps``; under it LS (``c0:10``: rate ``ls_bps``, ceil
 ``total_bps``), BE (``c0:20``: rate = ceil = ``be_bps``, the BE limit) and everything else (``c0:30``, the
 default class: the remaining ``total_bps`` − ``ls_bps`` − ``be_bps``, at least :data:`MIN_RATE_BPS`, ceil
-``total_bps``). A ``cgroup`` filter sends each packet to the class whose id its socket's ``net_cls.classid``
-carries (cgroup v1). HTB lends unused rate to classes below their ceil, LS before the rest (priority 0 vs 1),
+``total_bps``). A packet goes to the class whose id equals its ``skb->priority`` (HTB does this before any
+filter), and the pod groups' cgroup v1 ``net_prio.ifpriomap`` sets that priority for the interface on every
+packet of the group's sockets. (``net_cls`` class ids would need the ``cls_cgroup`` tc classifier, which
+kernels such as this machine's 6.18 build lack; net_prio needs none.) HTB lends unused rate to classes below their ceil, LS before the rest (priority 0 vs 1),
 so LS gets at least its rate and BE never more than its limit. Koordinator's ``NetworkQOS`` has the same
 shape (egress request/limit per QoS class); this follows its HTB form, not its eBPF one.
 """
@@ -55,9 +57,9 @@ def htb_classes(policy: NetQoSStrategy) -> list[HTBClass]:
     ]
 
 
-def net_classid(qos: QoSClass, policy: NetQoSStrategy) -> int:
-    """``net_cls.classid`` (0xMMMMmmmm) of a pod of class ``qos``: BE → ``c0:20``, every other class →
-    ``c0:10``; 0 (no class: the default class) when the strategy is off."""
+def net_priority(qos: QoSClass, policy: NetQoSStrategy) -> int:
+    """The packet priority (= HTB class id 0xMMMMmmmm) of a pod of class ``qos``: BE → ``c0:20``, every other
+    class → ``c0:10``; 0 (the kernel's default: the default class) when the strategy is off."""
     if not policy.enabled:
         return 0
     return (QDISC_MAJOR << 16) | (BE_MINOR if qos == "BE" else LS_MINOR)
