@@ -196,8 +196,8 @@ class HostBackend:
             time.sleep(0.02)
 
     def purge(self) -> None:
-        """Kill every process in the agent's groups and remove all of them, the parent included, and the
-        state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
+        """Kill every process in the agent's groups and remove all of them, the parent included, the network
+        QoS tree and the state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
         for pod in list(self.pods.values()) + list(self.terminating.values()):
             signal_pod(pod, self._members(pod.state.cgroup), SIGKILL)
             reap(pod)
@@ -208,6 +208,7 @@ class HostBackend:
                 pod.popen.wait(timeout=PURGE_TIMEOUT_S)
         self.pods.clear()
         self.terminating.clear()
+        self.net.remove()
         self.state_file.path.unlink(missing_ok=True)
 
     def close(self) -> None:

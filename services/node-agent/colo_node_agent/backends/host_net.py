@@ -67,6 +67,15 @@ class NetQoS:
             self.problem, self._failed = f"net_qos: {exc}", (policy, now)
         return self.problem
 
+    def remove(self) -> None:
+        """Take the installed tree off its interface (tests and benchmarks leave nothing behind)."""
+        if self.installed is not None:
+            try:
+                host_tc.remove(self.installed.interface)
+            except host_tc.TCError as exc:
+                self.problem = f"net_qos: {exc}"
+            self.installed = None
+
     def classify(self, pods: list[tuple[str, QoSClass]], policy: NetQoSStrategy, prune: bool = True) -> None:
         """Write the priority of the QoS-class groups and of ``pods`` (group, class) for the policy's
         interface; interfaces used before get 0 (the default class). ``prune`` forgets groups not listed.

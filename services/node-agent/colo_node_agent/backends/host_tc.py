@@ -2,7 +2,8 @@
 dependency for four commands). docs/node-agent.md "Network QoS".
 
 :func:`install_commands` builds the HTB tree of :func:`~colo_node_agent.strategies.net_qos.htb_classes`
-with ``replace`` (idempotent: re-running changes rates in place); no filter is needed, HTB picks the class
+with ``replace`` (re-running changes the rates in place; the root qdisc is only made when the agent's is not
+there already: HTB refuses a change of itself); no filter is needed, HTB picks the class
 named by a packet's priority. :func:`remove` deletes the root qdisc only when it is the agent's (handle
 ``c0:``), never someone else's.
 """
@@ -50,8 +51,10 @@ def run(cmd: list[str]) -> str:
 
 
 def install(interface: str, classes: list[HTBClass]) -> None:
-    """Run :func:`install_commands`. Raises TCError at the first failure."""
-    for cmd in install_commands(interface, classes):
+    """Run :func:`install_commands` (the qdisc only when :func:`ours` is not there yet, e.g. after an agent
+    restart). Raises TCError at the first failure."""
+    cmds = install_commands(interface, classes)
+    for cmd in cmds[1:] if ours(interface) else cmds:
         run(cmd)
 
 
