@@ -515,9 +515,9 @@ class HostBackend:
     def _isolation(self, now: float) -> None:
         """OOM priority of every pod's processes (:mod:`.host_oom`), the network QoS tree and the pod groups'
         packet priorities (:mod:`.host_net`)."""
-        mem, oom, net = self.cap.memory_bytes, self.slo.oom, self.slo.net_qos
-        self.oom.apply(self.tree, [(u, p.state.cgroup, pod_score(p.state.spec, p.state.qos, mem, oom))
-                                   for u, p in self.pods.items()])
+        net = self.slo.net_qos
+        self.oom.apply_pods(self.tree, [(p.state.spec, p.state.qos, p.state.cgroup) for p in self.pods.values()],
+                            self.cap.memory_bytes, self.slo.oom)
         self.net.sync(net, now)
         self.net.classify([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
 

@@ -237,11 +237,13 @@ class CgroupTree:
     # ------------------------------------------------------------------ processes
 
     def procs(self, cgroup: str) -> list[int]:
-        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing)."""
+        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing). Read with
+        :meth:`ParentFS.read` (plain ``os.read``): OOM priority reads every pod's list every loop."""
         if not self.controllers:
             return []
+        sub = self.controllers[0] if self.version == "v1" else ""
         try:
-            text = (self.path(self.controllers[0], cgroup) / "cgroup.procs").read_text()
+            text = self.fs.read("/".join(p for p in (sub, cgroup.strip("/"), "cgroup.procs") if p))
         except OSError:
             return []
         return [int(w) for w in text.split() if w.isdigit()]

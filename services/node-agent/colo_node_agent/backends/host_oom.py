@@ -64,7 +64,23 @@ class OOMScores:
     written: int = 0
     """Values written since start (a process found with another value)."""
     problems: list[str] = field(default_factory=list)
-    """Refused writes of the last :meth:`apply` ("pid N of pod U: error")."""
+    """Refused writes of the last :meth:`apply` ("pod U: ...")."""
+    policy: OOMStrategy | None = None
+    targets: dict[str, int] = field(default_factory=dict)
+    """Per pod uid, its value under :attr:`policy` (a pod's value changes only with the policy)."""
+
+    def apply_pods(self, tree: CgroupTree, pods: list[tuple[PodSpec, QoSClass, str]], memory_capacity_bytes: int,
+                   policy: OOMStrategy) -> int:
+        """:meth:`apply` for ``pods`` (spec, class, cgroup) under ``policy``, each pod's value computed once."""
+        if policy != self.policy:
+            self.policy, self.targets = policy, {}
+        if len(self.targets) > len(pods):
+            uids = {spec.uid for spec, _, _ in pods}
+            self.targets = {u: v for u, v in self.targets.items() if u in uids}
+        for spec, qos, _ in pods:
+            if spec.uid not in self.targets:
+                self.targets[spec.uid] = pod_score(spec, qos, memory_capacity_bytes, policy)
+        return self.apply(tree, [(spec.uid, cg, self.targets[spec.uid]) for spec, _, cg in pods])
 
     def apply(self, tree: CgroupTree, pods: Iterable[tuple[str, str, int]]) -> int:
         """Give every process of ``pods`` (uid, cgroup, wanted value) its value; returns how many were
