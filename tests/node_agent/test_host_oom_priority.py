@@ -128,9 +128,13 @@ def test_processes_get_their_class_score_also_after_a_policy_change(node: Callab
     else:
         assert scores() == {"ls": {0}, "be": {1000}, "lsr": {0}}
         assert any("refused (no CAP_SYS_RESOURCE)" in p for p in n.b.oom.problems + sorted(n.b._problems_seen))
-    # a pod started while the strategy is on gets its value from the wrapper, before its command runs
+    # a pod started while the strategy is on gets its value from the wrapper, before its command runs: no
+    # agent loop in between
     n.b.start_pod(holder("be2", 1, "BE", requests=Resources(batch_cpu=100, batch_memory=32 * MI)), NODE)
-    n.until(lambda: len(n.b.tree.procs(n.b.pods["be2"].state.cgroup)) == 2, "be2 running")
+    cg = n.b.pods["be2"].state.cgroup
+    deadline = time.monotonic() + 10
+    while len(n.b.tree.procs(cg)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert scores()["be2"] == {1000}
 
 
