@@ -32,7 +32,9 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
     NodeSLO,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
@@ -160,6 +162,10 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE block I/O throttles until a NodeSLO arrives (off)."""
     system: SystemStrategy = SystemStrategy()
     """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
+    oom: OOMStrategy = OOMStrategy()
+    """OOM priority (oom_score_adj by QoS class) until a NodeSLO arrives (on; host backend)."""
+    net_qos: NetQoSStrategy = NetQoSStrategy()
+    """Egress network QoS until a NodeSLO arrives (off; host backend, cgroup v1 net_cls + tc)."""
 
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
@@ -187,4 +193,4 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                        cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
                        cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
-                       system=self.system)
+                       system=self.system, oom=self.oom, net_qos=self.net_qos)
