@@ -226,7 +226,7 @@ def test_parent_scope_takes_capacity_and_usage_from_the_parent_group(host: Calla
 
 def test_be_budget_follows_the_ls_signals_of_real_pods(host: Callable[..., Host]) -> None:
     slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
-    h = host(slo=slo)
+    h = host(slo=slo, interference_signals=False)  # the signals are set by the test, through the HostPod seam
     h.b.start_pod(sleeper("ls-1"), NODE)
     signal = [0.1]
 
@@ -262,3 +262,21 @@ def test_be_budget_follows_the_ls_signals_of_real_pods(host: Callable[..., Host]
     h.step()
     budget = h.b.node_metrics(time.time())[0].be_budget
     assert budget is not None and (budget.phase, budget.threshold_percent) == ("fallback", 65)
+
+
+def test_be_budget_learns_from_the_interference_readers_each_loop(host: Callable[..., Host]) -> None:
+    slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
+    h = host(slo=slo)
+    busy = "import time\nwhile True:\n    t = time.time()\n    while time.time() - t < 0.01: pass\n    time.sleep(0.01)"
+    h.b.start_pod(pod("ls-1", [sys.executable, "-c", busy]), NODE)
+
+    def learned() -> bool:
+        budget = h.b.node_metrics(time.time())[0].be_budget
+        return budget is not None and budget.baseline_samples >= 3
+
+    h.until(learned, timeout_s=30.0, what="a baseline from the LS pod's run-queue wait, loop by loop")
+    ls = h.b.pods["ls-1"]
+    assert ls.interference is not None and ls.interference.runq_wait_ratio >= 0
+    budget = h.b.node_metrics(time.time())[0].be_budget
+    # judged on real signals: hold (no BE work to grow by), or cut when other load on the machine moved the wait
+    assert budget is not None and budget.phase in ("hold", "cut") and budget.baseline >= 0

@@ -35,6 +35,8 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
+    OOMStrategy,
     PriorityClass,
     QoSClass,
     ResctrlStrategy,
@@ -233,6 +235,10 @@ class NodeSLOStrategy(_Settings, frozen=True):
     be_budget: BEBudgetStrategy = BEBudgetStrategy()
     """SLO-driven BE CPU budget (docs/node-agent.md "BE budget"); off. ``SloManagerSettings.be_budget_enabled``
     switches it on without restating the knobs."""
+    oom: OOMStrategy = OOMStrategy()
+    """oom_score_adj of pods' processes by QoS class (BE 1000, LS -996..-1, LSE/LSR -997); on."""
+    net_qos: NetQoSStrategy = NetQoSStrategy()
+    """BE egress limit and LS share on one interface (net_cls + tc HTB, bits/s); off."""
 
     def values(self) -> dict[str, object]:
         """NodeSLO field → value, for every strategy of the policy."""
@@ -283,6 +289,10 @@ class NodePool(_Settings, frozen=True):
     """Fields of the system strategy (:class:`colo.messages.SystemStrategy`) to change."""
     be_budget: Patch | None = None
     """Fields of the SLO-driven BE budget (:class:`colo.messages.BEBudgetStrategy`) to change."""
+    oom: Patch | None = None
+    """Fields of the OOM priority strategy (:class:`colo.messages.OOMStrategy`) to change."""
+    net_qos: Patch | None = None
+    """Fields of the network QoS strategy (:class:`colo.messages.NetQoSStrategy`) to change."""
 
     def __post_init__(self) -> None:
         for field in STRATEGY_TYPES:  # a whole strategy given in Python: every field set

@@ -27,6 +27,8 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
@@ -48,6 +50,8 @@ STRATEGY_TYPES: dict[str, type[msgspec.Struct]] = {
     "blkio": BlkIOStrategy,
     "system": SystemStrategy,
     "be_budget": BEBudgetStrategy,
+    "oom": OOMStrategy,
+    "net_qos": NetQoSStrategy,
 }
 """NodeSLO field → strategy struct, for the strategies a pool may patch field by field."""
 
