@@ -30,6 +30,7 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
+from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
 from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
@@ -40,7 +41,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
-    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted", "wall_s",
+    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted",
+    "gpu_alloc_avg", "gpu_frag_avg", "gpu_pods_bound", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
@@ -53,7 +55,8 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "gangs_placed": True, "gangs_waiting": False,
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
-    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
+    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False,
+    "gpu_alloc_avg": True, "gpu_frag_avg": False, "gpu_pods_bound": True, "wall_s": False,
 }
 
 MILLI_PER_CORE = 1000.0
@@ -88,6 +91,10 @@ class Sample:
     """Pods whose last attempt was unschedulable and that are not bound since."""
     unschedulable_reasons: dict[str, int] = field(default_factory=dict)
     """Those pods by dominant reason label (:mod:`colo.sim.unschedulable`), most pods first."""
+    gpu_allocated: float = 0.0
+    """Share of the cluster's GPUs held by bound pods (:mod:`colo.sim.gpu_metrics`), 0–1."""
+    gpu_fragmented: float = 0.0
+    """Share of the cluster's GPUs fragmented for the scenario's GPU pod shapes (FGD's F / GPUs), 0–1."""
 
 
 @dataclass
@@ -139,6 +146,8 @@ class RunMetrics:
     """Workload uid → virtual time it was published; its pods count as submitted then."""
     owner_of: dict[str, str] = field(default_factory=dict)
     """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
+    gpus: GpuUsage | None = None
+    """GPU bookings from the bindings (:mod:`colo.sim.gpu_metrics`); None = no GPU figures (all 0)."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -186,7 +195,8 @@ class RunMetrics:
         self.jobs.on_workload_rejected(msg)
 
     def _register_batch(self, pod: PodSpec) -> None:
-        if pod.sim is not None and pod.sim.kind == "batch":
+        # the gpu scenario's GPU pods run as finite workloads too, but are not batch tasks
+        if pod.sim is not None and pod.sim.kind == "batch" and pod.labels.get("colo.sim/kind") != "gpu":
             if pod.uid not in self.batch_duration_s and pod.uid in self.completed_at:
                 self._batch_completed += 1
             self.batch_duration_s[pod.uid] = pod.sim.duration_s
@@ -204,6 +214,8 @@ class RunMetrics:
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
+        if self.gpus is not None:
+            self.gpus.on_bound(msg)
 
     def on_unschedulable(self, msg: PodUnschedulable) -> None:
         """A failed scheduling attempt with its reasons."""
@@ -214,6 +226,8 @@ class RunMetrics:
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
         self._set_phase(msg.uid, msg.phase)
+        if self.gpus is not None:
+            self.gpus.on_status(msg)
         if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
             self.completed_at[msg.uid] = msg.at
             if msg.uid in self.batch_duration_s:
@@ -278,6 +292,7 @@ class RunMetrics:
             self.mem_util_ticks.append(mused / mcap)
         running = len(self._batch_running)
         pods = count_labels(self.unschedulable_top, self.bound_node)
+        gpu_alloc, gpu_frag = self.gpus.sample(t) if self.gpus is not None else (0.0, 0.0)
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
@@ -290,6 +305,7 @@ class RunMetrics:
             batch_cpu_allocated_cores=(allocated.batch_cpu if allocated else 0) / MILLI_PER_CORE,
             batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
             pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
+            gpu_allocated=gpu_alloc, gpu_fragmented=gpu_frag,
         ))
         self.jobs.sample(t)
 
@@ -361,5 +377,8 @@ class RunMetrics:
             "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
             **self.jobs.summary(),
             "workloads_unadmitted": float(len(self.unadmitted_workloads())),
+            "gpu_alloc_avg": float(np.mean([s.gpu_allocated for s in self.series])) if self.series else 0.0,
+            "gpu_frag_avg": float(np.mean([s.gpu_fragmented for s in self.series])) if self.series else 0.0,
+            "gpu_pods_bound": float(len(self.gpus.gpu_pods_bound)) if self.gpus is not None else 0.0,
             "wall_s": self.wall_s,
         }
