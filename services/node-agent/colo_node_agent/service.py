@@ -58,7 +58,7 @@ release was lost (:mod:`colo_node_agent.reconcile`)."""
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
     "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
-    "suppress_events", "pods_running",
+    "suppress_events", "pods_running", "gpu_held_milli",
 )
 """Keys of the stats dict returned by :meth:`NodeAgentService.tick` (see docs/node-agent.md)."""
 

@@ -95,6 +95,9 @@ class Sample:
     """Share of the cluster's GPUs held by bound pods (:mod:`colo.sim.gpu_metrics`), 0–1."""
     gpu_fragmented: float = 0.0
     """Share of the cluster's GPUs fragmented for the scenario's GPU pod shapes (FGD's F / GPUs), 0–1."""
+    gpu_held_agent: float = 0.0
+    """Share of the cluster's GPUs the sim node agent's ledgers hold at its tick (``gpu_held_milli``): the
+    enforced view, before the step's binds; a cross-check of ``gpu_allocated``."""
 
 
 @dataclass
@@ -306,6 +309,8 @@ class RunMetrics:
             batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
             pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
             gpu_allocated=gpu_alloc, gpu_fragmented=gpu_frag,
+            gpu_held_agent=(stats.get("gpu_held_milli", 0.0) / self.gpus.total_milli
+                            if self.gpus is not None and self.gpus.total_milli else 0.0),
         ))
         self.jobs.sample(t)
 

@@ -139,7 +139,8 @@ class SimBackend(SimStrategies):
         ``stats``: ``*_milli``/``*_bytes`` are cluster totals averaged over the advanced time
         (cpu_capacity_milli, cpu_used_milli, mem_capacity_bytes, mem_used_bytes, ls_cpu_demand_milli,
         ls_cpu_served_milli, be_cpu_used_milli); counts over the advanced time (batch_completed, be_evictions,
-        oom_kills, suppress_events); pods_running at the end.
+        oom_kills, suppress_events); pods_running and gpu_held_milli (Σ milli-GPU the running pods hold, from the
+        nodes' GPU ledgers) at the end.
         """
         res = AdvanceResult()
         res.ended.extend(self.device_refusals)
@@ -162,6 +163,7 @@ class SimBackend(SimStrategies):
         res.stats["cpu_capacity_milli"] = float(self.cap_cpu.sum())
         res.stats["mem_capacity_bytes"] = float(self.cap_mem.sum())
         res.stats["pods_running"] = float(len(self.pods.where))
+        res.stats["gpu_held_milli"] = float(sum(sum(ledger.used.values()) for ledger in self.gpus))
         return res
 
     def _step(self, t: float, dt: float, res: AdvanceResult, counts: dict[str, float]) -> dict[str, float]:
