@@ -69,13 +69,14 @@ QOS_MAP: dict[str, tuple[str, str, int]] = {
 class GpuParams:
     """The GPU pods' rules (module doc). ``window_start_s`` trace second from which pods are drawn (default
     10,000,000, day 115.7: 95 % of the GPU pods are created after it, the first 115 days hold 5 %);
-    ``demand`` Σ GPU requests drawn / cluster GPUs (default 3.0: with trace lifetimes, the allocation of a
-    40-node, 2 h run then peaks near the cluster's GPUs, where fragmentation decides what fits — 1.3, the
-    paper's arrival point without departures, peaks near 45 %); ``lifetime_compression`` divides trace
-    lifetimes (1 = trace seconds)."""
+    ``demand`` Σ GPU requests drawn / cluster GPUs (default 4.0: with trace lifetimes, the GPU requests of the
+    pods alive in a 40-node, 2 h run then pass 80 % of the cluster's GPUs in its second hour and reach it near
+    the end, where fragmentation decides what fits; 3.0 peaked at 65 % allocated, 1.3 — the paper's arrival
+    point without departures — stays near 45 % requested); ``lifetime_compression`` divides trace lifetimes
+    (1 = trace seconds)."""
 
     window_start_s: int = 10_000_000
-    demand: float = 3.0
+    demand: float = 4.0
     lifetime_compression: float = 1.0
 
     def problems(self) -> list[str]:
