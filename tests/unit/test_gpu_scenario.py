@@ -9,7 +9,16 @@ import random
 import numpy as np
 import pytest
 
-from colo.messages import GPUInfo, GPURequest, NodeSpec, PodBound, PodSpec, PodStatus, Resources, device_allocations
+from colo.messages import (
+    GPUInfo,
+    GPURequest,
+    NodeSpec,
+    PodBound,
+    PodSpec,
+    PodStatus,
+    Resources,
+    device_allocations,
+)
 from colo.sim import gpu_traces as gt
 from colo.sim import traces as tr
 from colo.sim.gpu_metrics import GpuUsage, Shape, fragmentation
