@@ -1,4 +1,4 @@
-"""End to end: a tiny ``gpu`` scenario (6 GPU nodes, half a virtual hour) through the five services, baseline and
+"""End to end: a tiny ``gpu`` scenario (4 GPU nodes, 24 virtual minutes) through the five services, baseline and
 colo side by side: the GPU figures reach summary.json and the page, no invariant is violated, no GPU is held
 above 100 % (by the bindings or by the sim node agents' ledgers)."""
 
@@ -27,7 +27,7 @@ pytestmark = [
 
 def test_tiny_gpu_run_reports_gpu_allocation_and_fragmentation(tmp_path: Path) -> None:
     chosen = preset("gpu")
-    scenario = chosen.build(ScenarioParams(nodes=6, hours=0.5, seed=1, jobs=True))
+    scenario = chosen.build(ScenarioParams(nodes=4, hours=0.4, seed=1, jobs=True))
     assert scenario.gpu_pods()
     results = asyncio.run(run_all(scenario, tmp_path, chosen.runs, show_progress=False))
     for r in results:

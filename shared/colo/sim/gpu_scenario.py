@@ -23,8 +23,8 @@ Rules (every default below is stated with its reason):
   (run − warm-up), the *compression factor* (trace seconds per demo second; order and relative spacing kept).
   A pod runs for its trace lifetime (deletion − creation) divided by :attr:`GpuParams.lifetime_compression`
   (default 1: trace seconds). Compressing lifetimes by k too keeps the trace's concurrency, and the trace's pod
-  list is thin: at most 46 of its GPU pods are alive at any instant over its 1,213 GPU nodes, so a 40-node
-  cluster would hold under 2 % of its GPUs (measured, docs/scenario.md "GPU scenario").
+  list is thin: at most 53 of its GPU pods are alive at any instant over its 1,213 GPU nodes, so a 40-node
+  cluster's pods alive would request 1–2 % of its GPUs most of the time (docs/scenario.md "GPU scenario").
 * **Workload**: a GPU pod is ``SimWorkload(kind="batch")`` using its CPU request and memory for its lifetime,
   then Succeeded (the sim's finite workload; its GPUs are freed by the node agent when it ends). Label
   ``colo.sim/kind=gpu``: not counted as a batch task.
