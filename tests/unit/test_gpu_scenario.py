@@ -4,10 +4,13 @@ QoS and order of the trace rows they come from, batch tasks as in the default sc
 
 from __future__ import annotations
 
+import io
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from colo.messages import (
     GPUInfo,
@@ -17,13 +20,16 @@ from colo.messages import (
     PodSpec,
     PodStatus,
     Resources,
+    TickAck,
     device_allocations,
 )
 from colo.sim import gpu_traces as gt
 from colo.sim import traces as tr
 from colo.sim.gpu_metrics import GpuUsage, Shape, fragmentation
 from colo.sim.gpu_scenario import QOS_MAP, GpuParams, build_gpu_scenario
+from colo.sim.metrics import RunMetrics
 from colo.sim.presets import preset
+from colo.sim.report import write_report
 from colo.sim.scenario import ScenarioParams
 
 needs_traces = pytest.mark.skipif(not (tr.traces_dir() / gt.GPU_POD_LIST).exists(),
@@ -136,3 +142,22 @@ def test_a_node_out_of_cpu_strands_all_its_free_gpus() -> None:
     u = GpuUsage.of([_node("n1", 2, cpu=8000)], [_pod("t", 1, 1000, cpu=4000)])
     u.on_bound(PodBound(spec=PodSpec(uid="cpu", name="cpu", requests=Resources(cpu=6000)), node="n1", at=1.0))
     assert u.sample(60.0) == pytest.approx((0.0, 1.0))
+
+
+@pytest.mark.parametrize("with_gpu_pods", [pytest.param(True, id="gpu scenario"),
+                                           pytest.param(False, id="no GPU pods: no GPU charts or sentences")])
+def test_report_shows_gpu_figures_only_with_gpu_pods(with_gpu_pods: bool, tmp_path: Path) -> None:
+    nodes = [_node("n1", 4), _node("n2", 4)]
+    runs = []
+    for name in ("baseline", "colo"):
+        m = RunMetrics(name=name, gpus=GpuUsage.of(nodes, [_pod("t", 1, 500)] if with_gpu_pods else []))
+        m.on_bound(PodBound(spec=_pod("a", 1, 700), node="n1", at=1.0, devices=device_allocations([(0, 700)])))
+        m.on_ticks(60.0, [TickAck(service="node-agent", seq=1, stats={"gpu_held_milli": 700.0})])
+        runs.append(m)
+    description = {"gpu_pods": 1} if with_gpu_pods else {}
+    summary = write_report(tmp_path, runs, description, Console(file=io.StringIO(), width=200))
+    assert summary["runs"]["colo"]["gpu_alloc_avg"] == pytest.approx(0.0875)
+    assert summary["series"]["colo"][0]["gpu_held_agent"] == pytest.approx(0.0875)
+    page = (tmp_path / "report.html").read_text()
+    assert ("GPU fragmentation (FGD" in page) is with_gpu_pods
+    assert any(s.startswith("GPU allocation") for s in summary["headline"]) is with_gpu_pods
