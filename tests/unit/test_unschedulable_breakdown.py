@@ -21,7 +21,7 @@ from colo.sim.unschedulable import UnschedulableBreakdown, by_category, category
     pytest.param("Insufficient nvidia.com/gpu", "Insufficient nvidia.com/gpu", "gpu", id="whole-gpus"),
     pytest.param("Insufficient GPU share", "Insufficient GPU share", "gpu", id="gpu-share"),
     pytest.param("no GPUs", "no GPUs", "gpu", id="no-gpus"),
-    pytest.param("no GPU of model V100M32", "no GPU of model VNMN", "gpu", id="gpu-model"),
+    pytest.param("no GPU of model V100M32", "no GPU of model V100M32", "gpu", id="gpu-model"),
     pytest.param("gang job-7-1 has 1 of 4 members", "gang: fewer members known than min_member", "gang",
                  id="gang-members-unknown"),
     pytest.param("gang job-7-1: 2 of 4 members placed, 4 known; waiting", "gang: min_member not placed", "gang",

@@ -33,6 +33,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^gang \S+: member .*(?:not placed|fits no node|sent back)"), "gang: sent back (a member fits no node)"),
     (re.compile(r"^gang \S+: member .* released while waiting"), "gang: released while waiting (timeout)"),
     (re.compile(r"^(?:waiting for )?gang \S+.*"), "gang: other"),
+    (re.compile(r"^(no GPU of model \S+)$"), r"\1"),  # a model name's digits are part of it (V100M32)
 )
 """(pattern, label) tried in order on a reason; the first match gives its label (names and figures dropped)."""
 
