@@ -42,7 +42,9 @@ from colo.validation import MAX_QUANTITY
 from colo_node_agent import metrics
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
+from colo_node_agent.backends.interference_model import load_model
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.backends.sim_interference import STAT_KEYS as HARM_STAT_KEYS
 from colo_node_agent.lost import LOST_MESSAGE, lost_pods
 from colo_node_agent.reconcile import reconcile
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
@@ -58,7 +60,7 @@ release was lost (:mod:`colo_node_agent.reconcile`)."""
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
     "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
-    "suppress_events", "pods_running",
+    "suppress_events", "pods_running", *HARM_STAT_KEYS,
 )
 """Keys of the stats dict returned by :meth:`NodeAgentService.tick` (see docs/node-agent.md)."""
 
@@ -174,7 +176,8 @@ class NodeAgentService:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, ctx: ServiceContext) -> None:
-        """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError."""
+        """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError, and
+        CalibrationError for a bad interference calibration (sim)."""
         self.ctx = ctx
         s = self.settings
         now = ctx.clock.now()
@@ -188,7 +191,8 @@ class NodeAgentService:
             self.backend = SimBackend(
                 nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
                                  system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
-                                 window_s=s.window_s, max_gap_s=s.max_gap_s),
+                                 window_s=s.window_s, max_gap_s=s.max_gap_s,
+                                 interference=load_model(s.interference_calibration, s.interference_be_kinds)),
                 s.default_slo, start=now)
         store_lost = bool(await ctx.store.missing_nodes([n.name for n in nodes]))
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
