@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from interference_tables import TABLE, row, table, write
 
 from colo.settings import load_settings

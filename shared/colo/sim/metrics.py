@@ -35,7 +35,8 @@ from colo.sim.loops import EvictRebindCounter
 from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
-    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
+    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "ls_p99_inflation_avg_pct", "ls_p99_inflation_max_pct",
+    "batch_tasks_completed",
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
@@ -45,7 +46,8 @@ METRIC_NAMES: tuple[str, ...] = (
 """The summary metrics of a run, in report order."""
 
 HIGHER_IS_BETTER: dict[str, bool] = {
-    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
+    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True, "ls_p99_inflation_avg_pct": False,
+    "ls_p99_inflation_max_pct": False,
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
     "be_oom_kills": False, "be_suppress_events": False, "migrations": False, "migrations_failed": False,
     "migrations_aborted": False,
@@ -55,6 +57,10 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
     "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
 }
+
+HARM_KEYS: tuple[str, ...] = ("ls_p99_inflation_mean_pct", "ls_p99_inflation_max_pct", "ls_runq_wait_ratio",
+                              "ls_cpu_pressure_some")
+"""The node agent's tick stats of the modelled interference, kept per tick in :class:`Sample` (same names)."""
 
 MILLI_PER_CORE = 1000.0
 BYTES_PER_GIB = float(1 << 30)
@@ -88,6 +94,15 @@ class Sample:
     """Pods whose last attempt was unschedulable and that are not bound since."""
     unschedulable_reasons: dict[str, int] = field(default_factory=dict)
     """Those pods by dominant reason label (:mod:`colo.sim.unschedulable`), most pods first."""
+    ls_p99_inflation_mean_pct: float = -1.0
+    """The sim's modelled LS p99 latency inflation (percent over running alone), mean over LS pods, averaged over
+    the tick; −1 where not modelled (docs/scenario.md "The interference model")."""
+    ls_p99_inflation_max_pct: float = -1.0
+    """The same, max over LS pods (averaged over the tick's sub-steps)."""
+    ls_runq_wait_ratio: float = -1.0
+    """Modelled run-queue wait of LS pods (s waited per s run), mean over LS pods; −1 unknown."""
+    ls_cpu_pressure_some: float = -1.0
+    """Modelled PSI ``cpu.some`` of LS pods (percent), mean over LS pods; −1 unknown."""
 
 
 @dataclass
@@ -290,6 +305,7 @@ class RunMetrics:
             batch_cpu_allocated_cores=(allocated.batch_cpu if allocated else 0) / MILLI_PER_CORE,
             batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
             pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
+            **{k: stats.get(k, -1.0) for k in HARM_KEYS},
         ))
         self.jobs.sample(t)
 
@@ -330,6 +346,14 @@ class RunMetrics:
         fields = ("batch_cpu_cores", "mid_cpu_cores", "batch_memory_gib", "mid_memory_gib")
         return {f: sum(getattr(s, f) for s in self.series) / n if n else 0.0 for f in fields}
 
+    def inflation(self) -> dict[str, float]:
+        """``ls_p99_inflation_avg_pct``: mean over ticks of the per-tick mean over LS pods of the modelled p99
+        inflation; ``ls_p99_inflation_max_pct``: the largest per-tick max (percent; −1 when no tick had it)."""
+        means = [s.ls_p99_inflation_mean_pct for s in self.series if s.ls_p99_inflation_mean_pct >= 0]
+        maxes = [s.ls_p99_inflation_max_pct for s in self.series if s.ls_p99_inflation_max_pct >= 0]
+        return {"ls_p99_inflation_avg_pct": float(np.mean(means)) if means else -1.0,
+                "ls_p99_inflation_max_pct": max(maxes) if maxes else -1.0}
+
     def summary(self) -> dict[str, float]:
         """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""
         slowdowns = [
@@ -344,6 +368,7 @@ class RunMetrics:
             "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
             "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
             "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
+            **self.inflation(),
             "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
             "batch_slowdown_avg": float(np.mean(slowdowns)) if slowdowns else 0.0,
             "be_evictions": float(self.evictions),

@@ -18,6 +18,7 @@ HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
     ("batch_tasks_completed", "Batch tasks completed"),
     ("be_evictions", "BE evictions"),
     ("ls_cpu_satisfaction", "LS CPU satisfaction (served / demanded)"),
+    ("ls_p99_inflation_avg_pct", "Modelled LS p99 latency inflation (mean over LS pods)"),
 )
 """(metric, what the sentence calls it), in headline order."""
 
@@ -37,6 +38,8 @@ WHY: dict[str, str] = {
                    "co-location keeps the nodes fuller",
     "quota_reclaims": "a team that borrowed idle min beyond its runtime gives it back when the lender needs it "
                       "(docs/quota.md)",
+    "ls_p99_inflation_avg_pct": "co-location runs more BE work beside the LS pods, and the interference model "
+                                "(docs/scenario.md) says what that load does to their tail latency",
 }
 """Why a metric that counts disruptions rose with co-location: appended to its sentence when it rose."""
 
@@ -44,7 +47,9 @@ WHY: dict[str, str] = {
 def verdict(summary: dict[str, Any]) -> str:
     """One line before the sentences: the ratios of CPU and memory utilization and batch tasks completed, and LS
     CPU satisfaction (``Co-location raised CPU use 1.13× and memory 1.24× and finished 1.14× the batch tasks,
-    with LS CPU satisfaction unchanged at 100.0%.``); "" without both runs or any of those metrics."""
+    with LS CPU satisfaction unchanged at 100.0%.``), plus the colo run's modelled LS p99 inflation when it has
+    one (``… at 100.0% and a modelled LS p99 latency inflation of 3.1%.``); "" without both runs or any of those
+    metrics."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
     need = ("cpu_util_avg", "mem_util_avg", "batch_tasks_completed", "ls_cpu_satisfaction")
@@ -62,9 +67,12 @@ def verdict(summary: dict[str, Any]) -> str:
     b, c = _value("ls_cpu_satisfaction", runs["baseline"]["ls_cpu_satisfaction"]), _value(
         "ls_cpu_satisfaction", runs["colo"]["ls_cpu_satisfaction"])
     ls = f"unchanged at {c}" if b == c else f"{'up' if runs['colo']['ls_cpu_satisfaction'] > runs['baseline']['ls_cpu_satisfaction'] else 'down'} from {b} to {c}"
+    inflation = runs["colo"].get("ls_p99_inflation_avg_pct", -1.0)
+    harm = f" and a modelled LS p99 latency inflation of {_value('ls_p99_inflation_avg_pct', inflation)}" \
+        if inflation >= 0 else ""
     return (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
             f"{times('mem_util_avg')} and finished {times('batch_tasks_completed')} the batch tasks, with LS CPU "
-            f"satisfaction {ls}.")
+            f"satisfaction {ls}{harm}.")
 
 
 def _value(metric: str, value: float) -> str:
@@ -102,8 +110,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
     metrics = HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
     out = []
     for m, label in metrics:
-        if m not in runs["baseline"] or m not in runs["colo"]:
-            continue
+        if m not in runs["baseline"] or m not in runs["colo"] or min(runs["baseline"][m], runs["colo"][m]) < 0:
+            continue  # absent, or not measured (−1: e.g. no interference model)
         text = sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
         if m in WHY and runs["colo"][m] > runs["baseline"][m]:
             text = f"{text[:-1]}: {WHY[m]}."
