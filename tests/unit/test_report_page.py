@@ -58,7 +58,10 @@ def test_headline_inflation_sentence_only_where_modelled() -> None:
                      "and the interference model (docs/scenario.md) says what that load does to their tail latency."]
     unmodelled = _summary(False)
     unmodelled["runs"] = {name: {**run, "ls_p99_inflation_avg_pct": -1.0} for name, run in unmodelled["runs"].items()}
-    assert len(headline(unmodelled)) == len(HEADLINE_METRICS) - 1
+    lines = headline(unmodelled)
+    assert len(lines) == len(HEADLINE_METRICS)
+    assert lines[-1] == ("Modelled LS p99 latency inflation (mean over LS pods): – in baseline and – with "
+                         "co-location (no ratio: not measured in either run).")
 
 
 def test_scenario_section_is_tables_with_units_not_json() -> None:

@@ -92,6 +92,14 @@ def sentence(metric: str, label: str, baseline: float, colo: float, ratio: float
     return f"{label} {verb} from {b} in baseline to {c} with co-location ({times}, {'better' if good else 'worse'})."
 
 
+def unmeasured(metric: str, label: str, baseline: float, colo: float) -> str:
+    """The sentence of a metric that a run did not measure (−1, e.g. the interference inflation without a
+    calibration table): ``…: – in baseline and – with co-location (no ratio: not measured in either run).``"""
+    which = "either run" if baseline < 0 and colo < 0 else ("baseline" if baseline < 0 else "the colo run")
+    return (f"{label}: {_value(metric, baseline)} in baseline and {_value(metric, colo)} with co-location "
+            f"(no ratio: not measured in {which}).")
+
+
 def jobs_on(summary: dict[str, Any]) -> bool:
     """Whether the batch tasks entered as jobs: the scenario's ``params.jobs``, else any gang in a run."""
     params = (summary.get("scenario") or {}).get("params")
@@ -110,8 +118,11 @@ def headline(summary: dict[str, Any]) -> list[str]:
     metrics = HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
     out = []
     for m, label in metrics:
-        if m not in runs["baseline"] or m not in runs["colo"] or min(runs["baseline"][m], runs["colo"][m]) < 0:
-            continue  # absent, or not measured (−1: e.g. no interference model)
+        if m not in runs["baseline"] or m not in runs["colo"]:
+            continue
+        if min(runs["baseline"][m], runs["colo"][m]) < 0:
+            out.append(unmeasured(m, label, runs["baseline"][m], runs["colo"][m]))
+            continue
         text = sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
         if m in WHY and runs["colo"][m] > runs["baseline"][m]:
             text = f"{text[:-1]}: {WHY[m]}."
