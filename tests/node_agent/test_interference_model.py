@@ -158,3 +158,13 @@ def test_settings_kind_mix_from_env_and_its_errors() -> None:
         NodeAgentSettings(interference_be_kinds={"disk": 1.0, "cpu": -2.0})
     assert "interference_be_kinds: be kind 'disk': unknown" in str(err.value)
     assert "interference_be_kinds: be kind 'cpu': share must be a finite number >= 0, got -2.0" in str(err.value)
+
+
+def test_the_sim_agent_refuses_a_bad_table_before_it_connects(tmp_path: Path) -> None:
+    from colo_node_agent.service import NodeAgentService
+
+    bad = write(tmp_path / "bad.json", table(rows=[]))
+    with pytest.raises(CalibrationError, match=r"rows: expected a non-empty list, got \[\]"):
+        NodeAgentService(NodeAgentSettings(interference_calibration=str(bad)))
+    good = NodeAgentService(NodeAgentSettings(interference_calibration=str(write(tmp_path / "ok.json", TABLE))))
+    assert good._interference is not None

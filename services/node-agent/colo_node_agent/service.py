@@ -144,7 +144,8 @@ class NodeAgentService:
 
     ``nodes`` overrides ``settings.nodes_file`` (sim; tests, embedding). With ``backend=host`` the machine is
     checked here (cgroup controllers mounted, parent and state directory writable): ValueError listing every
-    problem, so that ``python -m colo_node_agent`` exits 2 before connecting.
+    problem, so that ``python -m colo_node_agent`` exits 2 before connecting; on ``sim`` the interference
+    calibration is loaded here (CalibrationError, a ValueError, listing every problem of a bad file).
     """
 
     name = "node-agent"
@@ -157,6 +158,9 @@ class NodeAgentService:
             problems = host_problems(host_config(settings))
             if problems:
                 raise HostConfigError(problems)
+        # a bad calibration table stops the agent before it connects (CalibrationError is a ValueError)
+        self._interference = None if settings.backend == "host" else load_model(
+            settings.interference_calibration, settings.interference_be_kinds)
         self.ctx: ServiceContext | None = None
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
@@ -176,8 +180,7 @@ class NodeAgentService:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, ctx: ServiceContext) -> None:
-        """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError, and
-        CalibrationError for a bad interference calibration (sim)."""
+        """Build the backend, register nodes, adopt bound pods, subscribe. Raises NodeConfigError."""
         self.ctx = ctx
         s = self.settings
         now = ctx.clock.now()
@@ -192,7 +195,7 @@ class NodeAgentService:
                 nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
                                  system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
                                  window_s=s.window_s, max_gap_s=s.max_gap_s,
-                                 interference=load_model(s.interference_calibration, s.interference_be_kinds)),
+                                 interference=self._interference),
                 s.default_slo, start=now)
         store_lost = bool(await ctx.store.missing_nodes([n.name for n in nodes]))
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []
