@@ -60,7 +60,7 @@ release was lost (:mod:`colo_node_agent.reconcile`)."""
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
     "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
-    "suppress_events", "pods_running", *HARM_STAT_KEYS,
+    "suppress_events", "pods_running", "gpu_held_milli", *HARM_STAT_KEYS,
 )
 """Keys of the stats dict returned by :meth:`NodeAgentService.tick` (see docs/node-agent.md)."""
 
@@ -103,7 +103,8 @@ def host_config(settings: NodeAgentSettings) -> HostConfig:
     return HostConfig(node_name=s.node_name or socket.gethostname().lower(), cgroup_root=s.cgroup_root,
                       cgroup_parent=s.cgroup_parent, state_dir=s.state_dir, loop_s=s.loop_s, window_s=s.window_s,
                       node_scope=s.node_scope, termination_grace_s=s.termination_grace_s,
-                      cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes)
+                      cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes,
+                      interference_signals=s.interference_signals)
 
 
 MIN_SIM_STEP_S = 0.001

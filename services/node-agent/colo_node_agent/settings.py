@@ -32,7 +32,9 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
     NodeSLO,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
@@ -143,6 +145,10 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """host: node CPU capacity in milli-cores (0 = measured, see node_scope)."""
     memory_capacity_bytes: int = 0
     """host: node memory capacity in bytes (0 = measured, see node_scope)."""
+    interference_signals: bool = True
+    """host: measure every LS pod's interference signals (run-queue wait from ``/proc/<tid>/schedstat``, PSI
+    ``cpu.some``, CPI where perf events exist) into ``PodMetric.interference`` (docs/node-agent.md
+    "Interference signals"); false = None there, nothing read."""
     cpu_suppress: CPUSuppressStrategy = CPUSuppressStrategy()
     """CPU suppress policy used until a NodeSLO arrives."""
     memory_evict: MemoryEvictStrategy = MemoryEvictStrategy()
@@ -166,6 +172,10 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE block I/O throttles until a NodeSLO arrives (off)."""
     system: SystemStrategy = SystemStrategy()
     """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
+    oom: OOMStrategy = OOMStrategy()
+    """OOM priority (oom_score_adj by QoS class) until a NodeSLO arrives (on; host backend)."""
+    net_qos: NetQoSStrategy = NetQoSStrategy()
+    """Egress network QoS until a NodeSLO arrives (off; host backend, cgroup v1 net_cls + tc)."""
 
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
@@ -194,4 +204,4 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                        cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
                        cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
-                       system=self.system)
+                       system=self.system, oom=self.oom, net_qos=self.net_qos)

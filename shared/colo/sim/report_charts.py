@@ -3,13 +3,13 @@
 Utilization, LS CPU satisfaction, batch pods running/completed, suppress events, evictions (one line per run:
 baseline grey dashed with circles, colo blue solid with squares), the batch and mid resources slo-manager
 offered (colour per kind: batch blue, mid orange; dash per run as above), the sim's modelled LS p99 latency
-inflation (mean blue, max red over LS pods) and interference signals when a run modelled them, and, per run,
-each team's quota CPU used (solid) and runtime (dashed).
+inflation (mean blue, max red over LS pods) and interference signals when a run modelled them, per run, each
+team's quota CPU used (solid) and runtime (dashed) and, with GPU pods, GPU allocation and fragmentation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from colo.sim.job_metrics import cpu_key
 from colo.sim.metrics import RunMetrics
@@ -76,6 +76,7 @@ def charts(runs: Sequence[RunMetrics]) -> list[str]:
         _offered(runs, "Batch and mid memory offered (GiB)", "batch_memory_gib", "mid_memory_gib", "GiB"),
         *_interference(runs),
         *(_quota_used(r) for r in runs if r.jobs.quota_series),
+        *(_gpu_charts(chart) if any(r.gpus is not None and r.gpus.shapes for r in runs) else []),
     ]
 
 
@@ -104,3 +105,12 @@ def _interference(runs: Sequence[RunMetrics]) -> list[str]:
         if any(getattr(s, attr) >= 0 for r in runs for s in r.series):
             out.append(svg_chart(title, {r.name: [(t, max(v, 0.0)) for t, v in _pts(r, attr)] for r in runs}, label))
     return out
+
+
+def _gpu_charts(chart: Callable[[str, str, str, float | None], str]) -> list[str]:
+    """The GPU charts of a scenario with GPU pods (:mod:`colo.sim.gpu_metrics`): the share of the cluster's
+    GPUs allocated by the bindings, the share the sim node agents hold (their ledgers, at their tick) and
+    the share fragmented for the scenario's pod shapes (FGD's F / GPUs)."""
+    return [chart("GPUs allocated (share of the cluster's GPUs, bindings)", "gpu_allocated", "fraction", 1.0),
+            chart("GPUs held by the node agents (share, at their tick)", "gpu_held_agent", "fraction", 1.0),
+            chart("GPU fragmentation (FGD: F / the cluster's GPUs)", "gpu_fragmented", "fraction", None)]

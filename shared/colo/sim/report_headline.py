@@ -30,6 +30,13 @@ JOB_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
 )
 """The sentences added when the batch tasks enter as jobs (gangs, quotas, priorities)."""
 
+GPU_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
+    ("gpu_alloc_avg", "GPU allocation (mean share of the cluster's GPUs held by bound pods)"),
+    ("gpu_frag_avg", "GPU fragmentation (mean FGD F / the cluster's GPUs)"),
+    ("gpu_pods_bound", "GPU pods bound"),
+)
+"""The sentences added when the scenario has GPU pods (``scenario.gpu_pods``, the ``gpu`` preset)."""
+
 
 WHY: dict[str, str] = {
     "be_evictions": "co-location puts more BE work on the nodes, so BE memory and CPU eviction (Koordinator's BE eviction strategies, docs/node-agent.md) "
@@ -109,13 +116,14 @@ def jobs_on(summary: dict[str, Any]) -> bool:
 
 
 def headline(summary: dict[str, Any]) -> list[str]:
-    """The sentences for :data:`HEADLINE_METRICS` (and :data:`JOB_HEADLINE_METRICS` when :func:`jobs_on`),
-    empty unless the summary has both a ``baseline`` and a ``colo`` run."""
+    """The sentences for :data:`HEADLINE_METRICS` (and :data:`JOB_HEADLINE_METRICS` when :func:`jobs_on`,
+    :data:`GPU_HEADLINE_METRICS` when the scenario has GPU pods), empty unless the summary has both a ``baseline`` and a ``colo`` run."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     if "baseline" not in runs or "colo" not in runs:
         return []
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
-    metrics = HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
+    metrics = (HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
+               + (GPU_HEADLINE_METRICS if (summary.get("scenario") or {}).get("gpu_pods") else ()))
     out = []
     for m, label in metrics:
         if m not in runs["baseline"] or m not in runs["colo"]:

@@ -8,10 +8,10 @@ process starts inside it (:mod:`.host_pods`), and the BE group its QoS-level set
 
 Each :meth:`HostBackend.advance` (every ``loop_s``, REFERENCE.md §2: 1 s): exits are detected (exit code →
 Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node and pod usage sampled
-(:mod:`.host_metrics`, :mod:`.host_cgroups`), then every strategy runs on that sample through
+(:mod:`.host_metrics`, :mod:`.host_cgroups`; LS pods' interference counters, :mod:`.host_interference`), then every strategy runs on that sample through
 :func:`~colo_node_agent.strategies.node.plan_node` (REFERENCE.md §5, each switched by the NodeSLO: pod and BE
 settings, SCHED_IDLE, LSE/LSR cpusets, CPU suppress, CPU burst, memory QoS, BE block I/O, BE memory and CPU
-eviction; :mod:`.host_qos`). Pods survive an agent restart: the state file and the pod groups let the next
+eviction; :mod:`.host_qos`), then OOM priority (:mod:`.host_oom`) and network QoS (:mod:`.host_net`). Pods survive an agent restart: the state file and the pod groups let the next
 agent adopt them (none orphaned, none started twice). Times are wall-clock seconds.
 """
 
@@ -45,7 +45,10 @@ from colo.messages import (
 from colo_node_agent.backends.gpus import gpu_env
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
+from colo_node_agent.backends.host_interference import InterferenceSampler
 from colo_node_agent.backends.host_metrics import NodeSampler, capacity
+from colo_node_agent.backends.host_net import NetQoS
+from colo_node_agent.backends.host_oom import OOMScores, pod_score
 from colo_node_agent.backends.host_pods import (
     SIGKILL,
     SIGTERM,
@@ -79,6 +82,8 @@ log = logging.getLogger("colo.node-agent.host")
 MAX_PODS = 110
 """Pods capacity of the node (the kubelet's default ``maxPods``)."""
 PURGE_TIMEOUT_S = 5.0
+LS = ("LSE", "LSR", "LS")
+"""QoS classes whose pods get interference signals (``PodMetric.interference``)."""
 
 
 class HostBackend:
@@ -119,8 +124,11 @@ class HostBackend:
         self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
+        self.oom = OOMScores()
+        self.net = NetQoS(tree)
         self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
+        self.interference = InterferenceSampler(tree.threads) if config.interference_signals else None
         self.now = start
         self.pods: dict[str, HostPod] = {}
         self.terminating: dict[str, HostPod] = {}
@@ -192,8 +200,8 @@ class HostBackend:
             time.sleep(0.02)
 
     def purge(self) -> None:
-        """Kill every process in the agent's groups and remove all of them, the parent included, and the
-        state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
+        """Kill every process in the agent's groups and remove all of them, the parent included, the network
+        QoS tree and the state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
         for pod in list(self.pods.values()) + list(self.terminating.values()):
             signal_pod(pod, self._members(pod.state.cgroup), SIGKILL)
             reap(pod)
@@ -204,6 +212,9 @@ class HostBackend:
                 pod.popen.wait(timeout=PURGE_TIMEOUT_S)
         self.pods.clear()
         self.terminating.clear()
+        if self.interference is not None:
+            self.interference.close()
+        self.net.remove()
         self.state_file.path.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -266,11 +277,13 @@ class HostBackend:
             return True
         self.ex.forget(cg)
         self._record(self.ex.apply(pod_settings(spec, qos), at=at))
+        self.net.classify([(cg, qos)], self.slo.net_qos, prune=False)
         if qos == "BE":
             self._apply_be_settings(at)
         self._save()
         try:
-            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)))
+            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)),
+                           oom_score_adj=pod_score(spec, qos, self.cap.memory_bytes, self.slo.oom))
         except OSError as exc:
             self._start_failed(pod, f"cannot start {spec.command[0]!r}: {exc}", at)
             return True
@@ -420,6 +433,8 @@ class HostBackend:
             else:
                 ls += pod.cpu_milli
             pods_mem += pod.memory_bytes
+        if self.interference is not None:
+            self.interference.sample({u: p.state.cgroup for u, p in self.pods.items() if p.state.qos in LS})
         node_cpu = self.sampler.cpu_milli(now)
         node_mem = self.sampler.memory_bytes()
         self.pressure = self.sampler.pressure()
@@ -471,6 +486,7 @@ class HostBackend:
         plan = plan_node(self._snapshot(node_cpu, node_mem), self.slo, self.memory, now,
                          sample_interval_s=self.config.loop_s)
         records = self._record(apply_plan_writes(self.ex, plan.writes, now))
+        self._isolation(now)
         self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
         if plan.be_cpu_allowed != self.be_allowed and any(
@@ -499,10 +515,19 @@ class HostBackend:
             self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
                                        pods=uids, detail={"release": release[kind]}))
-        for problem in plan.problems:
+        for problem in [*plan.problems, *self.oom.problems, *([self.net.problem] if self.net.problem else [])]:
             if problem not in self._problems_seen:
                 self._problems_seen.add(problem)
                 log.warning("node %s: %s", self.names[0], problem)
+
+    def _isolation(self, now: float) -> None:
+        """OOM priority of every pod's processes (:mod:`.host_oom`), the network QoS tree and the pod groups'
+        packet priorities (:mod:`.host_net`)."""
+        net = self.slo.net_qos
+        self.oom.apply_pods(self.tree, [(p.state.spec, p.state.qos, p.state.cgroup) for p in self.pods.values()],
+                            self.cap.memory_bytes, self.slo.oom)
+        self.net.sync(net, now)
+        self.net.classify([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
 
     # ------------------------------------------------------------------ reports
 
@@ -522,10 +547,13 @@ class HostBackend:
             k = len(pod.samples) or 1
             c = sum(x[0] for x in pod.samples) / k
             m = sum(x[1] for x in pod.samples) / k
+            psi = self.tree.pressure(pod.state.cgroup)
+            signals = (self.interference.signals(pod.uid, psi)
+                       if self.interference is not None and pod.state.qos in LS else None)
             pods.append(PodMetric(uid=pod.uid, cpu=int(c), memory=int(m), qos_class=pod.state.qos,
                                   priority_class=priority_class_of(pod.state.spec),
-                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4),
-                                  pressure=self.tree.pressure(pod.state.cgroup)))
+                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4), pressure=psi,
+                                  interference=signals))
             pods_cpu += c
             pods_mem += m
         ls = int(self.ls_cpu.mean(n)[0])
@@ -553,4 +581,8 @@ class HostBackend:
             "memory_capacity_bytes": self.cap.memory_bytes, "pods": len(self.pods),
             "terminating": len(self.terminating), "pids": {u: p.state.pid for u, p in self.pods.items()},
             "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
-            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure}}
+            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure,
+            "interference": None if self.interference is None else {
+                "pods": len(self.interference.pods), "perf": self.interference.perf_problem or "counting"},
+            "oom_score_writes": self.oom.written, "net_qos": self.net.problem or (
+                "installed" if self.net.installed is not None else "off")}}

@@ -15,6 +15,7 @@ memory used (B)     ``memory.stat`` total_active_anon +         ``memory.stat`` 
                     total_inactive_anon + total_unevictable     inactive_anon + unevictable
 throttling          ``cpu/…/cpu.stat`` nr_periods,              ``cpu.stat`` nr_periods, nr_throttled,
                     nr_throttled, throttled_time (ns)           throttled_usec × 1000
+threads (tids)      ``cpu/…/tasks``                             ``cgroup.threads``
 OOM kills           ``memory.oom_control`` oom_kill             ``memory.events`` oom_kill
 peak memory (B)     ``memory.max_usage_in_bytes``               ``memory.peak``
 PSI                 ``unified/…/{cpu,memory,io}.pressure``      ``{cpu,memory,io}.pressure``
@@ -38,9 +39,10 @@ from colo_node_agent.cgroups.fs import HostFS
 from colo_node_agent.cgroups.layout import QOS_DIRS
 from colo_node_agent.cgroups.resources import CgroupVersion, read_value
 
-V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "unified")
+V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_prio", "unified")
 """v1 hierarchies the agent makes its groups in (those mounted); cpu, cpuacct, cpuset and memory are required.
-``unified`` is the cgroup2 mount of a hybrid host: no controllers, but per-group PSI files."""
+``net_prio`` carries the network QoS classes (:mod:`.host_net`). ``unified`` is the cgroup2 mount of a hybrid
+host: no controllers, but per-group PSI files."""
 V1_REQUIRED: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory")
 V2_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuset", "memory", "io")
 """v2 controllers enabled in ``cgroup.subtree_control`` down to the pod groups (those the parent offers)."""
@@ -236,14 +238,40 @@ class CgroupTree:
     # ------------------------------------------------------------------ processes
 
     def procs(self, cgroup: str) -> list[int]:
-        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing)."""
+        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing). Read with
+        :meth:`ParentFS.read` (plain ``os.read``): OOM priority reads every pod's list every loop."""
         if not self.controllers:
             return []
+        sub = self.controllers[0] if self.version == "v1" else ""
         try:
-            text = (self.path(self.controllers[0], cgroup) / "cgroup.procs").read_text()
+            text = self.fs.read("/".join(p for p in (sub, cgroup.strip("/"), "cgroup.procs") if p))
         except OSError:
             return []
         return [int(w) for w in text.split() if w.isdigit()]
+
+    def threads(self, cgroup: str) -> list[int]:
+        """Thread ids in ``cgroup`` itself (v1: the first hierarchy's ``tasks``, v2: ``cgroup.threads``; []
+        when missing). Read with plain ``os.read``: the interference sampler reads it per LS pod every loop."""
+        if not self.controllers:
+            return []
+        rel = "/".join(p for p in (self.parent, cgroup.strip("/")) if p)
+        if self.version == "v1":
+            path = f"{self.root}/{self.controllers[0]}/{rel}/tasks"
+        else:
+            path = f"{self.root}/{rel}/cgroup.threads"
+        try:  # strings, not pathlib: a third of the cost
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return []
+        try:
+            chunks = [os.read(fd, 65536)]
+            while chunks[-1]:
+                chunks.append(os.read(fd, 65536))
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [int(w) for w in b"".join(chunks).split() if w.isdigit()]
 
     def member(self, pid: int, cgroup: str) -> bool:
         """Whether the kernel says process ``pid`` is in ``cgroup`` (``/proc/<pid>/cgroup``): pids listed in a

@@ -144,8 +144,9 @@ class SimBackend(SimStrategies):
         (cpu_capacity_milli, cpu_used_milli, mem_capacity_bytes, mem_used_bytes, ls_cpu_demand_milli,
         ls_cpu_served_milli, be_cpu_used_milli); the modelled interference over LS pods averaged over the
         advanced time (ls_p99_inflation_mean_pct, ls_p99_inflation_max_pct, ls_runq_wait_ratio,
-        ls_cpu_pressure_some: :data:`.sim_interference.STAT_KEYS`); counts over the advanced time (batch_completed, be_evictions,
-        oom_kills, suppress_events); pods_running at the end.
+        ls_cpu_pressure_some: :data:`.sim_interference.STAT_KEYS`); counts over the advanced time (batch_completed,
+        be_evictions, oom_kills, suppress_events); pods_running and gpu_held_milli (Σ milli-GPU the running pods
+        hold, from the nodes' GPU ledgers) at the end.
         """
         res = AdvanceResult()
         res.ended.extend(self.device_refusals)
@@ -168,6 +169,7 @@ class SimBackend(SimStrategies):
         res.stats["cpu_capacity_milli"] = float(self.cap_cpu.sum())
         res.stats["mem_capacity_bytes"] = float(self.cap_mem.sum())
         res.stats["pods_running"] = float(len(self.pods.where))
+        res.stats["gpu_held_milli"] = float(sum(sum(ledger.used.values()) for ledger in self.gpus))
         return res
 
     def _step(self, t: float, dt: float, res: AdvanceResult, counts: dict[str, float]) -> dict[str, float]:
