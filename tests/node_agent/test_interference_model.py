@@ -168,3 +168,10 @@ def test_the_sim_agent_refuses_a_bad_table_before_it_connects(tmp_path: Path) ->
         NodeAgentService(NodeAgentSettings(interference_calibration=str(bad)))
     good = NodeAgentService(NodeAgentSettings(interference_calibration=str(write(tmp_path / "ok.json", TABLE))))
     assert good._interference is not None
+
+
+def test_the_transcribed_example_table_loads() -> None:
+    """examples/interference-calibration-transcribed.json (docs/scenario.md "The interference model", measured)."""
+    path = Path(__file__).parents[2] / "examples" / "interference-calibration-transcribed.json"
+    harm = InterferenceModel(load_calibration(path)).predict(np.array([0.625, 0.625]), np.array([False, True]))
+    assert harm.p99_inflation_pct.tolist() == pytest.approx([287.0, 0.0])
