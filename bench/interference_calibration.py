@@ -41,7 +41,7 @@ Prints one JSON line per window, a table, the issue-17 item-5 comparison (``qos`
 summary JSON line; writes the calibration file to ``--out`` (default: the node agent's package data,
 ``services/node-agent/colo_node_agent/data/interference-calibration.json``).
 
-Run: ``make interference`` (root, writable cgroup v1 or v2; ~25 min per round with the defaults)
+Run: ``make interference`` (root, writable cgroup v1 or v2; ~40 min with the defaults: 2 rounds of 39 windows)
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ def noise_of(windows: list[dict[str, Any]], args: argparse.Namespace, load0: flo
             "other_cpu_cores_p90": round(float(np.percentile(other, 90)), 3),
             "other_cpu_cores_max": round(max(other), 3), "load1_start": round(load0, 2),
             "load1_mean": round(float(np.mean([w["load1_before"] for w in windows])), 2),
-            "quiet_machine": args.max_other <= 0.2 and all(w["quiet"] for w in windows)}
+            "quiet_machine": args.max_other <= 0.2 and all(w["quiet"] for w in windows), "note": args.note}
 
 
 def print_table(rows: list[dict[str, Any]], alone: dict[str, Any], check: dict[str, Any]) -> None:
@@ -317,6 +317,7 @@ def main() -> None:
     ap.add_argument("--membw-bytes", type=int, default=0, help="each membw array, bytes (0: 8 x LLC)")
     ap.add_argument("--cache-bytes", type=int, default=0, help="the cache array, bytes (0: the LLC size)")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="calibration file to write")
+    ap.add_argument("--note", default="", help="free text kept in the file's noise.note (e.g. what else ran)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, interrupt)
     res = asyncio.run(run(args))
