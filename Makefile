@@ -11,7 +11,7 @@
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
 #   make fuzz                 bad input at scale: FUZZ_N (10000) payloads per consumed subject (docs/fuzz.md)
-#   make interference         the interference calibration on this machine (root; ~50 min; docs/interference.md)
+#   make interference         the interference calibration on this machine (root; ~40 min; docs/interference.md)
 
 PYTHON ?= python3
 VENV   ?= .venv

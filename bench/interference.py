@@ -1,6 +1,7 @@
 """Online latency beside batch CPU hogs on this machine, with and without the node agent's CPU QoS.
 
-The node agent runs as its own process (``python -m colo_node_agent``, ``backend=host``, ``node_scope=machine``,
+The setup (the agent process, its servers, the LS pod, the per-window counters and the quiet checks) is
+:mod:`interference_parts`, shared with ``bench/interference_calibration.py``. The node agent runs as its own process (``python -m colo_node_agent``, ``backend=host``, ``node_scope=machine``,
 1 s loop) under a unique cgroup parent ``colo-bench-<hex>``, against a nats-server and redis-server this script
 starts (:mod:`colo.embedded`). Pods are bound the way the scheduler binds them (store binding + ``pod.bound``):
 
@@ -37,13 +38,18 @@ starts once a 3 s probe shows ``other_cpu_cores`` ≤ ``--max-other`` (0.2; wait
 counts only when it stayed so during the window; otherwise it is retried (up to ``--attempts``; a run without
 any quiet window pools all of its windows and says so). ``other_cpu_cores`` = machine busy (Δ
 user+nice+system+irq+softirq of /proc/stat) − the agent's parent group − this script, the agent, nats-server and
-redis-server. The very first wait is for a 1-minute load average below ``--max-load`` (0.5).
+redis-server. The very first wait is for a 1-minute load average below ``--max-load`` (0.5). On cgroup v1 the
+parent group weighs as much as one busy process at the root (cpu.shares 1024), so with many runnable processes
+of other work the whole pod tree gets a sliver of the CPUs; ``--parent-shares`` (e.g. 8192) gives it the larger
+part, as the kubepods tree has on a dedicated node (it slows the other work down while the bench runs).
 
 Per window: ``p50_ms``, ``p90_ms``, ``p99_ms``, ``max_ms``; ``ls_cpu_cores_used`` and ``be_cpu_cores_used`` =
 Δ``cpuacct.usage`` of the LS pod group and of the BE QoS group over the counted window / its length;
 ``other_cpu_cores``; the LS server's CPU time, run-queue wait (``/proc/<pid>/schedstat``) and involuntary
 context switches per request (``ls_cpu_ms_per_request``, ``ls_runq_wait_ms_per_request``,
-``ls_preempted_per_request``: how long it waited for a CPU, and how often it lost one); ``load1_before``/``load1_after`` (the hogs themselves add ~4); the BE group's files; ``be_cpu_allowed_milli`` the suppress budget the agent
+``ls_preempted_per_request``: how long it waited for a CPU, and how often it lost one; ``runq_wait_ratio`` the
+same wait per second on the CPU); ``cpu_pressure_some`` the node's PSI ``cpu.some`` over the window (percent);
+``throttled_ratio`` the LS pod group's throttled CFS periods / periods; ``load1_before``/``load1_after`` (the hogs themselves add ~4); the BE group's files; ``be_cpu_allowed_milli`` the suppress budget the agent
 reported (NodeMetric every 5 s) during the window. Per run
 (the counted requests of its quiet windows pooled): the same, ``p99_increase_pct`` = (p99 / p99 of ``ls_alone`` − 1) × 100
 and ``be_share_of_idle`` = BE cores / (CPUs − LS cores). Summary: ``p99_increase_noqos_pct``,
