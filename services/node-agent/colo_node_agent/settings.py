@@ -40,6 +40,7 @@ from colo.messages import (
     SystemStrategy,
 )
 from colo.slo import strategies_of, strategy_problems
+from colo_node_agent.backends.interference_model import be_kind_problems
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
@@ -114,6 +115,15 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """System (non-pod) CPU usage of a virtual node, fraction of its capacity."""
     system_memory_fraction: float = 0.04
     """System (non-pod) memory usage of a virtual node, fraction of its capacity."""
+    interference_calibration: str = ""
+    """sim: the interference calibration table the sim's LS harm model reads (docs/scenario.md "The interference
+    model"): ``""`` = the one packaged with the agent (``colo_node_agent/data/interference-calibration.json``,
+    measured by ``bench/``; when absent the sim models no harm and says so in one log line), ``off`` = no model,
+    else a file path (must exist and be valid: every problem is listed)."""
+    interference_be_kinds: dict[str, float] = msgspec.field(default_factory=lambda: {"cpu": 1.0})
+    """sim: what kind of work the BE pods do, as shares of BE CPU per kind (``cpu`` spin, ``membw`` memory
+    bandwidth, ``cache`` cache thrashing; normalised to sum 1), e.g. ``'{"cpu": 0.5, "membw": 0.5}'``. The traces
+    do not say, so all ``cpu`` by default (the kind the bench measured first)."""
     cgroup_version: Literal["v1", "v2"] = "v1"
     """Hierarchy of the sim backend's in-memory cgroup trees (the host backend detects the machine's)."""
     cgroup_root: str = "/sys/fs/cgroup"
@@ -187,6 +197,7 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                         ("system_memory_fraction", self.system_memory_fraction)):
             if not 0 <= v < 1:
                 problems.append(f"{name} must be within [0, 1), got {v}")
+        problems += [f"interference_be_kinds: {p}" for p in be_kind_problems(self.interference_be_kinds)]
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -45,6 +45,7 @@ from colo.messages import (
     WorkloadRejected,
 )
 from colo.settings import RuntimeSettings, load_runtime_settings
+from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -170,7 +171,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     """
     prefix = f"colo-{run}"
     env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
-    metrics = RunMetrics(name=run)
+    # GPU figures from the bindings (colo.sim.gpu_metrics), against the scenario's own GPU pod shapes
+    metrics = RunMetrics(name=run, gpus=GpuUsage.of(scenario.nodes, scenario.gpu_pods()))
     watch = AllocationWatch()
     # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
     link = settings or load_runtime_settings({**os.environ, **env})
@@ -216,6 +218,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
                                            highlight=False)
         result.violations = list(watch.violations)
         result.violations += [f"pod {uid} bound twice" for uid in metrics.double_bound()]
+        result.violations += metrics.gpus.violations if metrics.gpus is not None else []
         result.allocated = await store.all_allocated()
         result.store_phases = {r.spec.uid: r.phase for r in await store.list_pods()}
     finally:

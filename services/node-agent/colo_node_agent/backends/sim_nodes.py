@@ -15,13 +15,14 @@ import numpy as np
 
 from colo.messages import NodeSLO, NodeSpec, PodPhase
 from colo_node_agent.backends.gpus import GpuLedger
+from colo_node_agent.backends.sim_interference import SimInterference
 from colo_node_agent.backends.sim_pods import BOOL, F64, PodTable
 from colo_node_agent.backends.sim_types import PodEnd, SimConfig, SloColumns
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
-from colo_node_agent.strategies.be_budget import NOISE_FLOOR, BudgetArrays, Signal
+from colo_node_agent.strategies.be_budget import NOISE_FLOOR, BudgetArrays
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources
 from colo_node_agent.strategies.cpu_burst import Limiter
 from colo_node_agent.strategies.cpu_evict import BECPUSample
@@ -110,6 +111,8 @@ class SimNodes:
         agg_n = max(int(np.ceil(1800 / self.dt)), 1)
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
         self.ls_demand, self.ls_served = Ring(n, window_n), Ring(n, window_n)
+        self.interference = SimInterference(n, window_n, config.interference)
+        """Modelled LS harm and interference signals per node (:mod:`.sim_interference`)."""
         self.cgroup_failures: deque[tuple[str, WriteRecord]] = deque(maxlen=64)
         for i in range(len(nodes)):
             for cg in QOS_DIRS:
@@ -118,12 +121,12 @@ class SimNodes:
             self._apply_cpusets(i, start)
             self._apply_be_settings(i, start)
 
-    def ls_signal(self, kind: Signal) -> F64:
-        """Per node, shape ``(nodes,)``: the worst LS pod's value of interference signal ``kind`` over the last
-        sub-step (units of :class:`colo.messages.InterferenceSignals`), −1 where unknown. The seam for an
-        interference model of the sim; without one every node is unknown, so the BE budget keeps the static
-        threshold (phase ``fallback``)."""
-        return np.full(len(self.names), -1.0)
+    def ls_signal(self, kind: str) -> F64:
+        """Per node ``(nodes,)``: the LS pods' modelled interference signal ``kind`` (``runq_wait``,
+        ``cpu_pressure``, ``cpi`` or ``latency_inflation``) in the last sub-step; −1 where unknown (no model, no LS
+        pod, or a signal the calibration lacks). Raises ValueError for another kind
+        (:meth:`SimInterference.ls_signal`)."""
+        return self.interference.ls_signal(kind)
 
     def _end(self, uid: str, phase: PodPhase, reason: str, message: str, at: float) -> PodEnd | None:
         key = self.pods.where.get(uid)
