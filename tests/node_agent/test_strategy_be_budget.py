@@ -77,6 +77,10 @@ CASES = [
      state(baseline=1.0), 2.9, 0, 5000, FLOOR, 71, "hold", None),
     ("signal cpu_pressure: over 3 % is a violation", msgspec.structs.replace(ON, signal="cpu_pressure"),
      state(baseline=1.0), 3.5, 0, 5000, FLOOR, 68, "cut", NOW),
+    ("signal latency_inflation: up to baseline + 10 points", msgspec.structs.replace(ON, signal="latency_inflation"),
+     state(baseline=0.0), 4.0, 0, 5000, FLOOR, 73, "grow", None),
+    ("signal latency_inflation: over 10 points is a violation", msgspec.structs.replace(ON, signal="latency_inflation"),
+     state(baseline=0.0), 12.0, 0, 5000, FLOOR, 68, "cut", NOW),
     ("target_increase_percent 50", msgspec.structs.replace(ON, target_increase_percent=50), LEARNED, 0.6, 0, 5000,
      FLOOR, 73, "grow", None),
     ("step_percent 5", msgspec.structs.replace(ON, step_percent=5), LEARNED, 0.5, 0, 5000, FLOOR, 76, "grow", None),
@@ -126,6 +130,9 @@ def sig(runq: float = -1.0, psi: float = -1.0, cpi: float = -1.0) -> Interferenc
     pytest.param("runq_wait", [], -1.0, id="no LS pods"),
     pytest.param("cpu_pressure", [sig(0.9, 4.0), sig(0.1, 6.0)], 6.0, id="cpu_pressure selects PSI"),
     pytest.param("cpi", [sig(0.9, 4.0, 1.2), sig(0.1, 6.0, 1.5)], 1.5, id="cpi selects CPI"),
+    pytest.param("latency_inflation", [InterferenceSignals(latency_inflation_percent=3.0),
+                                       InterferenceSignals(latency_inflation_percent=7.5)], 7.5,
+                 id="latency_inflation selects the modelled p99 rise"),
 ])
 def test_ls_signal(kind: str, signals: list[InterferenceSignals | None], want: float) -> None:
     assert ls_signal(kind, signals) == want  # type: ignore[arg-type]

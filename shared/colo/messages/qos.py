@@ -26,11 +26,13 @@ class BEBudgetStrategy(Message, frozen=True):
     threshold is the floor and the fallback when signals are missing), never above ``max_percent``.
 
     ``signal``: ``runq_wait`` (run-queue wait per CPU second, ``/proc/<pid>/schedstat``), ``cpu_pressure`` (PSI
-    ``cpu.some`` avg10 of the pod group) or ``cpi`` (cycles per instruction, ``perf``).
+    ``cpu.some`` avg10 of the pod group), ``cpi`` (cycles per instruction, ``perf``) or ``latency_inflation``
+    (the sim's modelled p99 rise over running alone, percent; −1 on real nodes, which then keep the static
+    threshold).
     """
 
     enabled: bool = False
-    signal: Literal["runq_wait", "cpu_pressure", "cpi"] = "runq_wait"
+    signal: Literal["runq_wait", "cpu_pressure", "cpi", "latency_inflation"] = "runq_wait"
     target_increase_percent: float = 10.0
     max_percent: int = 95
     step_percent: int = 2

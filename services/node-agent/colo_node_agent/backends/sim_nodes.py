@@ -22,7 +22,7 @@ from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
-from colo_node_agent.strategies.be_budget import NOISE_FLOOR, BudgetArrays
+from colo_node_agent.strategies.be_budget import BudgetArrays, allowed_rise
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources
 from colo_node_agent.strategies.cpu_burst import Limiter
 from colo_node_agent.strategies.cpu_evict import BECPUSample
@@ -252,7 +252,7 @@ class SimNodes:
                 "budget_max": np.array([b.max_percent for b in bb], dtype=np.float64),
                 "budget_step": np.array([b.step_percent for b in bb], dtype=np.float64),
                 "budget_hold": np.array([b.hold_s for b in bb], dtype=np.float64),
-                "budget_noise": np.array([NOISE_FLOOR[b.signal] for b in bb], dtype=np.float64),
+                "budget_noise": np.array([allowed_rise(b) for b in bb], dtype=np.float64),
                 "budget_signal": np.array([b.signal for b in bb], dtype=np.str_),
             }
         return self._slo_arrays

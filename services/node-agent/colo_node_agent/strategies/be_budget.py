@@ -49,7 +49,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 Phase = Literal["grow", "hold", "cut", "fallback"]
-Signal = Literal["runq_wait", "cpu_pressure", "cpi"]
+Signal = Literal["runq_wait", "cpu_pressure", "cpi", "latency_inflation"]
 
 PHASES: tuple[Phase, ...] = ("fallback", "grow", "hold", "cut")
 """Phase names by code (the arrays of :class:`BudgetArrays` hold the codes)."""
@@ -69,11 +69,22 @@ PROBE_HOLDS = 10.0
 """For this many ``hold_s`` after a cut, growth stops one step below the threshold that was cut."""
 STALE_AFTER_S = 30.0
 """A signal measured longer ago than this (seconds) counts as missing."""
-NOISE_FLOOR: dict[Signal, float] = {"runq_wait": 0.02, "cpu_pressure": 2.0, "cpi": 0.05}
+NOISE_FLOOR: dict[Signal, float] = {"runq_wait": 0.02, "cpu_pressure": 2.0, "cpi": 0.05, "latency_inflation": 0.0}
 """Smallest rise over the baseline that can be a violation, per signal: run-queue wait 0.02 s per CPU second
 run, PSI ``cpu.some`` 2 percentage points, CPI 0.05 cycles per instruction. Chosen to be above one sample's
-noise on an idle machine, not measured on a calibration run."""
-_FIELD: dict[Signal, str] = {"runq_wait": "runq_wait_ratio", "cpu_pressure": "cpu_pressure_some", "cpi": "cpi"}
+noise on an idle machine, not measured on a calibration run. ``latency_inflation`` uses :func:`allowed_rise`."""
+_FIELD: dict[Signal, str] = {"runq_wait": "runq_wait_ratio", "cpu_pressure": "cpu_pressure_some", "cpi": "cpi",
+                             "latency_inflation": "latency_inflation_percent"}
+
+
+def allowed_rise(policy: BEBudgetStrategy) -> float:
+    """The ``noise`` of :func:`step_many` for ``policy``: the signal's :data:`NOISE_FLOOR`; for
+    ``latency_inflation``, already the p99 rise over running alone in percent, ``target_increase_percent``
+    percentage points (its limit is b + target, not b × (1 + target/100): from a BE-free 0 that would allow no
+    rise at all)."""
+    if policy.signal == "latency_inflation":
+        return float(policy.target_increase_percent)
+    return NOISE_FLOOR[policy.signal]
 
 
 def ls_signal(kind: Signal, signals: Iterable[InterferenceSignals | None]) -> float:
@@ -191,7 +202,7 @@ def be_budget(policy: BEBudgetStrategy, prev: BEBudgetState | None, signal: floa
     start = BudgetArrays.initial(one * floor_percent, now) if prev is None else _arrays(prev)
     out = step_many(start, one * signal, one * signal_at, one * be_used, one * capacity, one * floor_percent,
                     one * policy.target_increase_percent, one * policy.max_percent, one * policy.step_percent,
-                    one * policy.hold_s, one * NOISE_FLOOR[policy.signal], now, stale_after_s)
+                    one * policy.hold_s, one * allowed_rise(policy), now, stale_after_s)
     return out.state(0)
 
 
