@@ -284,17 +284,19 @@ class DeviceShare:
         out: dict[str, int] = {}
         if req is None:
             return out
-        for i in np.flatnonzero(rejected):
-            gpus = self.node(state.table, int(i))
-            if gpus is None:
-                why = "no GPUs"
-            elif req.models and not self.allowed(gpus, req):
-                why = "no GPU of model " + "|".join(req.models)
-            elif self.fit(state.table, int(i), req):
-                continue
-            else:
-                why = "Insufficient nvidia.com/gpu" if req.milli >= GPU_MILLI else "Insufficient GPU share"
-            out[why] = out.get(why, 0) + 1
+        self.sync(state.table)
+        rows = np.flatnonzero(rejected)
+        g = self.rows
+        mask = self.mask(req)
+        none = ~g.has[rows]
+        model = (~none & ~((g.bits[rows] & mask) != 0).any(axis=1)) if mask else np.zeros(len(rows), np.bool_)
+        short = ~none & ~model & ~fit_rows(rows, g.free, g.bits, req.count, req.milli, mask)
+        whys = (("no GPUs", none), ("no GPU of model " + "|".join(req.models), model),
+                ("Insufficient nvidia.com/gpu" if req.milli >= GPU_MILLI else "Insufficient GPU share", short))
+        for why, hit in whys:
+            count = int(np.count_nonzero(hit))
+            if count:
+                out[why] = count
         return out
 
     # ------------------------------------------------------------------ score
