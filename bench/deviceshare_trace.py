@@ -7,8 +7,9 @@ pod: the slowest way to drive it). Compare with ``gpu_fragmentation.py --ties ra
 
 Variants (``--variants``, comma-separated ``POLICY:CPU`` with POLICY ``Ours`` or ``FGD`` and CPU the
 ``DeviceShareArgs.score_cpu_pods`` of ``auto`` (None, the default), ``on`` or ``off``) run in turns on the same pods
-of every seed in one process, so that machine load hits them alike; ``default`` is ``Ours:auto``, the default
-profile and settings.
+of every seed in one process, so that machine load hits them alike; ``Ours:auto`` is the default profile and
+settings; POLICY ``none`` gives DeviceShare's Score weight 0 (its Filter and Reserve still run): the
+scheduler's own speed on these pods, the baseline of the pods/s column.
 
 Run: ``.venv/bin/python bench/deviceshare_trace.py --seeds 5 [--variants FGD:off,Ours:auto] [--other-weights 0]``;
 one line per variant and seed, a table of the means, last line JSON. ``--other-weights`` sets the LoadAware and
@@ -25,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_fragmentation as gf  # noqa: E402
@@ -32,9 +35,10 @@ import gpu_fragmentation as gf  # noqa: E402
 from colo.messages import GPURequest, NodeSpec, PodSpec, Resources  # noqa: E402
 from colo.sim.node_topology import trace_gpus  # noqa: E402
 from colo_scheduler.core import Scheduler  # noqa: E402
-from colo_scheduler.plugins.deviceshare.plugin import DeviceShare, DeviceShareArgs  # noqa: E402
+from colo_scheduler.plugins import default_profile_config  # noqa: E402
+from colo_scheduler.plugins.deviceshare.plugin import DeviceShare  # noqa: E402
 from colo_scheduler.plugins.deviceshare.state import GpuNodeTable  # noqa: E402
-from colo_scheduler.settings import SchedulerSettings  # noqa: E402
+from colo_scheduler.settings import ProfileSettings, SchedulerSettings  # noqa: E402
 
 MI = 1 << 20
 
@@ -46,11 +50,15 @@ def run(nodes: list[tuple[int, int, int, str]], arrivals: list[gf.PodShape], nam
         score_cpu_pods: bool | None, other_weights: int, per_cycle: int) -> dict[str, float]:
     """One variant on one seed's arrivals, ``per_cycle`` pods queued per scheduling cycle (placed one at a
     time in arrival order either way): allocation % at 100 / 130 % arrived, pods per CPU-second."""
-    core = Scheduler(SchedulerSettings(seed=1, least_allocated_weight=other_weights,
-                                       load_aware_weight=other_weights))
+    settings = SchedulerSettings(seed=1, least_allocated_weight=other_weights, load_aware_weight=other_weights)
+    score = dict(default_profile_config(settings).score)
+    if policy == "none":  # DeviceShare's Filter and Reserve only: the scheduler's speed without its Score
+        score["DeviceShare"] = 0
+    args = {"policy": policy if policy != "none" else "FGD", "score_cpu_pods": score_cpu_pods}
+    settings = msgspec.structs.replace(settings, profile=ProfileSettings(score=score, plugin_args={"DeviceShare": args}))
+    core = Scheduler(settings)
     ds = core.framework.profile.plugins["DeviceShare"]
     assert isinstance(ds, DeviceShare)
-    ds.args = DeviceShareArgs(policy=policy, score_cpu_pods=score_cpu_pods)  # type: ignore[arg-type]
     for k, (cpu, mem, g, model) in enumerate(nodes):
         r = Resources(cpu=cpu, memory=mem * MI, pods=10_000)
         core.on_node(NodeSpec(name=f"n{k:04}", capacity=r, allocatable=r, gpus=trace_gpus(g, model)), 0.0)
@@ -87,7 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds 42, 43, …")
     ap.add_argument("--seed", type=int, default=42, help="first seed")
-    ap.add_argument("--variants", default="FGD:off,FGD:auto,Ours:off,Ours:auto")
+    ap.add_argument("--variants", default="none:off,FGD:off,Ours:off,Ours:auto")
     ap.add_argument("--other-weights", type=int, default=1)
     ap.add_argument("--per-cycle", type=int, default=1,
                     help="pods queued per scheduling cycle (1: one cycle per pod; up to max_pods_per_cycle, 2000)")
@@ -95,8 +103,8 @@ def main() -> None:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     for v in variants:
         policy, _, cpu = v.partition(":")
-        if policy not in ("Ours", "FGD") or cpu not in CPU_MODES:
-            ap.error(f"variant {v!r}: want POLICY:CPU, POLICY Ours or FGD, CPU one of {', '.join(CPU_MODES)}")
+        if policy not in ("Ours", "FGD", "none") or cpu not in CPU_MODES:
+            ap.error(f"variant {v!r}: want POLICY:CPU, POLICY Ours, FGD or none, CPU one of {', '.join(CPU_MODES)}")
     root = Path(os.environ.get("COLO_TRACES_DIR", "../shared/traces")) / "alibaba-gpu-v2023"
     nodes = gf.read_nodes(root / "openb_node_list_gpu_node.csv")
     table = GpuNodeTable.from_nodes(nodes)

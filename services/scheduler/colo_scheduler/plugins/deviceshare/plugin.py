@@ -46,7 +46,16 @@ from colo_scheduler.plugins.deviceshare.book import NodeGPUs
 from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
 from colo_scheduler.plugins.deviceshare.frag import delta_one
 from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
-from colo_scheduler.plugins.deviceshare.rows import NO_FIT, RAW_PER_GPU, GpuRows, fit_rows, score_target, warm_up
+from colo_scheduler.plugins.deviceshare.rows import (
+    NO_FIT,
+    RAW_PER_GPU,
+    GpuRows,
+    ScoreCache,
+    fit_rows,
+    min_max,
+    score_target,
+    warm_up,
+)
 from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, TargetWorkload
 from colo_scheduler.podinfo import ASSIGNED_DEVICES, IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -76,7 +85,7 @@ class DeviceShareArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
     policy: Literal["Ours", "FGD"] = "Ours"
     target: list[TargetShape] = []
-    refresh_every: int = 256
+    refresh_every: int = 2048
     score_cpu_pods: bool | None = None
     """Score pods without GPUs too: True always, False never (they score 0 everywhere, Koordinator's
     behaviour), None (default) when the target workload gives its GPUs a CPU need (r̄ > 0: some GPU shape asks
@@ -92,15 +101,8 @@ def normalize_min_max(raw: IntArray, feasible: BoolArray) -> IntArray | int:
     """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere);
     the int 0 when every feasible node has the same raw score. (Measured against a scale from the best node
     down, 10⁻³ GPU per point: min-max allocated more GPUs in ``bench/deviceshare_trace.py``, docs/gpu.md.)"""
-    if not feasible.any():
-        return 0
-    vals = raw[feasible]
-    lo, hi = int(vals.min()), int(vals.max())
-    if hi == lo:
-        return 0
-    out = np.zeros(raw.shape[0], np.int64)
-    out[feasible] = (vals - lo) * 100 // (hi - lo)
-    return out
+    out = min_max(raw, feasible)
+    return 0 if out is None else out
 
 
 class DeviceShare:
@@ -123,6 +125,8 @@ class DeviceShare:
         self._next_refresh = 1
         self.target_version = 0
         self._memo: dict[tuple[object, ...], tuple[float, int]] = {}
+        self.cache = ScoreCache()
+        """Raw scores per pod shape, policy and row (cleared with every new target)."""
         self.rows = GpuRows()
         """The bookings as arrays over the node table's rows (the compiled Filter and Score read them)."""
         self._table: NodeTable | None = None
@@ -141,6 +145,7 @@ class DeviceShare:
         self._ratio = cpu_per_gpu(target)
         self.target_version += 1
         self._memo.clear()
+        self.cache.clear()
 
     def _observe(self, table: NodeTable, req: GPURequest, cpu: int) -> None:
         """Count a reserved GPU pod into the seen target; rebuild it at the refresh points (module doc)."""
@@ -356,7 +361,7 @@ class DeviceShare:
         """(raw scores, device) over ``rows`` (:func:`.rows.score_rows`, the compiled :meth:`evaluate`)."""
         self.sync(table)
         return score_target(rows, self.rows, table.free[:, 0], req.count, req.milli, self.mask(req), cpu,
-                            self.target, self._ratio, self.args.policy != "FGD")
+                            self.target, self._ratio, self.args.policy != "FGD", self.cache)
 
     def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
         """Min-max over the feasible nodes onto 0..100 (:func:`normalize_min_max`); 0 for unscored pods."""

@@ -8,7 +8,12 @@ bookings or spec change). Shapes (``cap`` ≥ the table's n rows, grown by doubl
   only for an overcommitted assignment adopted from the store);
 * ``bits`` (cap, MAX_GPUS) int64 — ``1 << model bit`` of the GPU at each position, 0 where there is none;
 * ``model`` (cap,) int64 — model bit of the node's first GPU (FGD's node model);
-* ``has`` (cap,) bool — the node has GPUs.
+* ``has`` (cap,) bool — the node has GPUs;
+* ``ver`` (cap,) int64 — bumped at every write of the row (the score cache keys on it).
+
+Scores are cached per pod shape (:class:`ScoreCache`): a row's raw score and device are kept while its
+``ver`` and free CPU are unchanged and the target workload is the same, so a class the framework recomputes
+over all rows (after many placements elsewhere) costs a pass that recomputes only the rows that changed.
 
 A pod's allowed models are a bit mask over the same bits (0: any model). The kernels compute exactly what
 :meth:`.plugin.DeviceShare.fit` and :meth:`.plugin.DeviceShare.evaluate` compute per node in Python (those
@@ -43,6 +48,7 @@ class GpuRows:
         self.bits = np.zeros((capacity, MAX_GPUS), np.int64)
         self.model = np.zeros(capacity, np.int64)
         self.has = np.zeros(capacity, np.bool_)
+        self.ver = np.zeros(capacity, np.int64)
 
     def ensure(self, n: int) -> None:
         """Room for ``n`` rows (new rows: no GPUs)."""
@@ -51,7 +57,7 @@ class GpuRows:
             return
         while cap < n:
             cap *= 2
-        for name in ("free", "bits", "model", "has"):
+        for name in ("free", "bits", "model", "has", "ver"):
             old = getattr(self, name)
             new = np.zeros((cap,) + old.shape[1:], old.dtype)
             new[: len(old)] = old
@@ -60,6 +66,7 @@ class GpuRows:
     def write(self, i: int, free: IntArray | None, bits: list[int]) -> None:
         """Row ``i`` from a node's free milli per position (None: no GPUs) and model bits per position."""
         self.ensure(i + 1)
+        self.ver[i] += 1
         self.free[i] = 0
         self.bits[i] = 0
         if free is None or not bits:
@@ -88,17 +95,43 @@ def fit_rows(rows: IntpArray, free: IntArray, bits: IntArray, count: int, milli:
     return out
 
 
+class ScoreCache:
+    """Raw scores and devices per pod shape (count, milli, model mask, CPU) and policy and row, valid while the row's
+    ``ver`` and free CPU are those recorded (arrays (cap,); ``ver`` −1: not computed). :meth:`clear` when
+    the target workload changes; at most :data:`SHAPES` shapes are kept (then it starts afresh)."""
+
+    SHAPES = 256
+
+    def __init__(self) -> None:
+        self.shapes: dict[tuple[int, int, int, int, bool], tuple[IntArray, IntArray, IntArray, IntArray]] = {}
+
+    def clear(self) -> None:
+        """Forget every shape."""
+        self.shapes.clear()
+
+    def arrays(self, key: tuple[int, int, int, int, bool], cap: int) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        """(raw, device, ver, cpu) of shape ``key`` for ``cap`` rows (fresh when absent or too short)."""
+        got = self.shapes.get(key)
+        if got is None or len(got[0]) < cap:
+            if len(self.shapes) >= self.SHAPES:
+                self.shapes.clear()
+            got = self.shapes[key] = (np.zeros(cap, np.int64), np.full(cap, -1, np.int64),
+                                      np.full(cap, -1, np.int64), np.zeros(cap, np.int64))
+        return got
+
+
 @njit(cache=True, nogil=True)
-def score_rows(rows: IntpArray, free: IntArray, bits: IntArray, model: IntArray, has: BoolArray,
+def score_rows(rows: IntpArray, free: IntArray, bits: IntArray, model: IntArray, has: BoolArray, ver: IntArray,
                cpu_free: IntArray, count: int, milli: int, mask: int, p_cpu: int,
                t_cpu: IntArray, t_milli: IntArray, t_num: IntArray, t_models: IntArray, t_prob: FloatArray,
-               ratio: float, ours: bool) -> tuple[IntArray, IntArray]:  # pragma: no cover - compiled
+               ratio: float, ours: bool, c_raw: IntArray, c_dev: IntArray, c_ver: IntArray, c_cpu: IntArray,
+               ) -> tuple[IntArray, IntArray]:  # pragma: no cover - compiled
     """(raw scores, device) over ``rows`` for a pod of ``count`` GPUs of ``milli`` (count 0: a CPU pod)
     with ``p_cpu`` milli-cores: raw = round(s · RAW_PER_GPU) of the policy's node score s in GPUs (``ours``:
     −ΔF/1000 − α ΔS/1000 − λ L, else FGD's −ΔF/1000), :data:`NO_FIT` where the GPUs do not fit; a CPU pod
     scores 0 on a node without GPUs (it strands no GPU there). device: the position a GPU-share pod takes,
     else −1. ``cpu_free`` (n,) milli-cores per row; target arrays (K,); ``ratio`` r̄ (milli-cores per
-    milli-GPU, 0: no stranding term)."""
+    milli-GPU, 0: no stranding term); ``c_*`` the shape's :class:`ScoreCache` arrays, read and written."""
     k_rows = rows.shape[0]
     raw = np.empty(k_rows, np.int64)
     dev = np.full(k_rows, -1, np.int64)
@@ -109,6 +142,13 @@ def score_rows(rows: IntpArray, free: IntArray, bits: IntArray, model: IntArray,
         if not has[i]:
             raw[k] = 0 if count == 0 else NO_FIT
             continue
+        if c_ver[i] == ver[i] and c_cpu[i] == cpu_free[i]:
+            raw[k] = c_raw[i]
+            dev[k] = c_dev[i]
+            continue
+        c_ver[i] = ver[i]
+        c_cpu[i] = cpu_free[i]
+        c_dev[i] = -1
         c = 0
         g = 0
         for d in range(free.shape[1]):
@@ -123,7 +163,7 @@ def score_rows(rows: IntpArray, free: IntArray, bits: IntArray, model: IntArray,
             else:
                 row[d] = 0
         if c < count:
-            raw[k] = NO_FIT
+            raw[k] = c_raw[i] = NO_FIT
             continue
         cpu = cpu_free[i]
         delta, got = delta_one(row, cpu if cpu > 0 else 0, model[i], p_cpu, count, milli,
@@ -136,17 +176,49 @@ def score_rows(rows: IntpArray, free: IntArray, bits: IntArray, model: IntArray,
             s = -delta / 1000.0 - STRANDING_WEIGHT * ds / 1000.0 - PACKING_WEIGHT * left
         else:
             s = -delta / 1000.0
-        raw[k] = round(s * RAW_PER_GPU)
-        dev[k] = got
+        raw[k] = c_raw[i] = round(s * RAW_PER_GPU)
+        dev[k] = c_dev[i] = got
     return raw, dev
 
 
 def score_target(rows: IntpArray, gpu: GpuRows, cpu_free: IntArray, count: int, milli: int, mask: int,
-                 p_cpu: int, target: TargetWorkload, ratio: float, ours: bool) -> tuple[IntArray, IntArray]:
-    """:func:`score_rows` against ``target`` (its arrays unpacked)."""
+                 p_cpu: int, target: TargetWorkload, ratio: float, ours: bool, cache: ScoreCache
+                 ) -> tuple[IntArray, IntArray]:
+    """:func:`score_rows` against ``target`` (its arrays unpacked), through ``cache`` (built for this
+    target and policy)."""
     t = target
-    return score_rows(rows, gpu.free, gpu.bits, gpu.model, gpu.has, cpu_free, count, milli, mask, p_cpu,
-                      t.cpu, t.gpu_milli, t.num_gpu, t.models, t.prob, ratio, ours)
+    c = cache.arrays((count, milli, mask, p_cpu, ours), len(gpu.has))
+    return score_rows(rows, gpu.free, gpu.bits, gpu.model, gpu.has, gpu.ver, cpu_free, count, milli, mask, p_cpu,
+                      t.cpu, t.gpu_milli, t.num_gpu, t.models, t.prob, ratio, ours, c[0], c[1], c[2], c[3])
+
+
+@njit(cache=True, nogil=True)
+def min_max(raw: IntArray, feasible: BoolArray) -> IntArray | None:  # pragma: no cover - compiled
+    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible rows, 0 elsewhere; None
+    when no row is feasible or all feasible rows have one raw score (kube-scheduler's min-max
+    normalisation, in two compiled passes)."""
+    n = raw.shape[0]
+    lo = 0
+    hi = 0
+    first = True
+    for i in range(n):
+        if feasible[i]:
+            v = raw[i]
+            if first:
+                lo = hi = v
+                first = False
+            elif v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+    if first or hi == lo:
+        return None
+    out = np.zeros(n, np.int64)
+    span = hi - lo
+    for i in range(n):
+        if feasible[i]:
+            out[i] = (raw[i] - lo) * 100 // span
+    return out
 
 
 _warm = False
@@ -162,5 +234,6 @@ def warm_up() -> None:
     gpu.write(0, np.full(MAX_GPUS, 1000, np.int64), [0])
     rows = np.zeros(1, np.intp)
     fit_rows(rows, gpu.free, gpu.bits, 1, 500, 0)
+    min_max(np.zeros(1, np.int64), np.ones(1, np.bool_))
     t = TargetWorkload.from_counts({(1000, 1000, 1, 0): 1.0})
-    score_target(rows, gpu, np.array([4000], np.int64), 1, 500, 0, 1000, t, 1.0, True)
+    score_target(rows, gpu, np.array([4000], np.int64), 1, 500, 0, 1000, t, 1.0, True, ScoreCache())
