@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
