@@ -16,8 +16,13 @@ from sched_helpers import GI
 from colo.messages import GPUInfo, GPURequest, NodeSpec, PodSpec, Resources
 from colo_scheduler.core import Scheduler
 from colo_scheduler.framework.interface import CycleState
-from colo_scheduler.plugins.deviceshare.plugin import NO_FIT, RAW_PER_GPU, DeviceShare, DeviceShareArgs
-from colo_scheduler.plugins.deviceshare.rows import min_max
+from colo_scheduler.plugins.deviceshare.plugin import (
+    NO_FIT,
+    RAW_PER_GPU,
+    DeviceShare,
+    DeviceShareArgs,
+    normalize_min_max,
+)
 from colo_scheduler.settings import SchedulerSettings
 
 
@@ -135,8 +140,8 @@ def test_compiled_rows_equal_the_reference_on_random_clusters(
     pytest.param([NO_FIT, -20_000, -10_000], [False, True, True], [0, 0, 100], id="negative raw scores"),
 ])
 def test_min_max(raw: list[int], feasible: list[bool], want: list[int] | None) -> None:
-    got = min_max(np.array(raw, np.int64), np.array(feasible, np.bool_))
-    assert (None if got is None else got.tolist()) == want
+    got = normalize_min_max(np.array(raw, np.int64), np.array(feasible, np.bool_))
+    assert (0 if want is None else want) == (got if isinstance(got, int) else got.dense(len(raw)).tolist())
 
 
 @pytest.mark.parametrize(("request_", "want"), [

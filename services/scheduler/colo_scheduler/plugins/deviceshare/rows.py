@@ -193,10 +193,10 @@ def score_target(rows: IntpArray, gpu: GpuRows, cpu_free: IntArray, count: int, 
 
 
 @njit(cache=True, nogil=True)
-def min_max(raw: IntArray, feasible: BoolArray) -> IntArray | None:  # pragma: no cover - compiled
-    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible rows, 0 elsewhere; None
-    when no row is feasible or all feasible rows have one raw score (kube-scheduler's min-max
-    normalisation, in two compiled passes)."""
+def min_max(raw: IntArray, feasible: BoolArray) -> tuple[IntpArray, IntArray] | None:  # pragma: no cover
+    """kube-scheduler's min-max normalisation, sparse: ``100 · (raw − min) // (max − min)`` with min and
+    max over the feasible rows, as (rows (k,) ascending, values (k,)) of the rows where it is above 0 (every
+    other row scores 0); None when no row is feasible or all feasible rows have one raw score."""
     n = raw.shape[0]
     lo = 0
     hi = 0
@@ -213,12 +213,18 @@ def min_max(raw: IntArray, feasible: BoolArray) -> IntArray | None:  # pragma: n
                 hi = v
     if first or hi == lo:
         return None
-    out = np.zeros(n, np.int64)
+    rows = np.empty(n, np.intp)
+    values = np.empty(n, np.int64)
+    k = 0
     span = hi - lo
     for i in range(n):
         if feasible[i]:
-            out[i] = (raw[i] - lo) * 100 // span
-    return out
+            v = (raw[i] - lo) * 100 // span
+            if v > 0:
+                rows[k] = i
+                values[k] = v
+                k += 1
+    return rows[:k].copy(), values[:k].copy()
 
 
 _warm = False
