@@ -10,10 +10,12 @@ milli-GPU, allowed ``models``; parsed from ``nvidia.com/gpu``, ``koordinator.sh/
 * Score: the policy's node score s in GPUs (``Ours`` — :mod:`.fgdplus`, FGD's fragmentation gradient plus
   CPU-stranded GPU and a packing tie-break; or ``FGD``, s = −ΔF / 1000) against the target workload; the raw
   score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 over the feasible
-  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs score
-  0 everywhere unless ``score_cpu_pods`` (then ΔF and CPU stranding of their CPU on GPU nodes, the packing term
-  on other nodes; it costs CPU pods ~14× in scheduling speed, bench/deviceshare_overhead.py). CPU and memory fit stay with
-  NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the paper.
+  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs are
+  scored once the target gives GPUs a CPU need (``score_cpu_pods`` None, the default; True always, False never):
+  ΔF, CPU stranding and packing of their CPU on GPU nodes, 0 (the best) on nodes without GPUs; else 0 everywhere.
+  CPU and memory fit stay with NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the
+  paper. Filter and Score run compiled over table rows (:mod:`.rows`); ``fit`` and ``evaluate`` are the
+  per-node reference.
 * Target workload: ``DeviceShareArgs.target`` when given (shapes and weights), else the GPU pods reserved so
   far (shape = CPU request, milli per device, device count), rebuilt when their number reaches 1, 2, 4, …,
   ``refresh_every`` and every ``refresh_every`` after (the authors' "typical pods": the most frequent shapes
