@@ -161,3 +161,35 @@ def test_threshold_stays_within_floor_and_ceiling(rows: list[tuple[float, float,
                     np.full(n, 2.0), np.full(n, 60.0), np.full(n, 0.02), NOW)
     assert (out.threshold >= floor).all()
     assert (out.threshold <= np.maximum(floor, ceiling)).all()
+
+
+# id, signal, BE used (m); want threshold, phase, baseline (a non-finite signal or BE use is unknown, never learned)
+NON_FINITE = [
+    ("inf signal is missing: fallback", float("inf"), 5000, 65, "fallback", 0.5),
+    ("NaN signal is missing: fallback", float("nan"), 5000, 65, "fallback", 0.5),
+    ("-inf signal is missing: fallback", float("-inf"), 5000, 65, "fallback", 0.5),
+    ("inf signal while BE-free teaches nothing", float("inf"), 0, 65, "fallback", 0.5),
+    ("NaN BE use: nothing to judge by, holds", 0.5, float("nan"), 71, "hold", 0.5),
+    ("negative BE use: nothing to judge by, holds, teaches nothing", 0.52, -5000, 71, "hold", 0.5),
+]
+
+
+@pytest.mark.parametrize(("signal", "be_used", "threshold", "phase", "baseline"),
+                         [pytest.param(*c[1:], id=c[0]) for c in NON_FINITE])
+def test_non_finite_inputs_are_unknown(signal: float, be_used: float, threshold: int, phase: str,
+                                       baseline: float) -> None:
+    out = be_budget(ON, LEARNED, signal, NOW, be_used, CAP, FLOOR, NOW)  # type: ignore[arg-type]
+    assert (out.threshold_percent, out.phase, out.baseline) == (threshold, phase, baseline)
+    assert out.baseline_samples == LEARNED.baseline_samples
+    assert np.isfinite(out.signal), "NodeMetric JSON has no inf/NaN: the state must stay encodable"
+
+
+def test_an_inf_signal_does_not_poison_the_baseline() -> None:
+    """Once a non-finite sample entered the moving average the baseline was NaN for good, no signal compared
+    above its limit again and the budget grew to max_percent whatever the LS pods suffered."""
+    st_: BEBudgetState | None = None
+    for k in range(4):
+        st_ = be_budget(ON, st_, 0.4 if k else float("inf"), NOW + k, 0, CAP, FLOOR, NOW + k)
+    for k in range(4, 30):
+        st_ = be_budget(ON, st_, 5.0, NOW + k, 5000, CAP, FLOOR, NOW + k)
+    assert st_ is not None and st_.threshold_percent == FLOOR and st_.phase == "cut"

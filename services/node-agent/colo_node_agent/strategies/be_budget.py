@@ -14,14 +14,14 @@ ceiling M = max(``max_percent``, F):
 * **Limit** L = max(b × (1 + ``target_increase_percent``/100), b + :data:`NOISE_FLOOR` of the signal): a rise
   smaller than the noise floor is never a violation (a BE-free run-queue wait of 0 would otherwise make every
   wait one).
-* **fallback** — the signal is missing (−1, no LS pod reports it), stale (older than ``stale_after_s``,
+* **fallback** — the signal is missing (negative, NaN or infinite: −1, no LS pod reports it), stale (older than ``stale_after_s``,
   :data:`STALE_AFTER_S` 30 s) or the baseline not yet trusted: threshold = F.
 * **cut** — s > L: threshold = F + ⌊(threshold − F)/2⌋ (half the excess over the floor, Heracles' fast
   decrease without disabling BE outright), straight to F when the rise s − b is over :data:`SEVERE_FACTOR` (2)
   × the allowed rise L − b; the hold starts (``cut_at`` = now). A violation cuts again in every loop.
 * **hold** — within ``hold_s`` of the last cut; or in the guard band, s − b > :data:`GUARD_FRACTION` (½) ×
-  (L − b): close to the limit, keep what works; or no BE work to judge by (BE used < 5 % of capacity):
-  threshold unchanged.
+  (L − b): close to the limit, keep what works; or no BE work to judge by (BE used < 5 % of capacity, or
+  unknown: NaN or negative): threshold unchanged.
 * **grow** — otherwise: threshold + ``step_percent``, but for :data:`PROBE_HOLDS` (10) × ``hold_s`` after a cut
   no higher than the threshold that was cut minus one step (``cut_from``: where the violation began), so that a
   node whose actuator moves in coarse steps (a BE cpuset of whole CPUs) does not climb back into the same
@@ -145,8 +145,10 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     """One loop of the rule (module doc) for ``n`` nodes; every argument an array of shape ``(n,)``: ``signal``
     the worst LS value (−1 unknown) measured at ``signal_at`` seconds, ``be_used``/``capacity`` milli-cores,
     percents of capacity, ``hold_s`` seconds, ``noise`` the signal's :data:`NOISE_FLOOR`. Pure."""
+    signal = np.where(np.isfinite(signal) & (signal >= 0), signal, -1.0)  # NaN/inf: unknown, never learned
     fresh = (signal >= 0) & (now - signal_at <= stale_after_s)
-    be_free = be_used * 100 < BE_FREE_PERCENT * capacity
+    be_known = np.isfinite(be_used) & (be_used >= 0)
+    be_free = be_known & (be_used * 100 < BE_FREE_PERCENT * capacity)
     learn = fresh & be_free
     first = learn & (prev.samples == 0)
     baseline = np.where(first, signal,
@@ -161,7 +163,7 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     cap = np.where((prev.cut_from >= 0) & (now - prev.cut_at < PROBE_HOLDS * hold_s),
                    np.minimum(ceiling, prev.cut_from - step_percent), ceiling)
     held = known & ~violated & ((now - prev.cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free
-                                | (prev.threshold >= cap))
+                                | ~be_known | (prev.threshold >= cap))
     growing = known & ~violated & ~held
     threshold = np.select(
         [~known, violated & (rise > SEVERE_FACTOR * allowed), violated, growing],
