@@ -34,6 +34,11 @@ def metric(threshold: float | None, phase: str = "grow") -> NodeMetric:
     pytest.param(ON, metric(None), 60, id="no budget reported"),
     pytest.param(OFF, metric(80.0), 60, id="budget off in the rendered NodeSLO"),
     pytest.param(None, metric(80.0), 60, id="no NodeSLO rendered yet"),
+    pytest.param(ON, metric(99.0), 95, id="a reported threshold above max_percent: max_percent"),
+    pytest.param(NodeSLO(node="n1", be_budget=BEBudgetStrategy(enabled=True, max_percent=75)), metric(90.0), 75,
+                 id="a state older than the NodeSLO that lowered max_percent: the new max_percent"),
+    pytest.param(NodeSLO(node="n1", be_budget=BEBudgetStrategy(enabled=True, max_percent=50)), metric(90.0), 60,
+                 id="max_percent below the static reclaim threshold: static"),
 ])
 def test_cpu_reclaim_percent(slo: NodeSLO | None, m: NodeMetric, want: int) -> None:
     assert cpu_reclaim_percent(BatchConfig(), m, slo) == want

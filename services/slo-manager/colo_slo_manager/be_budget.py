@@ -4,7 +4,8 @@
 The node agent raises its CPU suppress threshold above the static one while the LS pods' interference allows
 and reports it in ``NodeMetric.be_budget``. The batch-cpu formula (REFERENCE.md §3) then reclaims up to that
 threshold instead of ``batch.cpu_reclaim_threshold_percent``, so that batch pods are offered what BE pods may
-use: never above the node's threshold, never below the static reclaim threshold. A node whose budget is off in
+use: never above the node's threshold nor the ``max_percent`` of the NodeSLO rendered for it (a report made
+under an older NodeSLO may be above a lowered ceiling), never below the static reclaim threshold. A node whose budget is off in
 the NodeSLO rendered for it, that reports no budget, or whose budget is in ``fallback`` (signals missing: the
 agent uses its static threshold) is offered by the static reclaim threshold.
 """
@@ -17,10 +18,11 @@ from colo_slo_manager.settings import BatchConfig
 
 def cpu_reclaim_percent(batch: BatchConfig, metric: NodeMetric, slo: NodeSLO | None) -> int:
     """The CPU reclaim threshold (percent of capacity) of a node with ``metric`` under its rendered ``slo``:
-    max(static, ⌊reported threshold⌋) while its BE budget is on and not in fallback, else the static
-    ``batch.cpu_reclaim_threshold_percent`` (module doc)."""
+    max(static, min(⌊reported threshold⌋, ``slo.be_budget.max_percent``)) while its BE budget is on and not in
+    fallback, else the static ``batch.cpu_reclaim_threshold_percent`` (module doc). The rendered ``max_percent``
+    caps the report: a state the agent computed under an older NodeSLO (a higher ceiling) is never offered."""
     static = batch.cpu_reclaim_threshold_percent
     budget = metric.be_budget
     if slo is None or not slo.be_budget.enabled or budget is None or budget.phase == "fallback":
         return static
-    return max(static, min(int(budget.threshold_percent), 100))
+    return max(static, min(int(budget.threshold_percent), slo.be_budget.max_percent, 100))
