@@ -113,3 +113,50 @@ def test_switching_off_removes_only_the_agents_tree(lab: tuple[NetLab, Path], cg
     assert "htb 1:" in host_tc.run(["tc", "qdisc", "show", "dev", netlab.tx_if])
     bad = NetQoSStrategy(enabled=True, interface="nosuchdev0", total_bps=TOTAL, ls_bps=LS_RATE, be_bps=BE_RATE)
     assert "nosuchdev0" in net.sync(bad, 2.0)
+
+
+def test_an_agent_restart_adopts_or_removes_the_tree_it_left(lab: tuple[NetLab, Path], cgroup_parent: str,
+                                                             tmp_path: Path) -> None:
+    """The tree outlives the agent process. A restarted agent adopts it when the policy is unchanged (no second
+    root qdisc, the classes replaced in place), removes it when the policy is now off, and moves it when the
+    interface changed: never a tree left behind on an interface the policy no longer names."""
+    netlab, root = lab
+    state = {"slo": NodeSLO(node=NODE)}
+
+    def agent() -> HostBackend:
+        b = HostBackend(HostConfig(node_name=NODE, cgroup_root=str(root), cgroup_parent=cgroup_parent,
+                                   state_dir=str(tmp_path / "state"), loop_s=0.1), lambda n: state["slo"],
+                        start=time.time())
+        b.advance(time.time())
+        return b
+
+    def on(interface: str) -> NodeSLO:
+        return NodeSLO(node=NODE, net_qos=NetQoSStrategy(enabled=True, interface=interface, total_bps=TOTAL,
+                                                         ls_bps=LS_RATE, be_bps=BE_RATE))
+
+    def roots(interface: str) -> list[str]:
+        return [ln for ln in host_tc.run(["tc", "qdisc", "show", "dev", interface]).splitlines() if " root " in ln]
+
+    with NetLab() as other:
+        last: HostBackend | None = None
+        try:
+            state["slo"] = on(netlab.tx_if)
+            last = agent()
+            assert last.net.problem == "" and host_tc.ours(netlab.tx_if)
+            last.close()  # the agent exits; the tree stays
+            last = agent()  # same policy: adopted
+            assert last.net.problem == "" and len(roots(netlab.tx_if)) == 1 and host_tc.ours(netlab.tx_if)
+            last.close()
+            state["slo"] = on(other.tx_if)
+            last = agent()  # the interface changed while the agent was down: moved
+            assert host_tc.ours(other.tx_if) and not host_tc.ours(netlab.tx_if), last.net.problem
+            last.close()
+            state["slo"] = NodeSLO(node=NODE)
+            last = agent()  # switched off while the agent was down: removed
+            assert not host_tc.ours(other.tx_if) and not host_tc.ours(netlab.tx_if), last.net.problem
+        finally:
+            if last is not None:
+                last.purge()
+            for lab_ in (netlab, other):
+                if host_tc.ours(lab_.tx_if):
+                    host_tc.remove(lab_.tx_if)

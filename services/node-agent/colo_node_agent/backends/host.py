@@ -127,7 +127,7 @@ class HostBackend:
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
         self.oom = OOMScores()
-        self.net = NetQoS(tree)
+        self.net = NetQoS(tree, self.state_dir)
         self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
         self.interference = InterferenceSampler(tree.threads) if config.interference_signals else None

@@ -6,6 +6,11 @@ makes its groups there like in the other hierarchies, and pods join them); witho
 one problem and changes nothing. The tree is installed when the policy changes, retried every
 :data:`RETRY_S` seconds after a failure, and removed (only when it is the agent's) when switched off.
 
+The tree outlives the agent process: the interface it is on is recorded in the state directory
+(:data:`RECORD`), and a restarted agent adopts the tree there when its policy still names that interface
+(the classes are replaced in place), else removes it — when the policy is now off or names another interface
+— before installing anything, so that no tree is ever left on an interface the policy no longer names.
+
 ``ifpriomap`` is keyed by interface (``"<ifname> <priority>"`` per line, devices of the initial network
 namespace only: the kernel looks the name up there), a shape the executor's value kinds do not have, so its
 writes are made here, each once per (group, interface) and value. The kernel reads the map at every packet:
@@ -15,6 +20,8 @@ a write applies to the group's existing sockets at once.
 from __future__ import annotations
 
 import errno
+import os
+from pathlib import Path
 
 from colo.messages import NetQoSStrategy, QoSClass
 from colo_node_agent.backends import host_tc
@@ -27,13 +34,19 @@ RETRY_S = 10.0
 PRIOMAP = "net_prio.ifpriomap"
 QOS_GROUPS: tuple[tuple[str, QoSClass], ...] = ((KUBEPODS, "LSR"), (BURSTABLE, "LS"), (BESTEFFORT, "BE"))
 """The QoS-class groups: their map is what a new pod group inherits."""
+RECORD = "net_qos.interface"
+"""File in the state directory naming the interface that holds the agent's tree (absent: none)."""
 
 
 class NetQoS:
     """The network QoS state of one host node: the tree installed, the maps written, the last problem."""
 
-    def __init__(self, tree: CgroupTree) -> None:
+    def __init__(self, tree: CgroupTree, state_dir: Path | None = None) -> None:
+        """``state_dir`` keeps :data:`RECORD` across agent restarts (None: nothing recorded, no adoption)."""
         self.tree = tree
+        self._record = state_dir / RECORD if state_dir is not None else None
+        self._left = self._read_record()
+        """The interface a previous agent process left its tree on (None: none), until this one resolves it."""
         self.available = tree.version == "v1" and "net_prio" in tree.controllers
         self.installed: NetQoSStrategy | None = None
         """The policy whose tree is on the interface (None: nothing installed by this agent)."""
@@ -44,7 +57,7 @@ class NetQoS:
 
     def sync(self, policy: NetQoSStrategy, now: float) -> str:
         """Bring the interface's tree in line with ``policy``; the problem ("" none)."""
-        if not policy.enabled and self.installed is None:
+        if not policy.enabled and self.installed is None and self._left is None:
             self.problem = ""
             return ""
         if not self.available and policy.enabled:
@@ -56,25 +69,50 @@ class NetQoS:
         if self._failed is not None and self._failed[0] == policy and now < self._failed[1] + RETRY_S:
             return self.problem
         try:
-            old = self.installed
-            if old is not None and (not policy.enabled or old.interface != policy.interface):
-                host_tc.remove(old.interface)
+            old = self.installed.interface if self.installed is not None else self._left
+            if old is not None and (not policy.enabled or old != policy.interface):
+                host_tc.remove(old)
+                self.installed, self._left = None, None
+                self._write_record(None)
             if policy.enabled:
+                self._write_record(policy.interface)  # before tc: a crash in between still leaves it known
                 host_tc.install(policy.interface, htb_classes(policy))
             self.installed = policy if policy.enabled else None
+            self._left = None
             self.problem, self._failed = "", None
         except host_tc.TCError as exc:
             self.problem, self._failed = f"net_qos: {exc}", (policy, now)
         return self.problem
 
+    def _read_record(self) -> str | None:
+        if self._record is None:
+            return None
+        try:
+            name = self._record.read_text().strip()
+        except OSError:
+            return None
+        return name or None
+
+    def _write_record(self, interface: str | None) -> None:
+        if self._record is None:
+            return
+        if interface is None:
+            self._record.unlink(missing_ok=True)
+            return
+        tmp = self._record.with_suffix(".tmp")
+        tmp.write_text(interface + "\n")
+        os.replace(tmp, self._record)
+
     def remove(self) -> None:
         """Take the installed tree off its interface (tests and benchmarks leave nothing behind)."""
-        if self.installed is not None:
+        interface = self.installed.interface if self.installed is not None else self._left
+        if interface is not None:
             try:
-                host_tc.remove(self.installed.interface)
+                host_tc.remove(interface)
             except host_tc.TCError as exc:
                 self.problem = f"net_qos: {exc}"
-            self.installed = None
+            self.installed = self._left = None
+            self._write_record(None)
 
     def classify(self, pods: list[tuple[str, QoSClass]], policy: NetQoSStrategy, prune: bool = True) -> None:
         """Write the priority of the QoS-class groups and of ``pods`` (group, class) for the policy's
