@@ -96,7 +96,8 @@ def test_without_net_qos_be_takes_what_it_can(lab: tuple[NetLab, Path], cgroup_p
     assert not host_tc.ours(netlab.tx_if)
 
 
-def test_switching_off_removes_only_the_agents_tree(lab: tuple[NetLab, Path], cgroup_parent: str) -> None:
+def test_switching_off_removes_only_the_agents_tree(lab: tuple[NetLab, Path], cgroup_parent: str,
+                                                   tmp_path: Path) -> None:
     netlab, _ = lab
     from colo_node_agent.backends.host_net import NetQoS
 
@@ -113,6 +114,11 @@ def test_switching_off_removes_only_the_agents_tree(lab: tuple[NetLab, Path], cg
     assert "htb 1:" in host_tc.run(["tc", "qdisc", "show", "dev", netlab.tx_if])
     bad = NetQoSStrategy(enabled=True, interface="nosuchdev0", total_bps=TOTAL, ls_bps=LS_RATE, be_bps=BE_RATE)
     assert "nosuchdev0" in net.sync(bad, 2.0)
+    # recorded across restarts: a tree that never got onto a missing interface leaves nothing to remove there
+    kept = NetQoS(Tree(), tmp_path)  # type: ignore[arg-type]
+    assert "nosuchdev0" in kept.sync(bad, 3.0)
+    again = NetQoS(Tree(), tmp_path)  # type: ignore[arg-type]
+    assert again.sync(NetQoSStrategy(), 4.0) == "" and again.sync(NetQoSStrategy(), 20.0) == ""
 
 
 def test_an_agent_restart_adopts_or_removes_the_tree_it_left(lab: tuple[NetLab, Path], cgroup_parent: str,

@@ -10,6 +10,7 @@ named by a packet's priority. :func:`remove` deletes the root qdisc only when it
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -64,10 +65,16 @@ def ours(interface: str) -> bool:
     return any(line.split()[:3] == ["qdisc", "htb", HANDLE] for line in text.splitlines() if line.strip())
 
 
+def exists(interface: str) -> bool:
+    """Whether ``interface`` is a network device of this network namespace (``/sys/class/net``)."""
+    return os.path.exists(f"/sys/class/net/{interface}")
+
+
 def remove(interface: str) -> bool:
     """Delete the agent's root qdisc (and with it its classes) from ``interface``; False when the root qdisc
-    is not the agent's (left alone). Raises TCError."""
-    if not ours(interface):
+    is not the agent's (left alone) or the interface does not exist (any more: it holds no tree). Raises
+    TCError."""
+    if not exists(interface) or not ours(interface):
         return False
     run([_tc(), "qdisc", "del", "dev", interface, "root", "handle", HANDLE, "htb"])
     return True
