@@ -162,6 +162,9 @@ def _be_budget_problems(bb: BEBudgetStrategy, cs: CPUSuppressStrategy | None, wh
 
 IFNAME_MAX = 15
 """Longest network interface name the kernel accepts (``IFNAMSIZ`` - 1)."""
+MAX_BPS = 2**63 - 1
+"""Largest rate (bits/s) of network QoS: ``tc`` parses rates as 64-bit numbers (2**64 bit/s went on the
+interface as ``rate 0bit`` without an error), and int64 is what every JSON client can hold."""
 
 
 def _ifname_ok(name: str) -> bool:
@@ -173,7 +176,7 @@ def isolation_problems(values: Mapping[str, Any], w: str = "") -> list[str]:
     """Every problem of the ``oom`` and ``net_qos`` strategies among ``values``, prefixed ``w``
     (docs/node-agent.md "OOM priority", "Network QoS"): OOM scores within -1000..1000 and ordered
     ``lsr_score_adj`` < ``ls_max_score_adj`` < ``be_score_adj``; network QoS, when enabled, an interface name
-    the kernel accepts, rates > 0 bits/s and ``ls_bps`` + ``be_bps`` <=
+    the kernel accepts, rates > 0 bits/s and at most :data:`MAX_BPS`, and ``ls_bps`` + ``be_bps`` <=
     ``total_bps`` (HTB guarantees only what the parent class holds)."""
     out: list[str] = []
     oom = values.get("oom")
@@ -191,6 +194,9 @@ def isolation_problems(values: Mapping[str, Any], w: str = "") -> list[str]:
         for field in ("total_bps", "ls_bps", "be_bps"):
             if getattr(nq, field) <= 0:
                 out.append(f"{w}net_qos.{field} must be > 0 bits/s when enabled, got {getattr(nq, field)}")
+            elif getattr(nq, field) > MAX_BPS:
+                out.append(f"{w}net_qos.{field} must be at most {MAX_BPS} bits/s (tc's 64-bit rates), "
+                           f"got {getattr(nq, field)}")
         if nq.ls_bps + nq.be_bps > nq.total_bps:
             out.append(f"{w}net_qos: ls_bps + be_bps ({nq.ls_bps + nq.be_bps}) must not exceed total_bps "
                        f"({nq.total_bps})")

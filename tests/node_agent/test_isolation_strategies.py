@@ -112,6 +112,12 @@ PROBLEM_CASES = [
     ("net on: ls + be above total", NodeSLO(node="n", net_qos=NetQoSStrategy(
         enabled=True, interface="eth0", total_bps=10, ls_bps=8, be_bps=4)),
      ["net_qos: ls_bps + be_bps (12) must not exceed total_bps (10)"]),
+    # tc takes rates as 64-bit bits/s: 2**64 went on the interface as "rate 0bit" without an error
+    ("net on: rates above tc's 64-bit range", NodeSLO(node="n", net_qos=NetQoSStrategy(
+        enabled=True, interface="eth0", total_bps=2**64, ls_bps=2**62, be_bps=2**62)),
+     [f"net_qos.total_bps must be at most {2**63 - 1} bits/s (tc's 64-bit rates), got {2**64}"]),
+    ("net on: the largest rate tc takes", NodeSLO(node="n", net_qos=NetQoSStrategy(
+        enabled=True, interface="eth0", total_bps=2**63 - 1, ls_bps=2**62, be_bps=2**61)), []),
 ]
 
 
