@@ -41,14 +41,27 @@ def metric(threshold: float | None, phase: str = "grow") -> NodeMetric:
                  id="max_percent below the static reclaim threshold: static"),
 ])
 def test_cpu_reclaim_percent(slo: NodeSLO | None, m: NodeMetric, want: int) -> None:
-    assert cpu_reclaim_percent(BatchConfig(), m, slo) == want
+    assert cpu_reclaim_percent(BatchConfig(), m, slo, now=m.at + 60) == want
+
+
+@pytest.mark.parametrize(("age_s", "want"), [
+    pytest.param(60.0, 85, id="one report interval old: the budget"),
+    pytest.param(180.0, 85, id="three report intervals old: still the budget"),
+    pytest.param(181.0, 60, id="older: nothing on the node adjusts it any more, the static threshold"),
+    pytest.param(-5.0, 85, id="a clock a little behind the node's: the budget"),
+])
+def test_a_stale_budget_is_not_offered(age_s: float, want: int) -> None:
+    """A node agent that stopped reporting no longer cuts its budget when LS pods suffer: the raised offer
+    stands only while the state is fresh (BUDGET_STALE_S), the static one until the metric itself is reset."""
+    m = metric(85.0)
+    assert cpu_reclaim_percent(BatchConfig(), m, ON, now=m.at + age_s) == want
 
 
 def test_batch_cpu_offer_follows_the_budget() -> None:
     m = metric(85.0)
     args = (NODE, node_reserved(NODE), m, NodePods.of([]), None, BatchConfig(), SloManagerSettings().mid)
     static = compute_allocatable_of(*args)
-    adaptive = compute_allocatable_of(*args, cpu_reclaim_percent=cpu_reclaim_percent(BatchConfig(), m, ON))
+    adaptive = compute_allocatable_of(*args, cpu_reclaim_percent=cpu_reclaim_percent(BatchConfig(), m, ON, m.at))
     # usage policy: capacity × reclaim% − system used (5 cores), no HP pods
     assert (static.batch_cpu, adaptive.batch_cpu) == (55_000, 80_000)
     assert adaptive.batch_memory == static.batch_memory

@@ -360,9 +360,9 @@ class SloManagerService:
             cached = self._reserved[name] = (node, node_reserved(node))
         summary = self.state.pod_summary(name)
         slo = self.state.slos.get(name)
+        reclaim = cpu_reclaim_percent(self.settings.batch, metric, slo, now)
         computed = compute_allocatable_of(node, cached[1], metric, summary, self.state.profiles.get(name),
-                                          self.settings.batch, self.settings.mid,
-                                          cpu_reclaim_percent=cpu_reclaim_percent(self.settings.batch, metric, slo))
+                                          self.settings.batch, self.settings.mid, cpu_reclaim_percent=reclaim)
         evict = slo.memory_evict if slo is not None else self.settings.node_slo.memory_evict
         computed = eviction_headroom(computed, metric, node.capacity.memory, summary.be_memory_request, evict)
         return under_pressure(computed, metric)
