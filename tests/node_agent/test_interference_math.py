@@ -131,6 +131,23 @@ def test_sampler_over_report_windows_with_exits_and_forgotten_pods(tmp_path: Pat
     assert s.pods == {}
 
 
+def test_a_thread_list_read_that_fails_once_does_not_count_lifetimes(tmp_path: Path) -> None:
+    """The tasks file unreadable for one loop (``threads`` gives []: a transient error, the group being moved)
+    used to forget every thread: the next loop took them all for new threads and added their whole lifetime's
+    run and wait to one window."""
+    proc = FakeProc(tmp_path)
+    s = InterferenceSampler(proc.threads, proc=str(tmp_path), count_cpi=False)
+    proc.set(10, 10**9, 9 * 10**8)  # a long-running thread that waited a lot before the agent started
+    s.sample({"a": "kubepods/poda"})  # baseline
+    s.signals("a", {})
+    tids, proc.tids = proc.tids, []
+    s.sample({"a": "kubepods/poda"})  # the thread list could not be read
+    proc.tids = tids
+    proc.set(10, 10**9 + 1000, 9 * 10**8 + 100)
+    s.sample({"a": "kubepods/poda"})
+    assert s.signals("a", {}).runq_wait_ratio == pytest.approx(0.1)
+
+
 class FakePerf:
     """perf_event_open and read on fake descriptors: per tid, cycles and instructions set by the test."""
 

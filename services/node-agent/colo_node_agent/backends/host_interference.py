@@ -14,6 +14,11 @@
 * ``cpi``: Δcycles / Δinstructions of the pod's threads over the window (:mod:`.host_perf`), −1 where the kernel
   offers no hardware events (probed once, logged once).
 
+A loop whose thread list comes back empty (the tasks file unreadable for a moment) keeps the previous reading,
+so that its threads are not taken for new ones, with their whole lifetime's times, in the next loop. Cost:
+about 9 µs of CPU per thread per loop on this machine (one ``schedstat`` open and read each: 17.6 ms for a
+pod of 2,000 threads, measured with ``InterferenceSampler.sample`` over a real process's tasks).
+
 Memory is bounded by the live pods and their threads: a pod missing from a :meth:`InterferenceSampler.sample`
 call is forgotten (its perf descriptors closed).
 """
@@ -133,11 +138,13 @@ class InterferenceSampler:
                 st = self.pods[uid] = PodCounters(tasks=cur)  # the baseline: nothing counted yet
                 if self.perf is not None:
                     st.cycles = PodCycles(self.perf)
-            else:
+            elif tids:
                 d = added(st.tasks, cur)
                 st.run_ns += d.run_ns
                 st.wait_ns += d.wait_ns
                 st.tasks = cur
+            # no thread listed (the tasks file unreadable this loop, or the group empty): the previous reading
+            # stays, else the next loop would take every thread for a new one and add its whole lifetime
             if st.cycles is not None:
                 st.cycles.update(tids)
 
