@@ -46,6 +46,7 @@ from colo_scheduler.plugins.deviceshare.book import NodeGPUs
 from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
 from colo_scheduler.plugins.deviceshare.frag import delta_one
 from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
+from colo_scheduler.plugins.deviceshare.preempt import candidate_rows, simulate
 from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, TargetWorkload
 from colo_scheduler.podinfo import ASSIGNED_DEVICES, IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -371,3 +372,35 @@ class DeviceShare:
         gpus = self.nodes.get(table.names[node])
         if gpus is not None and gpus.remove(pod.uid):
             table.touch(node)
+
+    # ------------------------------------------------------------------ preemption (PreemptionRemovalSimulator)
+
+    def preemption_applies(self, pod: PodInfo) -> bool:
+        """True for a GPU pod: removing pods frees GPUs only for it."""
+        return self.request(pod) is not None
+
+    def preemption_candidates(self, state: CycleState, pod: PodInfo, below: int) -> BoolArray:
+        """(n,) rows whose allowed GPUs could hold the pod once every pod of priority below ``below`` left
+        (:func:`.preempt.candidate_rows`); all True for a pod without a GPU request."""
+        table = state.table
+        req = self.request(pod)
+        if req is None:
+            return np.ones(table.n, np.bool_)
+        assigned = table.assigned
+
+        def priority_of(uid: str) -> int | None:
+            ap = assigned.get(uid)
+            return None if ap is None else ap.pod.priority
+
+        rows = [(i, g) for i in range(table.n) if (g := self.node(table, i)) is not None]
+        out = np.zeros(table.n, np.bool_)
+        out[candidate_rows(rows, lambda g: self.allowed(g, req), req, priority_of, below)] = True
+        return out
+
+    def simulate_remove(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Free ``victim``'s GPUs on ``row`` for the victim simulation (:func:`.preempt.simulate`)."""
+        simulate(self.nodes.get(table.names[row]), victim.uid, 1)
+
+    def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Book ``victim``'s GPUs on ``row`` again after :meth:`simulate_remove`."""
+        simulate(self.nodes.get(table.names[row]), victim.uid, -1)

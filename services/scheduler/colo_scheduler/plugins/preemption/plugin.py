@@ -34,6 +34,7 @@ from colo_scheduler.framework.interface import (
     DRY_RUN,
     FILTER_MASKS,
     CycleState,
+    PreemptionRemovalSimulator,
     PreemptionVictimFilter,
     PreemptionVictimsFilter,
 )
@@ -47,8 +48,9 @@ from colo_scheduler.plugins.preemption.victims import NodeVictims, select_victim
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import AssignedPod, NodeTable
 
-POD_DEPENDENT_FILTERS = ("NodeResourcesFit", "MaxInstancePerNode")
-"""Filters whose verdict on a node depends on the pods assigned to it (requests, pod count, app counts)."""
+POD_DEPENDENT_FILTERS = ("NodeResourcesFit", "MaxInstancePerNode", "DeviceShare")
+"""Filters whose verdict on a node depends on the pods assigned to it (requests, pod count, app counts, the
+GPUs they hold)."""
 
 
 class DefaultPreemptionArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -95,6 +97,8 @@ class DefaultPreemption:
         MaxInstancePerNode (:func:`select_victims_fit`); False always writes the row and re-runs the
         filters (:func:`select_victims`, the reference the arithmetic is tested against)."""
         self._arithmetic = False
+        self._simulators: list[Any] = []
+        """The pod-dependent filters with their own per-node state (:class:`PreemptionRemovalSimulator`)."""
         self._index: PriorityIndex | None = None
 
     def attach(self, table: NodeTable, filters: Sequence[Any], plugins: Sequence[Any],
@@ -105,7 +109,9 @@ class DefaultPreemption:
         dependent = self._dependent_names = frozenset(self.args.pod_dependent_filters)
         self._filters = list(filters)
         self._dependent = [f for f in filters if f.name in dependent]
-        self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent)
+        self._simulators = [f for f in self._dependent if isinstance(f, PreemptionRemovalSimulator)]
+        self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent
+                               if f not in self._simulators)
         self._victim_filters = [p for p in plugins if isinstance(p, PreemptionVictimFilter)]
         self._set_filters = [p for p in plugins if isinstance(p, PreemptionVictimsFilter)]
         self.nominator = Nominator(table, self.args.nomination_timeout_s)
@@ -165,7 +171,15 @@ class DefaultPreemption:
         cols = list(pod.request_col_ints)
         if cols:
             ok &= (table.free[:, cols] + removable[:, cols] >= pod.request[cols]).all(axis=1)
+        for sim in self._applying(pod):
+            if not ok.any():
+                break
+            ok &= sim.preemption_candidates(state, pod, pod.priority)
         return np.flatnonzero(ok)
+
+    def _applying(self, pod: PodInfo) -> list[Any]:
+        """The simulators whose verdict removing pods can change for ``pod``."""
+        return [s for s in self._simulators if s.preemption_applies(pod)]
 
     def _removable(self, state: CycleState, priority: int) -> IntArray | None:
         """(n, 7) Σ requests of the assigned pods of priority below ``priority`` per row (the pods column
@@ -185,6 +199,9 @@ class DefaultPreemption:
         k = int(np.searchsorted(rows, self._offset % max(n, 1)))
         order = np.concatenate((rows[k:], rows[:k])).tolist()
         leaving = nominator.leaving_by_owner()
+        simulated = bool(self._applying(pod))
+        arithmetic = self._arithmetic and self.fit_arithmetic and not simulated
+        dependent = [f for f in self._dependent if simulated or f not in self._simulators]
         found: list[NodeVictims] = []
         last = order[0]
         for row in order:
@@ -192,8 +209,8 @@ class DefaultPreemption:
             potential = [ap for ap in table.node_pods[row].values() if self._eligible(state, pod, ap, nominator)]
             if not potential:
                 continue
-            nv = (select_victims_fit(state, pod, row, potential, leaving) if self._arithmetic and self.fit_arithmetic
-                  else select_victims(state, pod, row, potential, self._dependent, leaving))
+            nv = (select_victims_fit(state, pod, row, potential, leaving) if arithmetic
+                  else select_victims(state, pod, row, potential, dependent, leaving))
             if nv is None or not nv.victims:
                 continue
             if self._set_filters and not all(f.victims_allowed(state, pod, [ap.pod for ap in nv.victims])

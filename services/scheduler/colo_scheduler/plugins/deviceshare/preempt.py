@@ -1,0 +1,53 @@
+"""DeviceShare under preemption: the victim simulation's view of the GPU bookings, and the candidate pre-screen
+(docs/gpu.md "Preemption"; the counterpart of Koordinator DeviceShare's ``RemovePod``/``AddPod`` pre-filter
+extensions, which free a victim's devices in the cycle state before the filter is re-run).
+
+Units: milli-GPU per device (1000 = a whole GPU). The simulation writes :attr:`NodeGPUs.free` of one node in place
+and leaves :attr:`NodeGPUs.version` alone: the preemption plugin restores every change exactly before it returns,
+and only the filter (which memoises nothing) reads the bookings meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from colo.messages import GPURequest
+from colo_scheduler.plugins.deviceshare.book import NodeGPUs
+
+
+def simulate(gpus: NodeGPUs | None, uid: str, sign: int) -> None:
+    """Free (``sign`` = +1) or re-book (−1) the milli-GPU pod ``uid`` holds on ``gpus``, in place; a pod holding
+    nothing there (a CPU pod) changes nothing."""
+    if gpus is None:
+        return
+    for pos, milli in gpus.pods.get(uid, ()):
+        gpus.free[pos] += sign * milli
+
+
+def reachable(gpus: NodeGPUs, allowed: Sequence[int], req: GPURequest,
+              priority_of: Callable[[str], int | None], below: int) -> bool:
+    """Whether ``req`` could fit on ``gpus`` if every pod of priority below ``below`` left: at least ``req.count``
+    ``allowed`` positions whose free milli plus the milli such pods hold there reach ``req.milli``
+    (``priority_of``: a booked uid's priority, None when not assigned — its share stays). A bound: protected
+    or unbound pods are counted as removable."""
+    room = {p: int(gpus.free[p]) for p in allowed}
+    for uid, held in gpus.pods.items():
+        prio = priority_of(uid)
+        if prio is None or prio >= below:
+            continue
+        for pos, milli in held:
+            if pos in room:
+                room[pos] += milli
+    return sum(1 for r in room.values() if r >= req.milli) >= req.count
+
+
+def candidate_rows(nodes: Iterable[tuple[int, NodeGPUs]], allowed_of: Callable[[NodeGPUs], Sequence[int]],
+                   req: GPURequest, priority_of: Callable[[str], int | None], below: int) -> list[int]:
+    """Rows of ``nodes`` ((row, GPUs) pairs) :func:`reachable` keeps; the capacity bound comes first (a node with
+    fewer than ``req.count`` GPUs of an allowed model is never a candidate, without looking at its pods)."""
+    out = []
+    for row, gpus in nodes:
+        allowed = allowed_of(gpus)
+        if len(allowed) >= req.count and reachable(gpus, allowed, req, priority_of, below):
+            out.append(row)
+    return out
