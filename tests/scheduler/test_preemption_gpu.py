@@ -13,6 +13,7 @@ from sched_helpers import GI
 from colo.messages import GPUInfo, GPURequest, NodeSpec, PodSpec, Resources, devices_parse
 from colo_scheduler.core import Scheduler
 from colo_scheduler.plugins.deviceshare.plugin import DeviceShare
+from colo_scheduler.plugins.deviceshare.preempt import HOLD_PREFIX
 from colo_scheduler.podinfo import ASSIGNED_DEVICES
 from colo_scheduler.settings import SchedulerSettings
 
@@ -63,15 +64,25 @@ def cluster(nodes: list[NodeSpec], pods: list[Held]) -> Scheduler:
     return core
 
 
+def bookings(core: Scheduler) -> dict[str, dict[str, tuple[tuple[int, int], ...]]]:
+    """Node → the GPU bookings of pods (holds of nominated preemptors left out)."""
+    return {name: {u: d for u, d in g.pods.items() if not u.startswith(HOLD_PREFIX)}
+            for name, g in plugin(core).nodes.items()}
+
+
 def invariants(core: Scheduler) -> None:
-    """No GPU over 100 %; a whole-GPU pod's GPUs hold no other pod."""
-    for name, gpus in plugin(core).nodes.items():
-        assert (gpus.free >= 0).all(), f"{name}: a GPU over 100 %: {gpus.free.tolist()}"
-        for uid, devs in gpus.pods.items():
+    """Over the pods' bookings: no GPU over 100 %; a whole-GPU pod's GPUs hold no other pod; every booking
+    is a pod placed on that node."""
+    for name, pods in bookings(core).items():
+        used = [0] * 8
+        for uid, devs in pods.items():
+            assert core.table.assigned[uid].node == core.table.index[name]
             for pos, milli in devs:
+                used[pos] += milli
                 if milli >= 1000:
-                    others = [u for u, d in gpus.pods.items() if u != uid and any(p == pos for p, _ in d)]
+                    others = [u for u, d in pods.items() if u != uid and any(p == pos for p, _ in d)]
                     assert not others, f"{name}: whole GPU {pos} of {uid} shared with {others}"
+        assert max(used) <= 1000, f"{name}: a GPU over 100 %: {used}"
 
 
 @dataclass(frozen=True)
@@ -116,15 +127,16 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_gpu_victims_and_node(case: Case) -> None:
     core = cluster(case.nodes, case.pods)
-    before = {n: g.free.copy() for n, g in plugin(core).nodes.items()}
+    before = bookings(core)
     core.add_pod(case.preemptor, NOW)
     out = core.schedule_cycle(NOW)
     assert not out.placements
     assert {e.pod.uid for e in out.evictions} == case.victims
     assert all(e.node == case.node for e in out.evictions)
-    after = {n: g.free for n, g in plugin(core).nodes.items()}
-    assert all((before[n] == after[n]).all() for n in before), "the simulation restores the GPU bookings"
+    assert bookings(core) == before, "the simulation restores the GPU bookings"
     invariants(core)
+    holds = {n: d for n, g in plugin(core).nodes.items() for u, d in g.pods.items() if u.startswith(HOLD_PREFIX)}
+    assert list(holds) == ([case.node] if case.node else []), "the nominated node holds the preemptor's GPUs"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.node], ids=[c.name for c in CASES if c.node])
@@ -140,3 +152,22 @@ def test_preemptor_binds_with_specific_gpus_once_the_victims_leave(case: Case) -
     req = case.preemptor.gpu
     assert req is not None and len(devices) == req.count and all(m == req.milli for _, m in devices)
     invariants(core)
+
+
+def test_freed_gpus_are_held_for_the_preemptor_against_a_lower_priority_pod() -> None:
+    """Between the victims leaving and the preemptor's next attempt (it is in backoff), a lower-priority GPU pod
+    (here a requeued victim) does not take the GPUs the preemption freed."""
+    core = cluster([gpu_node("g1", 1)], [Held("b1", "g1", "0:1000", 5500)])
+    core.add_pod(gpu_pod("p", 9500), NOW)
+    out = core.schedule_cycle(NOW)
+    assert [e.pod.uid for e in out.evictions] == ["b1"]
+    core.release("b1", NOW + 0.1)
+    core.add_pod(gpu_pod("b1", 5500), NOW + 0.2)
+    out = core.schedule_cycle(NOW + 0.2)  # the preemptor is still in backoff
+    assert not out.placements and [f.pod.uid for f in out.failures] == ["b1"]
+    invariants(core)
+    out = core.schedule_cycle(NOW + 60)
+    assert [(p.pod.uid, p.node, p.pod.extra[ASSIGNED_DEVICES]) for p in out.placements] == [("p", "g1", "0:1000")]
+    assert not out.evictions, "the victim waits, it is not evicted again"
+    invariants(core)
+    assert plugin(core).nodes["g1"].pods == {"p": ((0, 1000),)}, "the hold is gone once the preemptor is placed"

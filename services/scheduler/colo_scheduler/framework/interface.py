@@ -240,7 +240,8 @@ class PreemptionRemovalSimulator(Protocol):
     bookings), the counterpart of Kubernetes ``PreFilterExtensions.RemovePod``/``AddPod``: preemption
     (:mod:`colo_scheduler.plugins.preemption`) takes a potential victim's share of that state off a row before
     re-running the plugin's ``filter_node`` and puts it back exactly after, so a node the plugin rejects only for
-    pods of lower priority is a candidate."""
+    pods of lower priority is a candidate; and holds the state a nominated pod will take (the nominator calls
+    :meth:`preemption_hold` / :meth:`preemption_unhold` with its own hold of the requests)."""
 
     name: str
 
@@ -260,6 +261,15 @@ class PreemptionRemovalSimulator(Protocol):
 
     def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
         """Put back what :meth:`simulate_remove` took off."""
+        ...
+
+    def preemption_hold(self, table: NodeTable, row: int, pod: PodInfo, victims: Sequence[str]) -> None:
+        """Hold for nominated ``pod`` on ``row`` the share of the plugin's state it will take once the pods
+        ``victims`` (uids) left, so that no pod placed meanwhile takes it (the table holds the requests)."""
+        ...
+
+    def preemption_unhold(self, table: NodeTable, row: int, pod: PodInfo) -> None:
+        """Release :meth:`preemption_hold`'s hold before ``pod`` is scheduled (no-op without one)."""
         ...
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -46,7 +47,7 @@ from colo_scheduler.plugins.deviceshare.book import NodeGPUs
 from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
 from colo_scheduler.plugins.deviceshare.frag import delta_one
 from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
-from colo_scheduler.plugins.deviceshare.preempt import candidate_rows, simulate
+from colo_scheduler.plugins.deviceshare.preempt import candidate_rows, hold_devices, hold_key, simulate
 from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, TargetWorkload
 from colo_scheduler.podinfo import ASSIGNED_DEVICES, IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -404,3 +405,21 @@ class DeviceShare:
     def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
         """Book ``victim``'s GPUs on ``row`` again after :meth:`simulate_remove`."""
         simulate(self.nodes.get(table.names[row]), victim.uid, -1)
+
+    def preemption_hold(self, table: NodeTable, row: int, pod: PodInfo, victims: Sequence[str]) -> None:
+        """Book the GPUs nominated ``pod`` will take on ``row`` once ``victims`` (uids) left, until
+        :meth:`preemption_unhold` (:func:`.preempt.hold_devices`; overcommitted while the victims leave)."""
+        req = self.request(pod)
+        gpus = self.node(table, row)
+        if req is None or gpus is None:
+            return
+        devices = hold_devices(gpus, self.allowed(gpus, req), req, victims)
+        if devices:
+            gpus.add(hold_key(pod.uid), devices)  # the overcommit it reports is the point of the hold
+            table.touch(row)
+
+    def preemption_unhold(self, table: NodeTable, row: int, pod: PodInfo) -> None:
+        """Free what :meth:`preemption_hold` booked for ``pod`` on ``row`` (nothing when it booked nothing)."""
+        gpus = self.nodes.get(table.names[row])
+        if gpus is not None and gpus.remove(hold_key(pod.uid)):
+            table.touch(row)

@@ -1,6 +1,11 @@
-"""DeviceShare under preemption: the victim simulation's view of the GPU bookings, and the candidate pre-screen
-(docs/gpu.md "Preemption"; the counterpart of Koordinator DeviceShare's ``RemovePod``/``AddPod`` pre-filter
-extensions, which free a victim's devices in the cycle state before the filter is re-run).
+"""DeviceShare under preemption: the victim simulation's view of the GPU bookings, the candidate pre-screen, and
+the hold of a nominated preemptor's GPUs (docs/gpu.md "Preemption"; the counterpart of Koordinator DeviceShare's
+``RemovePod``/``AddPod`` pre-filter extensions, which free a victim's devices in the cycle state before the filter
+is re-run, and of Kubernetes counting nominated pods in the filters of pods of lower priority).
+
+A **hold** books the GPUs a nominated preemptor will take, under the key :func:`hold_key`, from the nomination
+until its next attempt: the victims' GPUs stay booked twice while they leave (free below 0 there, so no pod fits
+them) and once after, so a pod placed meanwhile never takes them.
 
 Units: milli-GPU per device (1000 = a whole GPU). The simulation writes :attr:`NodeGPUs.free` of one node in place
 and leaves :attr:`NodeGPUs.version` alone: the preemption plugin restores every change exactly before it returns,
@@ -13,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from colo.messages import GPURequest
 from colo_scheduler.plugins.deviceshare.book import NodeGPUs
+from colo_scheduler.plugins.deviceshare.state import GPU_MILLI
 
 
 def simulate(gpus: NodeGPUs | None, uid: str, sign: int) -> None:
@@ -22,6 +28,32 @@ def simulate(gpus: NodeGPUs | None, uid: str, sign: int) -> None:
         return
     for pos, milli in gpus.pods.get(uid, ()):
         gpus.free[pos] += sign * milli
+
+
+HOLD_PREFIX = "nominated:"
+"""Prefix of the booking key of a hold (never a pod uid: uids have no colon)."""
+
+
+def hold_key(uid: str) -> str:
+    """The booking key of pod ``uid``'s hold."""
+    return HOLD_PREFIX + uid
+
+
+def hold_devices(gpus: NodeGPUs, allowed: Sequence[int], req: GPURequest,
+                 victims: Iterable[str]) -> tuple[tuple[int, int], ...]:
+    """((position, milli), ...) the preemptor would take on ``gpus`` once the pods ``victims`` (uids) left: a
+    GPU share the tightest fitting ``allowed`` GPU, whole GPUs the lowest-indexed fully free ones (the Reserve
+    rules of the plugin without its score); empty when even then it does not fit."""
+    free = gpus.free.copy()
+    for uid in victims:
+        for pos, milli in gpus.pods.get(uid, ()):
+            free[pos] += milli
+    fitting = [p for p in allowed if free[p] >= req.milli]
+    if len(fitting) < req.count:
+        return ()
+    if req.count == 1 and req.milli < GPU_MILLI:
+        return ((min((int(free[p]), p) for p in fitting)[1], req.milli),)
+    return tuple((p, req.milli) for p in fitting[:req.count])
 
 
 def reachable(gpus: NodeGPUs, allowed: Sequence[int], req: GPURequest,

@@ -116,6 +116,7 @@ class DefaultPreemption:
         self._set_filters = [p for p in plugins if isinstance(p, PreemptionVictimsFilter)]
         self.nominator = Nominator(table, self.args.nomination_timeout_s)
         self.nominator.unbound = unbound
+        self.nominator.holders = tuple(self._simulators)
         return self.nominator
 
     def post_filter(self, state: CycleState, pod: PodInfo, reasons: dict[str, int]) -> int | None:
