@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 from sched_helpers import GI
 
 from colo.messages import GPUInfo, GPURequest, NodeSpec, PodSpec, Resources, devices_parse
@@ -171,3 +173,46 @@ def test_freed_gpus_are_held_for_the_preemptor_against_a_lower_priority_pod() ->
     assert not out.evictions, "the victim waits, it is not evicted again"
     invariants(core)
     assert plugin(core).nodes["g1"].pods == {"p": ((0, 1000),)}, "the hold is gone once the preemptor is placed"
+
+
+SHAPES = st.one_of(st.tuples(st.sampled_from([1, 2, 4]), st.just(1000)),
+                   st.tuples(st.just(1), st.sampled_from([250, 500, 700])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(gpus=st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3),
+       low=st.lists(st.tuples(SHAPES, st.integers(5000, 5999)), min_size=1, max_size=12),
+       high=SHAPES)
+def test_preemption_keeps_the_device_invariants(gpus: list[int], low: list[tuple[tuple[int, int], int]],
+                                                high: tuple[int, int]) -> None:
+    """Low-priority GPU pods fill the nodes as they fit; a prod GPU pod that fits nowhere preempts. Its victims
+    are of lower priority and on the nominated node; the bookings of pods never go over 100 % or share a whole
+    GPU, before and after; once the victims are released the preemptor binds there, with the GPUs it asked
+    (pending low-priority pods retried in the same cycle do not take them)."""
+    core = Scheduler(SchedulerSettings(seed=1))
+    for k, n in enumerate(gpus):
+        core.on_node(gpu_node(f"g{k}", n), 0.0)
+    for k, ((count, milli), prio) in enumerate(low):
+        core.add_pod(gpu_pod(f"low{k}", prio, count=count, milli=milli), 1.0)
+    core.schedule_cycle(1.0)
+    invariants(core)
+    count, milli = high
+    core.add_pod(gpu_pod("p", 9500, count=count, milli=milli), NOW)
+    out = core.schedule_cycle(NOW)
+    invariants(core)
+    if out.placements:
+        return  # it fit without preempting
+    nodes = {e.node for e in out.evictions}
+    assert len(nodes) <= 1 and all(e.pod.priority < 9500 for e in out.evictions)
+    for e in out.evictions:
+        core.release(e.pod.uid, NOW + 1)
+    invariants(core)
+    out = core.schedule_cycle(NOW + 60)
+    invariants(core)
+    event("preempted" if nodes else "no victims")
+    if nodes:  # pending low-priority pods may be placed beside it, never on its GPUs
+        placed = {p.pod.uid: p for p in out.placements}
+        assert "p" in placed and placed["p"].node == nodes.pop()
+        devices = devices_parse(str(placed["p"].pod.extra[ASSIGNED_DEVICES]))
+        assert len(devices) == count and all(m == milli for _, m in devices)
+    assert not any(u.startswith(HOLD_PREFIX) for g in plugin(core).nodes.values() for u in g.pods)

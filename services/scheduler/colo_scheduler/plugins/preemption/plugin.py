@@ -8,11 +8,13 @@ table, in four steps, run only for a pod no node passes:
    drops only once the victims stop — and any filter not listed in ``pod_dependent_filters``) and
    its free room plus the requests of its lower-priority pods covers the pod's request (one vectorised
    bound over all nodes from :mod:`.index`; the filters' masks are the failed decision's, lent by the
-   framework under ``FILTER_MASKS``). At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
+   framework under ``FILTER_MASKS``), and every pod-dependent :class:`PreemptionRemovalSimulator` that
+   applies to the pod (DeviceShare for a GPU pod) keeps it in its own bound. At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
    % of the nodes) candidates with victims are evaluated, from a rotating start (Kubernetes
    ``GetOffsetAndNumCandidates``, defaults 100 and 10 %).
 2. **Victims** on each candidate: :mod:`.victims` (reprieve from the most important down) over the
-   potential victims of :mod:`.rules`.
+   potential victims of :mod:`.rules`; the simulators take each victim off their own state too (DeviceShare:
+   its GPU bookings).
 3. **Node**: :mod:`.pick`.
 4. **Nomination**: :mod:`.nominator` holds the room and queues the evictions, which the core emits.
 
