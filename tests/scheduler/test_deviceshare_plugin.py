@@ -135,21 +135,3 @@ def test_device_invariants(nodes: list[tuple[int, str]], pods: list[tuple[tuple[
     book = plugin(core).nodes
     for (node, idx), v in used.items():
         assert book[node].free[idx] == 1000 - v, "the bookings agree with the assignments"
-
-
-def test_cpu_pods_are_scored_only_with_score_cpu_pods() -> None:
-    from colo_scheduler.plugins.deviceshare.plugin import DeviceShareArgs
-
-    core = Scheduler(SchedulerSettings(seed=1))
-    core.on_node(gpu_node("g1", 8, cpu=16_000), 0.0)
-    r = Resources(cpu=16_000, memory=512 * GI, pods=110)
-    core.on_node(NodeSpec(name="cpu", capacity=r, allocatable=r), 0.0)
-    assert place(core, gpu_pod("seen", cpu=2000)) == {"seen": "g1:0:1000"}  # target: 2 cores per GPU
-    hog = core.pod_info(PodSpec(uid="hog", name="hog", requests=Resources(cpu=12_000, memory=GI)), 2.0)
-    state = CycleState(2.0, core.table)
-    ds = plugin(core)
-    assert ds.score(state, hog).tolist() == [0, 0]
-    ds.args = DeviceShareArgs(score_cpu_pods=True)
-    raw = ds.score(state, hog)
-    assert raw[1] > raw[0], "12 cores on the GPU node would strand its 7 free GPUs"
-    assert ds.filter(state, hog) is None, "fitting is unchanged"

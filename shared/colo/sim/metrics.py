@@ -36,7 +36,8 @@ from colo.sim.loops import EvictRebindCounter
 from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
-    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
+    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "ls_p99_inflation_avg_pct", "ls_p99_inflation_max_pct",
+    "batch_tasks_completed",
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
@@ -47,7 +48,8 @@ METRIC_NAMES: tuple[str, ...] = (
 """The summary metrics of a run, in report order."""
 
 HIGHER_IS_BETTER: dict[str, bool] = {
-    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
+    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True, "ls_p99_inflation_avg_pct": False,
+    "ls_p99_inflation_max_pct": False,
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
     "be_oom_kills": False, "be_suppress_events": False, "migrations": False, "migrations_failed": False,
     "migrations_aborted": False,
@@ -58,6 +60,10 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False,
     "gpu_alloc_avg": True, "gpu_frag_avg": False, "gpu_pods_bound": True, "wall_s": False,
 }
+
+HARM_KEYS: tuple[str, ...] = ("ls_p99_inflation_mean_pct", "ls_p99_inflation_max_pct", "ls_runq_wait_ratio",
+                              "ls_cpu_pressure_some")
+"""The node agent's tick stats of the modelled interference, kept per tick in :class:`Sample` (same names)."""
 
 MILLI_PER_CORE = 1000.0
 BYTES_PER_GIB = float(1 << 30)
@@ -98,6 +104,15 @@ class Sample:
     gpu_held_agent: float = 0.0
     """Share of the cluster's GPUs the sim node agent's ledgers hold at its tick (``gpu_held_milli``): the
     enforced view, before the step's binds; a cross-check of ``gpu_allocated``."""
+    ls_p99_inflation_mean_pct: float = -1.0
+    """The sim's modelled LS p99 latency inflation (percent over running alone), mean over LS pods, averaged over
+    the tick; −1 where not modelled (docs/scenario.md "The interference model")."""
+    ls_p99_inflation_max_pct: float = -1.0
+    """The same, max over LS pods (averaged over the tick's sub-steps)."""
+    ls_runq_wait_ratio: float = -1.0
+    """Modelled run-queue wait of LS pods (s waited per s run), mean over LS pods; −1 unknown."""
+    ls_cpu_pressure_some: float = -1.0
+    """Modelled PSI ``cpu.some`` of LS pods (percent), mean over LS pods; −1 unknown."""
 
 
 @dataclass
@@ -311,6 +326,7 @@ class RunMetrics:
             gpu_allocated=gpu_alloc, gpu_fragmented=gpu_frag,
             gpu_held_agent=(stats.get("gpu_held_milli", 0.0) / self.gpus.total_milli
                             if self.gpus is not None and self.gpus.total_milli else 0.0),
+            **{k: stats.get(k, -1.0) for k in HARM_KEYS},
         ))
         self.jobs.sample(t)
 
@@ -351,6 +367,14 @@ class RunMetrics:
         fields = ("batch_cpu_cores", "mid_cpu_cores", "batch_memory_gib", "mid_memory_gib")
         return {f: sum(getattr(s, f) for s in self.series) / n if n else 0.0 for f in fields}
 
+    def inflation(self) -> dict[str, float]:
+        """``ls_p99_inflation_avg_pct``: mean over ticks of the per-tick mean over LS pods of the modelled p99
+        inflation; ``ls_p99_inflation_max_pct``: the largest per-tick max (percent; −1 when no tick had it)."""
+        means = [s.ls_p99_inflation_mean_pct for s in self.series if s.ls_p99_inflation_mean_pct >= 0]
+        maxes = [s.ls_p99_inflation_max_pct for s in self.series if s.ls_p99_inflation_max_pct >= 0]
+        return {"ls_p99_inflation_avg_pct": float(np.mean(means)) if means else -1.0,
+                "ls_p99_inflation_max_pct": max(maxes) if maxes else -1.0}
+
     def summary(self) -> dict[str, float]:
         """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""
         slowdowns = [
@@ -365,6 +389,7 @@ class RunMetrics:
             "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
             "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
             "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
+            **self.inflation(),
             "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
             "batch_slowdown_avg": float(np.mean(slowdowns)) if slowdowns else 0.0,
             "be_evictions": float(self.evictions),

@@ -18,6 +18,7 @@ HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
     ("batch_tasks_completed", "Batch tasks completed"),
     ("be_evictions", "BE evictions"),
     ("ls_cpu_satisfaction", "LS CPU satisfaction (served / demanded)"),
+    ("ls_p99_inflation_avg_pct", "Modelled LS p99 latency inflation (mean over LS pods)"),
 )
 """(metric, what the sentence calls it), in headline order."""
 
@@ -44,6 +45,8 @@ WHY: dict[str, str] = {
                    "co-location keeps the nodes fuller",
     "quota_reclaims": "a team that borrowed idle min beyond its runtime gives it back when the lender needs it "
                       "(docs/quota.md)",
+    "ls_p99_inflation_avg_pct": "co-location runs more BE work beside the LS pods, and the interference model "
+                                "(docs/scenario.md) says what that load does to their tail latency",
 }
 """Why a metric that counts disruptions rose with co-location: appended to its sentence when it rose."""
 
@@ -51,7 +54,9 @@ WHY: dict[str, str] = {
 def verdict(summary: dict[str, Any]) -> str:
     """One line before the sentences: the ratios of CPU and memory utilization and batch tasks completed, and LS
     CPU satisfaction (``Co-location raised CPU use 1.13× and memory 1.24× and finished 1.14× the batch tasks,
-    with LS CPU satisfaction unchanged at 100.0%.``); "" without both runs or any of those metrics."""
+    with LS CPU satisfaction unchanged at 100.0%.``), plus the colo run's modelled LS p99 inflation when it has
+    one (``… at 100.0% and a modelled LS p99 latency inflation of 3.1%.``); "" without both runs or any of those
+    metrics."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
     need = ("cpu_util_avg", "mem_util_avg", "batch_tasks_completed", "ls_cpu_satisfaction")
@@ -69,9 +74,12 @@ def verdict(summary: dict[str, Any]) -> str:
     b, c = _value("ls_cpu_satisfaction", runs["baseline"]["ls_cpu_satisfaction"]), _value(
         "ls_cpu_satisfaction", runs["colo"]["ls_cpu_satisfaction"])
     ls = f"unchanged at {c}" if b == c else f"{'up' if runs['colo']['ls_cpu_satisfaction'] > runs['baseline']['ls_cpu_satisfaction'] else 'down'} from {b} to {c}"
+    inflation = runs["colo"].get("ls_p99_inflation_avg_pct", -1.0)
+    harm = f" and a modelled LS p99 latency inflation of {_value('ls_p99_inflation_avg_pct', inflation)}" \
+        if inflation >= 0 else ""
     return (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
             f"{times('mem_util_avg')} and finished {times('batch_tasks_completed')} the batch tasks, with LS CPU "
-            f"satisfaction {ls}.")
+            f"satisfaction {ls}{harm}.")
 
 
 def _value(metric: str, value: float) -> str:
@@ -89,6 +97,14 @@ def sentence(metric: str, label: str, baseline: float, colo: float, ratio: float
     verb = "rose" if colo > baseline else "fell"
     times = f"{ratio:.2f}×" if ratio is not None else "baseline 0, no ratio"
     return f"{label} {verb} from {b} in baseline to {c} with co-location ({times}, {'better' if good else 'worse'})."
+
+
+def unmeasured(metric: str, label: str, baseline: float, colo: float) -> str:
+    """The sentence of a metric that a run did not measure (−1, e.g. the interference inflation without a
+    calibration table): ``…: – in baseline and – with co-location (no ratio: not measured in either run).``"""
+    which = "either run" if baseline < 0 and colo < 0 else ("baseline" if baseline < 0 else "the colo run")
+    return (f"{label}: {_value(metric, baseline)} in baseline and {_value(metric, colo)} with co-location "
+            f"(no ratio: not measured in {which}).")
 
 
 def jobs_on(summary: dict[str, Any]) -> bool:
@@ -111,6 +127,9 @@ def headline(summary: dict[str, Any]) -> list[str]:
     out = []
     for m, label in metrics:
         if m not in runs["baseline"] or m not in runs["colo"]:
+            continue
+        if min(runs["baseline"][m], runs["colo"][m]) < 0:
+            out.append(unmeasured(m, label, runs["baseline"][m], runs["colo"][m]))
             continue
         text = sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
         if m in WHY and runs["colo"][m] > runs["baseline"][m]:

@@ -78,6 +78,13 @@ def delta_one(row: IntArray, cpu: int, model: int, p_cpu: int, p_num: int, p_mil
         for g in range(row.shape[0]):
             if row[g] < p_milli:
                 continue
+            seen = False  # a device as free as an earlier one gives the same F: the earlier one wins ties
+            for h in range(g):
+                if row[h] == row[g]:
+                    seen = True
+                    break
+            if seen:
+                continue
             work[g] = row[g] - p_milli
             after = frag_one(work, cpu - p_cpu, model, t_cpu, t_milli, t_num, t_models, t_prob)
             work[g] = row[g]

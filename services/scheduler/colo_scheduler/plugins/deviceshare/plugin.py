@@ -10,10 +10,12 @@ milli-GPU, allowed ``models``; parsed from ``nvidia.com/gpu``, ``koordinator.sh/
 * Score: the policy's node score s in GPUs (``Ours`` — :mod:`.fgdplus`, FGD's fragmentation gradient plus
   CPU-stranded GPU and a packing tie-break; or ``FGD``, s = −ΔF / 1000) against the target workload; the raw
   score is ``round(s · 10⁴)`` (10⁻⁴ GPU resolution), which NormalizeScore maps onto 0..100 over the feasible
-  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs score
-  0 everywhere unless ``score_cpu_pods`` (then ΔF and CPU stranding of their CPU on GPU nodes, the packing term
-  on other nodes; it costs CPU pods ~14× in scheduling speed, bench/deviceshare_overhead.py). CPU and memory fit stay with
-  NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the paper.
+  nodes, min to max (kube-scheduler's min-max normalisation; one value everywhere → 0). Pods without GPUs are
+  scored once the target gives GPUs a CPU need (``score_cpu_pods`` None, the default; True always, False never):
+  ΔF, CPU stranding and packing of their CPU on GPU nodes, 0 (the best) on nodes without GPUs; else 0 everywhere.
+  CPU and memory fit stay with NodeResourcesFit; the node's free CPU (milli-cores) enters the score as in the
+  paper. Filter and Score run compiled over table rows (:mod:`.rows`); ``fit`` and ``evaluate`` are the
+  per-node reference.
 * Target workload: ``DeviceShareArgs.target`` when given (shapes and weights), else the GPU pods reserved so
   far (shape = CPU request, milli per device, device count), rebuilt when their number reaches 1, 2, 4, …,
   ``refresh_every`` and every ``refresh_every`` after (the authors' "typical pods": the most frequent shapes
@@ -42,12 +44,23 @@ from colo_scheduler.framework.interface import (
     POD_DELETE,
     CycleState,
     IntpArray,
+    SparseScores,
 )
 from colo_scheduler.plugins.deviceshare.book import NodeGPUs
 from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
 from colo_scheduler.plugins.deviceshare.frag import delta_one
 from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
 from colo_scheduler.plugins.deviceshare.preempt import candidate_rows, hold_devices, hold_key, simulate
+from colo_scheduler.plugins.deviceshare.rows import (
+    NO_FIT,
+    RAW_PER_GPU,
+    GpuRows,
+    ScoreCache,
+    fit_rows,
+    min_max,
+    score_target,
+    warm_up,
+)
 from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, TargetWorkload
 from colo_scheduler.podinfo import ASSIGNED_DEVICES, IntArray, PodInfo
 from colo_scheduler.table import BoolArray, NodeTable
@@ -77,31 +90,26 @@ class DeviceShareArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
     policy: Literal["Ours", "FGD"] = "Ours"
     target: list[TargetShape] = []
-    refresh_every: int = 256
-    score_cpu_pods: bool = False
-    """Also score pods without GPUs (their ΔF and CPU stranding on GPU nodes; on nodes without GPUs only the
-    packing term), as the bench's policies do; off: they score 0 everywhere (Koordinator's behaviour)."""
+    refresh_every: int = 2048
+    score_cpu_pods: bool | None = None
+    """Score pods without GPUs too: True always, False never (they score 0 everywhere, Koordinator's
+    behaviour), None (default) when the target workload gives its GPUs a CPU need (r̄ > 0: some GPU shape asks
+    for CPU), the only case where a CPU pod can change ΔF or the CPU-stranded GPU. A scored CPU pod gets on a
+    GPU node the policy's score of its CPU (ΔF, CPU stranding, packing), on a node without GPUs 0, the best
+    score (it strands no GPU there)."""
 
 
-RAW_PER_GPU = 10_000
-"""Raw score units per GPU of node score (10⁻⁴ GPU resolution)."""
-NO_FIT = -(2**40)
-"""Raw score of a node the pod does not fit (never feasible; normalisation ignores it)."""
+__all__ = ["NO_FIT", "RAW_PER_GPU", "DeviceShare", "DeviceShareArgs", "TargetShape", "normalize_min_max"]
 
 
-def normalize_min_max(raw: IntArray, feasible: BoolArray) -> IntArray | int:
-    """(n,) ``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere);
-    the int 0 when every feasible node has the same raw score. (Measured against a scale from the best node
-    down, 10⁻³ GPU per point: min-max allocated more GPUs in ``bench/deviceshare_trace.py``, docs/gpu.md.)"""
-    if not feasible.any():
-        return 0
-    vals = raw[feasible]
-    lo, hi = int(vals.min()), int(vals.max())
-    if hi == lo:
-        return 0
-    out = np.zeros(raw.shape[0], np.int64)
-    out[feasible] = (vals - lo) * 100 // (hi - lo)
-    return out
+def normalize_min_max(raw: IntArray, feasible: BoolArray) -> SparseScores | int:
+    """``100 · (raw − min) // (max − min)`` with min and max over the feasible nodes (0 elsewhere) as
+    :class:`SparseScores` over the rows above 0 (:func:`.rows.min_max`; the framework then picks with one
+    compiled pass instead of dense vector operations); the int 0 when every feasible node has the same raw
+    score. (Measured against a scale from the best node down, 10⁻³ GPU per point: min-max allocated more GPUs
+    in ``bench/deviceshare_trace.py``, docs/gpu.md.)"""
+    out = min_max(raw, feasible)
+    return 0 if out is None else SparseScores(0, out[0], out[1])
 
 
 class DeviceShare:
@@ -124,6 +132,13 @@ class DeviceShare:
         self._next_refresh = 1
         self.target_version = 0
         self._memo: dict[tuple[object, ...], tuple[float, int]] = {}
+        self.cache = ScoreCache()
+        """Raw scores per pod shape, policy and row (cleared with every new target)."""
+        self.rows = GpuRows()
+        """The bookings as arrays over the node table's rows (the compiled Filter and Score read them)."""
+        self._table: NodeTable | None = None
+        self._node_seq = -1
+        warm_up()  # the compiled Filter and Score loaded (or compiled) now, not inside the first decision
         if self.args.target:
             counts = {(t.cpu, t.gpu_milli, t.num_gpu, 0): t.weight for t in self.args.target}
             self._set_target(TargetWorkload.from_counts(counts))
@@ -137,6 +152,7 @@ class DeviceShare:
         self._ratio = cpu_per_gpu(target)
         self.target_version += 1
         self._memo.clear()
+        self.cache.clear()
 
     def _observe(self, table: NodeTable, req: GPURequest, cpu: int) -> None:
         """Count a reserved GPU pod into the seen target; rebuild it at the refresh points (module doc)."""
@@ -166,8 +182,9 @@ class DeviceShare:
 
     def score_request_of(self, spec: PodSpec) -> GPURequest | None:
         """:meth:`score_request` of a spec."""
-        if spec.gpu is None and self.args.score_cpu_pods:
-            return _NO_GPU
+        if spec.gpu is None:
+            wanted = self.args.score_cpu_pods
+            return _NO_GPU if wanted or (wanted is None and self._ratio > 0) else None
         return spec.gpu
 
     def model_bit(self, name: str) -> int:
@@ -194,7 +211,42 @@ class DeviceShare:
                         for problem in fresh.add(uid, moved):
                             log.error("pod %s on %s after a node update: %s", uid, spec.name, problem)
                 self.nodes[spec.name] = fresh
+            self._write(i, self.nodes.get(spec.name))
         return self.nodes.get(spec.name)
+
+    def _write(self, i: int, gpus: NodeGPUs | None) -> None:
+        """Row ``i`` of :attr:`rows` from ``gpus`` (None: the node has none)."""
+        if gpus is None:
+            self.rows.write(i, None, [])
+        else:
+            self.rows.write(i, gpus.free, [self.model_bit(m) for m in gpus.models])
+
+    def sync(self, table: NodeTable) -> None:
+        """Bring :attr:`rows` up to date with the table's node specs (rows added or whose spec changed since
+        the last call; every row for a new table or when the table's node log no longer reaches back)."""
+        seq = table.node_change_seq
+        if table is self._table and seq == self._node_seq:
+            return
+        changed = table.node_changes_since(self._node_seq) if table is self._table else None
+        if table is not self._table:
+            self._specs.clear()  # every row is rewritten from its spec, bookings kept by node name
+        self._table = table
+        self._node_seq = seq
+        self.rows.ensure(table.n)
+        for i in (range(table.n) if changed is None else set(changed)):
+            if i < table.n:
+                self.node(table, i)
+
+    def mask(self, req: GPURequest) -> int:
+        """Bit mask of the models ``req`` allows (0: any; a bit no node has when it names no known model)."""
+        if not req.models:
+            return 0
+        out = 0
+        for m in req.models:
+            bit = self._models.get(m)
+            if bit is not None:
+                out |= 1 << bit
+        return out or 1 << _NO_MODEL
 
     def allowed(self, gpus: NodeGPUs, req: GPURequest) -> list[int]:
         """Positions of ``gpus`` whose model ``req`` allows (every position when it names none)."""
@@ -217,19 +269,26 @@ class DeviceShare:
         if req is None:
             return None
         table = state.table
-        return np.fromiter((self.fit(table, i, req) for i in range(table.n)), np.bool_, table.n)
+        self.sync(table)
+        return fit_rows(np.arange(table.n, dtype=np.intp), self.rows.free, self.rows.bits, req.count, req.milli,
+                        self.mask(req))
 
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> BoolArray:
         """(len(rows),) the filter on ``rows``."""
         req = self.request(pod)
         if req is None:
             return np.ones(len(rows), np.bool_)
-        return np.fromiter((self.fit(state.table, int(i), req) for i in rows), np.bool_, len(rows))
+        self.sync(state.table)
+        return fit_rows(rows, self.rows.free, self.rows.bits, req.count, req.milli, self.mask(req))
 
     def filter_node(self, state: CycleState, pod: PodInfo, i: int) -> bool:
         """The filter on row ``i``."""
         req = self.request(pod)
-        return req is None or self.fit(state.table, i, req)
+        if req is None:
+            return True
+        self.sync(state.table)
+        return bool(fit_rows(np.array([i], np.intp), self.rows.free, self.rows.bits, req.count, req.milli,
+                             self.mask(req))[0])
 
     def explain(self, state: CycleState, pod: PodInfo, rejected: BoolArray) -> dict[str, int]:
         """Reason → number of ``rejected`` nodes this plugin rejects for it."""
@@ -237,17 +296,19 @@ class DeviceShare:
         out: dict[str, int] = {}
         if req is None:
             return out
-        for i in np.flatnonzero(rejected):
-            gpus = self.node(state.table, int(i))
-            if gpus is None:
-                why = "no GPUs"
-            elif req.models and not self.allowed(gpus, req):
-                why = "no GPU of model " + "|".join(req.models)
-            elif self.fit(state.table, int(i), req):
-                continue
-            else:
-                why = "Insufficient nvidia.com/gpu" if req.milli >= GPU_MILLI else "Insufficient GPU share"
-            out[why] = out.get(why, 0) + 1
+        self.sync(state.table)
+        rows = np.flatnonzero(rejected)
+        g = self.rows
+        mask = self.mask(req)
+        none = ~g.has[rows]
+        model = (~none & ~((g.bits[rows] & mask) != 0).any(axis=1)) if mask else np.zeros(len(rows), np.bool_)
+        short = ~none & ~model & ~fit_rows(rows, g.free, g.bits, req.count, req.milli, mask)
+        whys = (("no GPUs", none), ("no GPU of model " + "|".join(req.models), model),
+                ("Insufficient nvidia.com/gpu" if req.milli >= GPU_MILLI else "Insufficient GPU share", short))
+        for why, hit in whys:
+            count = int(np.count_nonzero(hit))
+            if count:
+                out[why] = count
         return out
 
     # ------------------------------------------------------------------ score
@@ -259,8 +320,8 @@ class DeviceShare:
         anew, the per-node loop oracle compares the two)."""
         gpus = self.node(table, i)
         cpu_free = int(table.free[i, 0])
-        if gpus is None and req.count == 0:  # a CPU pod on a node without GPUs: only the packing term
-            return -PACKING_WEIGHT * 0.5 * (cpu_free - cpu) / MAX_SPEC_CPU, -1
+        if gpus is None and req.count == 0:  # a CPU pod on a node without GPUs strands no GPU
+            return 0.0, -1
         if gpus is None or not self.fit(table, i, req):
             return -math.inf, -1
         key = (table.names[i], gpus.version, cpu_free, self.target_version, req.count, req.milli,
@@ -301,10 +362,15 @@ class DeviceShare:
         req = self.score_request(pod)
         if req is None:
             return 0
-        s, _ = self.evaluate(state.table, i, req, pod.spec.requests.cpu)
-        return round(s * RAW_PER_GPU) if math.isfinite(s) else NO_FIT
+        return int(self._scored(state.table, np.array([i], np.intp), req, pod.spec.requests.cpu)[0][0])
 
-    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> IntArray | int:
+    def _scored(self, table: NodeTable, rows: IntpArray, req: GPURequest, cpu: int) -> tuple[IntArray, IntArray]:
+        """(raw scores, device) over ``rows`` (:func:`.rows.score_rows`, the compiled :meth:`evaluate`)."""
+        self.sync(table)
+        return score_target(rows, self.rows, table.free[:, 0], req.count, req.milli, self.mask(req), cpu,
+                            self.target, self._ratio, self.args.policy != "FGD", self.cache)
+
+    def normalize(self, state: CycleState, pod: PodInfo, raw: IntArray, feasible: BoolArray) -> SparseScores | int:
         """Min-max over the feasible nodes onto 0..100 (:func:`normalize_min_max`); 0 for unscored pods."""
         if self.score_request(pod) is None:
             return 0
@@ -316,9 +382,10 @@ class DeviceShare:
 
     def score_rows(self, state: CycleState, pod: PodInfo, rows: IntpArray) -> IntArray:
         """(len(rows),) raw scores (:meth:`score_node`)."""
-        if self.score_request(pod) is None:
+        req = self.score_request(pod)
+        if req is None:
             return np.zeros(len(rows), np.int64)
-        return np.fromiter((self.score_node(state, pod, int(i)) for i in rows), np.int64, len(rows))
+        return self._scored(state.table, rows, req, pod.spec.requests.cpu)[0]
 
     # ------------------------------------------------------------------ reserve
 
@@ -329,7 +396,7 @@ class DeviceShare:
             return None
         allowed = self.allowed(gpus, req)
         if req.count == 1 and req.milli < GPU_MILLI:
-            _, dev = self.evaluate(table, i, req, cpu)
+            dev = int(self._scored(table, np.array([i], np.intp), req, cpu)[1][0])
             if dev not in allowed or gpus.free[dev] < req.milli:
                 dev = min((int(gpus.free[p]), p) for p in allowed if gpus.free[p] >= req.milli)[1]
             return ((dev, req.milli),)
@@ -362,6 +429,7 @@ class DeviceShare:
             chosen = got
         for problem in gpus.add(pod.uid, chosen):
             log.error("pod %s on %s: %s", pod.uid, name, problem)
+        self._write(node, gpus)
         pod.extra[ASSIGNED_DEVICES] = devices_format([(gpus.index[p], m) for p, m in gpus.pods[pod.uid]])
         table.touch(node)
         if req is not None:
@@ -372,6 +440,7 @@ class DeviceShare:
         pod.extra.pop(ASSIGNED_DEVICES, None)
         gpus = self.nodes.get(table.names[node])
         if gpus is not None and gpus.remove(pod.uid):
+            self._write(node, gpus)
             table.touch(node)
 
     # ------------------------------------------------------------------ preemption (PreemptionRemovalSimulator)
@@ -399,12 +468,14 @@ class DeviceShare:
         return out
 
     def simulate_remove(self, table: NodeTable, row: int, victim: PodInfo) -> None:
-        """Free ``victim``'s GPUs on ``row`` for the victim simulation (:func:`.preempt.simulate`)."""
-        simulate(self.nodes.get(table.names[row]), victim.uid, 1)
+        """Free ``victim``'s GPUs on ``row`` for the victim simulation (:func:`.preempt.simulate`: the bookings
+        and the compiled row the Filter reads)."""
+        self.sync(table)
+        simulate(self.nodes.get(table.names[row]), victim.uid, 1, self.rows.free[row])
 
     def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
         """Book ``victim``'s GPUs on ``row`` again after :meth:`simulate_remove`."""
-        simulate(self.nodes.get(table.names[row]), victim.uid, -1)
+        simulate(self.nodes.get(table.names[row]), victim.uid, -1, self.rows.free[row])
 
     def preemption_hold(self, table: NodeTable, row: int, pod: PodInfo, victims: Sequence[str]) -> None:
         """Book the GPUs nominated ``pod`` will take on ``row`` once ``victims`` (uids) left, until
@@ -416,10 +487,12 @@ class DeviceShare:
         devices = hold_devices(gpus, self.allowed(gpus, req), req, victims)
         if devices:
             gpus.add(hold_key(pod.uid), devices)  # the overcommit it reports is the point of the hold
+            self._write(row, gpus)
             table.touch(row)
 
     def preemption_unhold(self, table: NodeTable, row: int, pod: PodInfo) -> None:
         """Free what :meth:`preemption_hold` booked for ``pod`` on ``row`` (nothing when it booked nothing)."""
         gpus = self.nodes.get(table.names[row])
         if gpus is not None and gpus.remove(hold_key(pod.uid)):
+            self._write(row, gpus)
             table.touch(row)

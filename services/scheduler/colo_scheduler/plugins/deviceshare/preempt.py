@@ -7,8 +7,8 @@ A **hold** books the GPUs a nominated preemptor will take, under the key :func:`
 until its next attempt: the victims' GPUs stay booked twice while they leave (free below 0 there, so no pod fits
 them) and once after, so a pod placed meanwhile never takes them.
 
-Units: milli-GPU per device (1000 = a whole GPU). The simulation writes :attr:`NodeGPUs.free` of one node in place
-and leaves :attr:`NodeGPUs.version` alone: the preemption plugin restores every change exactly before it returns,
+Units: milli-GPU per device (1000 = a whole GPU). The simulation writes :attr:`NodeGPUs.free` of one node and its row of the
+plugin's compiled arrays in place and leaves the versions alone: the preemption plugin restores every change exactly before it returns,
 and only the filter (which memoises nothing) reads the bookings meanwhile.
 """
 
@@ -18,16 +18,19 @@ from collections.abc import Callable, Iterable, Sequence
 
 from colo.messages import GPURequest
 from colo_scheduler.plugins.deviceshare.book import NodeGPUs
-from colo_scheduler.plugins.deviceshare.state import GPU_MILLI
+from colo_scheduler.plugins.deviceshare.state import GPU_MILLI, IntArray
 
 
-def simulate(gpus: NodeGPUs | None, uid: str, sign: int) -> None:
-    """Free (``sign`` = +1) or re-book (−1) the milli-GPU pod ``uid`` holds on ``gpus``, in place; a pod holding
-    nothing there (a CPU pod) changes nothing."""
+def simulate(gpus: NodeGPUs | None, uid: str, sign: int, row_free: IntArray | None = None) -> None:
+    """Free (``sign`` = +1) or re-book (−1) the milli-GPU pod ``uid`` holds on ``gpus``, in place, and the same in
+    ``row_free`` ((MAX_GPUS,) the node's row of the plugin's compiled arrays, which its Filter reads); a pod
+    holding nothing there (a CPU pod) changes nothing."""
     if gpus is None:
         return
     for pos, milli in gpus.pods.get(uid, ()):
         gpus.free[pos] += sign * milli
+        if row_free is not None:
+            row_free[pos] += sign * milli
 
 
 HOLD_PREFIX = "nominated:"
