@@ -216,3 +216,18 @@ def test_preemption_keeps_the_device_invariants(gpus: list[int], low: list[tuple
         devices = devices_parse(str(placed["p"].pod.extra[ASSIGNED_DEVICES]))
         assert len(devices) == count and all(m == milli for _, m in devices)
     assert not any(u.startswith(HOLD_PREFIX) for g in plugin(core).nodes.values() for u in g.pods)
+
+
+def test_a_kept_nomination_holds_the_gpus_again() -> None:
+    """The preemptor retries while its victim is still on the node: no second eviction, the GPUs held again;
+    once the victim leaves the preemptor gets them."""
+    core = cluster([gpu_node("g1", 1)], [Held("b1", "g1", "0:1000", 5500)])
+    core.add_pod(gpu_pod("p", 9500), NOW)
+    assert [e.pod.uid for e in core.schedule_cycle(NOW).evictions] == ["b1"]
+    out = core.schedule_cycle(NOW + 60)  # b1 has not left yet
+    assert not out.placements and not out.evictions
+    assert plugin(core).nodes["g1"].pods.get(HOLD_PREFIX + "p") == ((0, 1000),)
+    core.release("b1", NOW + 61)
+    out = core.schedule_cycle(NOW + 100)  # within the nomination's 120 s
+    assert [(p.pod.uid, p.pod.extra[ASSIGNED_DEVICES]) for p in out.placements] == [("p", "0:1000")]
+    invariants(core)
