@@ -13,7 +13,11 @@ Prints pods/s of both runs, decision p50/p99 of placed pods, of failed attempts 
 attempts in each, the nominations and evictions. The last line is JSON.
 
 Run: ``.venv/bin/python bench/scheduler_preemption.py --nodes 5000 --pods 50000`` (add ``--no-load-filter``
-to make room mostly a matter of requests, so that the wave preempts).
+to make room mostly a matter of requests, so that the wave preempts). ``--device-share`` adds DeviceShare to
+the profile's filters (the default profile has it; the bench's nodes and pods have no GPUs) and a third run,
+``cpu-deps``, whose DefaultPreemption re-runs only NodeResourcesFit and MaxInstancePerNode (the filters it
+re-ran before DeviceShare became pod-dependent): ``with`` / ``cpu-deps`` pods/s is the cost of the GPU path
+to CPU-only pods, measured in one run.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ def main() -> None:
     ap.add_argument("--no-load-filter", action="store_true",
                     help="drop the LoadAware filter (its measured load, which removing pods does not lower, "
                          "rules most full nodes out of preemption; without it requests decide)")
+    ap.add_argument("--device-share", action="store_true",
+                    help="DeviceShare in the filters, and a third run re-running only the CPU fit filters")
     args = ap.parse_args()
     cluster = build_cluster(args.nodes, args.seed)
     median_mem = int(statistics.median(n.allocatable.memory for n in cluster.nodes))
@@ -73,7 +79,12 @@ def main() -> None:
     base = bench_profile(settings)
     if args.no_load_filter:
         base = dataclasses.replace(base, filter=tuple(f for f in base.filter if f != "LoadAware"))
+    if args.device_share:
+        base = dataclasses.replace(base, filter=(*base.filter, "DeviceShare"), reserve=(*base.reserve, "DeviceShare"))
     profiles = {"without": base, "with": dataclasses.replace(base, post_filter=("DefaultPreemption",))}
+    if args.device_share:
+        cpu_deps = {"DefaultPreemption": {"pod_dependent_filters": ["NodeResourcesFit", "MaxInstancePerNode"]}}
+        profiles["cpu-deps"] = dataclasses.replace(profiles["with"], plugin_args=cpu_deps)
     cores = {name: Scheduler(settings, prof) for name, prof in profiles.items()}
     for core in cores.values():
         load(core, cluster)
@@ -93,7 +104,7 @@ def main() -> None:
                 for p in wave:
                     core.add_pod(p, now)
         while any(c.queue.lengths()["active"] for c in cores.values()):
-            order = list(cores) if cycle % 2 == 0 else list(reversed(cores))
+            order = list(cores)[cycle % len(cores):] + list(cores)[:cycle % len(cores)]
             for name in order:
                 t0 = time.perf_counter()
                 out = cores[name].schedule_cycle(now)
@@ -107,7 +118,8 @@ def main() -> None:
             now += 0.001
             cycle += 1
     res: dict[str, object] = {"bench": "scheduler_preemption", "nodes": args.nodes, "pods": args.pods,
-                              "wave": len(wave), "load_filter": not args.no_load_filter}
+                              "wave": len(wave), "load_filter": not args.no_load_filter,
+                              "device_share": args.device_share}
     for name in cores:
         n = len(placed_ms[name]) + len(failed_ms[name])
         res[name] = {
@@ -120,7 +132,7 @@ def main() -> None:
         }
         r = res[name]
         assert isinstance(r, dict)
-        print(f"{name:>7} preemption: {r['pods_per_s']} pods/s; placed {r['placed']} "
+        print(f"{name:>8} preemption: {r['pods_per_s']} pods/s; placed {r['placed']} "
               f"(p50 {r['placed_p50_ms']} ms, p99 {r['placed_p99_ms']} ms), failed attempts {r['failed_attempts']} "
               f"(p50 {r['failed_p50_ms']} ms, p99 {r['failed_p99_ms']} ms), nominations {r['nominations']}, "
               f"evictions {r['evictions']} (preempting attempts p50 {r['preempting_p50_ms']} ms, "

@@ -16,7 +16,6 @@ from __future__ import annotations
 from colo.messages import NodeMetric, NodeSLO
 from colo_slo_manager.settings import BatchConfig
 
-
 BUDGET_STALE_S = 180.0
 """A budget reported longer ago than this (seconds; three NodeMetric report intervals of 60 s) is offered by the
 static threshold: the agent that would cut it when LS pods suffer has stopped reporting (REFERENCE.md §11, a

@@ -235,6 +235,45 @@ class PreemptionVictimsFilter(Protocol):
 
 
 @runtime_checkable
+class PreemptionRemovalSimulator(Protocol):
+    """Optional for a pod-dependent filter whose verdict rests on per-node state of its own (DeviceShare's GPU
+    bookings), the counterpart of Kubernetes ``PreFilterExtensions.RemovePod``/``AddPod``: preemption
+    (:mod:`colo_scheduler.plugins.preemption`) takes a potential victim's share of that state off a row before
+    re-running the plugin's ``filter_node`` and puts it back exactly after, so a node the plugin rejects only for
+    pods of lower priority is a candidate; and holds the state a nominated pod will take (the nominator calls
+    :meth:`preemption_hold` / :meth:`preemption_unhold` with its own hold of the requests)."""
+
+    name: str
+
+    def preemption_applies(self, pod: PodInfo) -> bool:
+        """True when removing pods can change this plugin's verdict for ``pod`` (False: skip it, its filter
+        passes the pod everywhere)."""
+        ...
+
+    def preemption_candidates(self, state: CycleState, pod: PodInfo, below: int) -> BoolArray:
+        """(n,) a cheap upper bound: False where even removing every pod of priority below ``below`` leaves
+        ``pod`` failing this plugin's filter (such rows are never candidates)."""
+        ...
+
+    def simulate_remove(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Take ``victim``'s share of the plugin's state off ``row`` (in place, undone by :meth:`simulate_add`)."""
+        ...
+
+    def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Put back what :meth:`simulate_remove` took off."""
+        ...
+
+    def preemption_hold(self, table: NodeTable, row: int, pod: PodInfo, victims: Sequence[str]) -> None:
+        """Hold for nominated ``pod`` on ``row`` the share of the plugin's state it will take once the pods
+        ``victims`` (uids) left, so that no pod placed meanwhile takes it (the table holds the requests)."""
+        ...
+
+    def preemption_unhold(self, table: NodeTable, row: int, pod: PodInfo) -> None:
+        """Release :meth:`preemption_hold`'s hold before ``pod`` is scheduled (no-op without one)."""
+        ...
+
+
+@runtime_checkable
 class PreScorePlugin(Protocol):
     """Prepares per-pod score state once per decision, given the feasible rows."""
 

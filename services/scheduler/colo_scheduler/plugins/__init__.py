@@ -36,8 +36,9 @@ NODE_AFFINITY_WEIGHT = 2
 NODE_NUMA_RESOURCE_WEIGHT = 1
 """Default profile weight of the NodeNUMAResource score (0 for every node unless the pod wants a cpuset)."""
 DEVICE_SHARE_WEIGHT = 3
-"""Default profile weight of the DeviceShare score (0 for every node unless the pod requests GPUs): 3 so that
-for GPU pods the fragmentation score outweighs LeastAllocated's spreading (docs/gpu.md)."""
+"""Default profile weight of the DeviceShare score (GPU pods; CPU-only pods too once the target workload gives GPUs
+a CPU need, 0 on nodes without GPUs: ``DeviceShareArgs.score_cpu_pods``): 3 so that for GPU pods the
+fragmentation score outweighs LeastAllocated's spreading (docs/gpu.md)."""
 
 SELECTOR_SPREAD_WEIGHT = 2
 """Default profile weight of the SelectorSpread score (the Kubernetes default profile's weight of

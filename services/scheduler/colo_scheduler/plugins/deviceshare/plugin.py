@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -49,6 +50,7 @@ from colo_scheduler.plugins.deviceshare.book import NodeGPUs
 from colo_scheduler.plugins.deviceshare.fgdplus import PACKING_WEIGHT, STRANDING_WEIGHT, cpu_per_gpu
 from colo_scheduler.plugins.deviceshare.frag import delta_one
 from colo_scheduler.plugins.deviceshare.policies import MAX_SPEC_CPU, MAX_SPEC_GPU
+from colo_scheduler.plugins.deviceshare.preempt import candidate_rows, hold_devices, hold_key, simulate
 from colo_scheduler.plugins.deviceshare.rows import (
     NO_FIT,
     RAW_PER_GPU,
@@ -440,3 +442,57 @@ class DeviceShare:
         if gpus is not None and gpus.remove(pod.uid):
             self._write(node, gpus)
             table.touch(node)
+
+    # ------------------------------------------------------------------ preemption (PreemptionRemovalSimulator)
+
+    def preemption_applies(self, pod: PodInfo) -> bool:
+        """True for a GPU pod: removing pods frees GPUs only for it."""
+        return self.request(pod) is not None
+
+    def preemption_candidates(self, state: CycleState, pod: PodInfo, below: int) -> BoolArray:
+        """(n,) rows whose allowed GPUs could hold the pod once every pod of priority below ``below`` left
+        (:func:`.preempt.candidate_rows`); all True for a pod without a GPU request."""
+        table = state.table
+        req = self.request(pod)
+        if req is None:
+            return np.ones(table.n, np.bool_)
+        assigned = table.assigned
+
+        def priority_of(uid: str) -> int | None:
+            ap = assigned.get(uid)
+            return None if ap is None else ap.pod.priority
+
+        rows = [(i, g) for i in range(table.n) if (g := self.node(table, i)) is not None]
+        out = np.zeros(table.n, np.bool_)
+        out[candidate_rows(rows, lambda g: self.allowed(g, req), req, priority_of, below)] = True
+        return out
+
+    def simulate_remove(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Free ``victim``'s GPUs on ``row`` for the victim simulation (:func:`.preempt.simulate`: the bookings
+        and the compiled row the Filter reads)."""
+        self.sync(table)
+        simulate(self.nodes.get(table.names[row]), victim.uid, 1, self.rows.free[row])
+
+    def simulate_add(self, table: NodeTable, row: int, victim: PodInfo) -> None:
+        """Book ``victim``'s GPUs on ``row`` again after :meth:`simulate_remove`."""
+        simulate(self.nodes.get(table.names[row]), victim.uid, -1, self.rows.free[row])
+
+    def preemption_hold(self, table: NodeTable, row: int, pod: PodInfo, victims: Sequence[str]) -> None:
+        """Book the GPUs nominated ``pod`` will take on ``row`` once ``victims`` (uids) left, until
+        :meth:`preemption_unhold` (:func:`.preempt.hold_devices`; overcommitted while the victims leave)."""
+        req = self.request(pod)
+        gpus = self.node(table, row)
+        if req is None or gpus is None:
+            return
+        devices = hold_devices(gpus, self.allowed(gpus, req), req, victims)
+        if devices:
+            gpus.add(hold_key(pod.uid), devices)  # the overcommit it reports is the point of the hold
+            self._write(row, gpus)
+            table.touch(row)
+
+    def preemption_unhold(self, table: NodeTable, row: int, pod: PodInfo) -> None:
+        """Free what :meth:`preemption_hold` booked for ``pod`` on ``row`` (nothing when it booked nothing)."""
+        gpus = self.nodes.get(table.names[row])
+        if gpus is not None and gpus.remove(hold_key(pod.uid)):
+            self._write(row, gpus)
+            table.touch(row)

@@ -1,7 +1,8 @@
 """Nominations (Kubernetes ``status.nominatedNodeName``): the room a preemptor's victims free is held for it.
 
 While a preemptor waits (its victims leaving, itself in backoff), its request is booked on the
-nominated row of the node table, so no pod placed meanwhile — of lower, equal or higher priority —
+nominated row of the node table (and the plugins among :attr:`Nominator.holders` hold their own
+share, DeviceShare the GPUs it will take), so no pod placed meanwhile — of lower, equal or higher priority —
 takes the room (the store's allocation, re-read by the service, gets the hold added back:
 :meth:`Nominator.held_on`). When the preemptor's turn comes the core releases the hold and tries
 the nominated row first (:meth:`Nominator.release`); if it still fails there, the nomination is
@@ -13,11 +14,11 @@ made.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 from colo_scheduler.framework.decision import DecisionRecord, PreemptionRecord
-from colo_scheduler.framework.interface import SUCCESS
+from colo_scheduler.framework.interface import SUCCESS, PreemptionRemovalSimulator
 from colo_scheduler.plugins.preemption.rules import owner_key
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import NodeTable
@@ -58,6 +59,8 @@ class Nominator:
         """Uids of pods placed and not bound (the core's Permit waiters): never victims."""
         self._victims: dict[str, int] = {}
         """Victim uid → live nominations naming it."""
+        self.holders: Sequence[PreemptionRemovalSimulator] = ()
+        """Plugins that hold their own state for a nominated pod (DeviceShare: its GPUs), with the requests."""
 
     def __len__(self) -> int:
         return len(self.nominations)
@@ -101,6 +104,9 @@ class Nominator:
         """Book the preemptor's request on its row (no-op when booked)."""
         if not nom.held:
             self.table.add_allocated(nom.row, nom.pod.request)
+            for h in self.holders:
+                if h.preemption_applies(nom.pod):
+                    h.preemption_hold(self.table, nom.row, nom.pod, nom.victims)
             nom.held = True
 
     def release(self, uid: str) -> int:
@@ -110,6 +116,8 @@ class Nominator:
             return -1
         if nom.held:
             self.table.add_allocated(nom.row, nom.pod.request, -1)
+            for h in self.holders:
+                h.preemption_unhold(self.table, nom.row, nom.pod)
             nom.held = False
         return nom.row
 

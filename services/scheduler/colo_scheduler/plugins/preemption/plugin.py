@@ -8,11 +8,13 @@ table, in four steps, run only for a pod no node passes:
    drops only once the victims stop — and any filter not listed in ``pod_dependent_filters``) and
    its free room plus the requests of its lower-priority pods covers the pod's request (one vectorised
    bound over all nodes from :mod:`.index`; the filters' masks are the failed decision's, lent by the
-   framework under ``FILTER_MASKS``). At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
+   framework under ``FILTER_MASKS``), and every pod-dependent :class:`PreemptionRemovalSimulator` that
+   applies to the pod (DeviceShare for a GPU pod) keeps it in its own bound. At most max(``min_candidate_nodes_absolute``, ``min_candidate_nodes_percentage``
    % of the nodes) candidates with victims are evaluated, from a rotating start (Kubernetes
    ``GetOffsetAndNumCandidates``, defaults 100 and 10 %).
 2. **Victims** on each candidate: :mod:`.victims` (reprieve from the most important down) over the
-   potential victims of :mod:`.rules`.
+   potential victims of :mod:`.rules`; the simulators take each victim off their own state too (DeviceShare:
+   its GPU bookings).
 3. **Node**: :mod:`.pick`.
 4. **Nomination**: :mod:`.nominator` holds the room and queues the evictions, which the core emits.
 
@@ -34,6 +36,7 @@ from colo_scheduler.framework.interface import (
     DRY_RUN,
     FILTER_MASKS,
     CycleState,
+    PreemptionRemovalSimulator,
     PreemptionVictimFilter,
     PreemptionVictimsFilter,
 )
@@ -47,8 +50,9 @@ from colo_scheduler.plugins.preemption.victims import NodeVictims, select_victim
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import AssignedPod, NodeTable
 
-POD_DEPENDENT_FILTERS = ("NodeResourcesFit", "MaxInstancePerNode")
-"""Filters whose verdict on a node depends on the pods assigned to it (requests, pod count, app counts)."""
+POD_DEPENDENT_FILTERS = ("NodeResourcesFit", "MaxInstancePerNode", "DeviceShare")
+"""Filters whose verdict on a node depends on the pods assigned to it (requests, pod count, app counts, the
+GPUs they hold)."""
 
 
 class DefaultPreemptionArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -95,6 +99,8 @@ class DefaultPreemption:
         MaxInstancePerNode (:func:`select_victims_fit`); False always writes the row and re-runs the
         filters (:func:`select_victims`, the reference the arithmetic is tested against)."""
         self._arithmetic = False
+        self._simulators: list[Any] = []
+        """The pod-dependent filters with their own per-node state (:class:`PreemptionRemovalSimulator`)."""
         self._index: PriorityIndex | None = None
 
     def attach(self, table: NodeTable, filters: Sequence[Any], plugins: Sequence[Any],
@@ -105,11 +111,14 @@ class DefaultPreemption:
         dependent = self._dependent_names = frozenset(self.args.pod_dependent_filters)
         self._filters = list(filters)
         self._dependent = [f for f in filters if f.name in dependent]
-        self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent)
+        self._simulators = [f for f in self._dependent if isinstance(f, PreemptionRemovalSimulator)]
+        self._arithmetic = all(isinstance(f, (NodeResourcesFit, MaxInstancePerNode)) for f in self._dependent
+                               if f not in self._simulators)
         self._victim_filters = [p for p in plugins if isinstance(p, PreemptionVictimFilter)]
         self._set_filters = [p for p in plugins if isinstance(p, PreemptionVictimsFilter)]
         self.nominator = Nominator(table, self.args.nomination_timeout_s)
         self.nominator.unbound = unbound
+        self.nominator.holders = tuple(self._simulators)
         return self.nominator
 
     def post_filter(self, state: CycleState, pod: PodInfo, reasons: dict[str, int]) -> int | None:
@@ -165,7 +174,15 @@ class DefaultPreemption:
         cols = list(pod.request_col_ints)
         if cols:
             ok &= (table.free[:, cols] + removable[:, cols] >= pod.request[cols]).all(axis=1)
+        for sim in self._applying(pod):
+            if not ok.any():
+                break
+            ok &= sim.preemption_candidates(state, pod, pod.priority)
         return np.flatnonzero(ok)
+
+    def _applying(self, pod: PodInfo) -> list[Any]:
+        """The simulators whose verdict removing pods can change for ``pod``."""
+        return [s for s in self._simulators if s.preemption_applies(pod)]
 
     def _removable(self, state: CycleState, priority: int) -> IntArray | None:
         """(n, 7) Σ requests of the assigned pods of priority below ``priority`` per row (the pods column
@@ -185,6 +202,9 @@ class DefaultPreemption:
         k = int(np.searchsorted(rows, self._offset % max(n, 1)))
         order = np.concatenate((rows[k:], rows[:k])).tolist()
         leaving = nominator.leaving_by_owner()
+        simulated = bool(self._applying(pod))
+        arithmetic = self._arithmetic and self.fit_arithmetic and not simulated
+        dependent = [f for f in self._dependent if simulated or f not in self._simulators]
         found: list[NodeVictims] = []
         last = order[0]
         for row in order:
@@ -192,8 +212,8 @@ class DefaultPreemption:
             potential = [ap for ap in table.node_pods[row].values() if self._eligible(state, pod, ap, nominator)]
             if not potential:
                 continue
-            nv = (select_victims_fit(state, pod, row, potential, leaving) if self._arithmetic and self.fit_arithmetic
-                  else select_victims(state, pod, row, potential, self._dependent, leaving))
+            nv = (select_victims_fit(state, pod, row, potential, leaving) if arithmetic
+                  else select_victims(state, pod, row, potential, dependent, leaving))
             if nv is None or not nv.victims:
                 continue
             if self._set_filters and not all(f.victims_allowed(state, pod, [ap.pod for ap in nv.victims])

@@ -9,8 +9,9 @@ as few as the reprieve order allows, and among equals the most recently started 
 lost; the same preference as criterion 5 of :mod:`.pick`).
 
 The simulation writes the row's ``allocated``/``free`` and the app counts of MaxInstancePerNode in
-place and restores them exactly before returning (nothing else reads the table meanwhile), so the
-filters' own ``filter_node`` checks run unchanged.
+place, and has every :class:`PreemptionRemovalSimulator` among the filters (DeviceShare: the victims'
+GPU bookings) take the pod off its own state, and restores all of it exactly before returning (nothing
+else reads the table meanwhile), so the filters' own ``filter_node`` checks run unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colo_scheduler.framework.interface import CycleState
+from colo_scheduler.framework.interface import CycleState, PreemptionRemovalSimulator
 from colo_scheduler.plugins.preemption.rules import violating
 from colo_scheduler.podinfo import IntArray, PodInfo
 from colo_scheduler.table import AssignedPod, NodeTable
@@ -43,11 +44,14 @@ class NodeVictims:
 
 
 class RowSimulation:
-    """Removes pods from row ``row`` of ``table`` in place; :meth:`restore` puts back what is still out."""
+    """Removes pods from row ``row`` of ``table`` in place (and from the state of ``simulators``);
+    :meth:`restore` puts back what is still out."""
 
-    def __init__(self, table: NodeTable, row: int) -> None:
+    def __init__(self, table: NodeTable, row: int,
+                 simulators: Sequence[PreemptionRemovalSimulator] = ()) -> None:
         self.table = table
         self.row = row
+        self.simulators = tuple(simulators)
         self.out: dict[str, AssignedPod] = {}
         self._allocated = table.allocated[row]  # (7,) views of the row: written in place
         self._free = table.free[row]
@@ -58,9 +62,13 @@ class RowSimulation:
         if sign > 0:
             self._allocated -= pod.request
             self._free += pod.request
+            for s in self.simulators:
+                s.simulate_remove(self.table, self.row, pod)
         else:
             self._allocated += pod.request
             self._free -= pod.request
+            for s in self.simulators:
+                s.simulate_add(self.table, self.row, pod)
         app = pod.spec.app
         if app and pod.extra.get(APP_ROW) == self.row:
             counts = self._apps.get(app)
@@ -166,10 +174,11 @@ def select_victims_fit(state: CycleState, pod: PodInfo, row: int, potential: Seq
 def select_victims(state: CycleState, pod: PodInfo, row: int, potential: Sequence[AssignedPod],
                    filters: Sequence[Any], leaving: Mapping[str, int]) -> NodeVictims | None:
     """The minimal victims on ``row`` for ``pod`` among ``potential`` (any order), checked against the
-    pod-dependent ``filters``; None when even removing all of them does not let the pod pass.
+    pod-dependent ``filters`` (those that are :class:`PreemptionRemovalSimulator` see the pods removed from
+    their own state too); None when even removing all of them does not let the pod pass.
     ``leaving``: owner key → pods already being evicted for earlier preemptions (budgets, :mod:`.rules`)."""
     ordered = sorted(potential, key=importance)
-    sim = RowSimulation(state.table, row)
+    sim = RowSimulation(state.table, row, [f for f in filters if isinstance(f, PreemptionRemovalSimulator)])
     try:
         for ap in ordered:
             sim.remove(ap)
