@@ -193,3 +193,13 @@ def test_an_inf_signal_does_not_poison_the_baseline() -> None:
     for k in range(4, 30):
         st_ = be_budget(ON, st_, 5.0, NOW + k, 5000, CAP, FLOOR, NOW + k)
     assert st_ is not None and st_.threshold_percent == FLOOR and st_.phase == "cut"
+
+
+def test_a_clock_that_went_back_holds_for_hold_s_not_until_it_catches_up() -> None:
+    """The wall clock set back an hour after a cut (NTP, a VM restore) left cut_at an hour in the future: the
+    budget held, and capped its growth, for an hour plus hold_s instead of hold_s."""
+    cut = state(phase="cut", threshold_percent=70.0, cut_at=NOW + 3600, cut_from_percent=80.0)
+    first = be_budget(ON, cut, 0.5, NOW, 5000, CAP, FLOOR, NOW)
+    assert (first.phase, first.cut_at) == ("hold", NOW)
+    later = be_budget(ON, first, 0.5, NOW + 61, 5000, CAP, FLOOR, NOW + 61)
+    assert (later.phase, later.threshold_percent) == ("grow", 72)

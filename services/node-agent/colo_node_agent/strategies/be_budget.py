@@ -28,7 +28,7 @@ ceiling M = max(``max_percent``, F):
   violation after every hold; at that cap the phase is ``hold``. A later violation lowers the cap; after the
   period the budget probes higher again.
 
-The threshold always ends within [F, M] (a NodeSLO with a new floor or ceiling moves it at once). ``since`` is
+A ``cut_at`` later than now (the clock was set back) counts as now. The threshold always ends within [F, M] (a NodeSLO with a new floor or ceiling moves it at once). ``since`` is
 when the phase began. The rule is written once, for arrays of nodes (:func:`step_many`, the sim backend runs it
 for all its nodes at once); :func:`be_budget` is one node's step on the message types.
 """
@@ -146,6 +146,7 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     the worst LS value (−1 unknown) measured at ``signal_at`` seconds, ``be_used``/``capacity`` milli-cores,
     percents of capacity, ``hold_s`` seconds, ``noise`` the signal's :data:`NOISE_FLOOR`. Pure."""
     signal = np.where(np.isfinite(signal) & (signal >= 0), signal, -1.0)  # NaN/inf: unknown, never learned
+    cut_at = np.minimum(prev.cut_at, now)  # a clock set back: the hold runs hold_s from now, not until it catches up
     fresh = (signal >= 0) & (now - signal_at <= stale_after_s)
     be_known = np.isfinite(be_used) & (be_used >= 0)
     be_free = be_known & (be_used * 100 < BE_FREE_PERCENT * capacity)
@@ -160,9 +161,9 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     ceiling = np.maximum(max_percent, floor_percent)
     excess = np.maximum(prev.threshold - floor_percent, 0.0)
     violated = known & (signal > limit)
-    cap = np.where((prev.cut_from >= 0) & (now - prev.cut_at < PROBE_HOLDS * hold_s),
+    cap = np.where((prev.cut_from >= 0) & (now - cut_at < PROBE_HOLDS * hold_s),
                    np.minimum(ceiling, prev.cut_from - step_percent), ceiling)
-    held = known & ~violated & ((now - prev.cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free
+    held = known & ~violated & ((now - cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free
                                 | ~be_known | (prev.threshold >= cap))
     growing = known & ~violated & ~held
     threshold = np.select(
@@ -173,7 +174,7 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     phase = np.select([~known, violated, held], [FALLBACK, CUT, HOLD], GROW).astype(np.int64)
     return BudgetArrays(threshold=np.clip(threshold, floor_percent, ceiling), phase=phase,
                         since=np.where(phase == prev.phase, prev.since, now), baseline=baseline, samples=samples,
-                        cut_at=np.where(violated, now, prev.cut_at), signal=np.asarray(signal, dtype=np.float64),
+                        cut_at=np.where(violated, now, cut_at), signal=np.asarray(signal, dtype=np.float64),
                         cut_from=np.where(violated, prev.threshold, prev.cut_from))
 
 
