@@ -125,6 +125,8 @@ def _pod(uid: str, count: int, milli: int, cpu: int = 4000) -> PodSpec:
     pytest.param([("a", "n1", [(0, 700)])], [("a", "n2", "Failed")], 0.0875, 0.0375, 0,
                  id="an end on another node frees nothing"),
     pytest.param([("a", "n1", [(0, 700)]), ("b", "n1", [(0, 700)])], [], 0.125, 0.0, 1, id="GPU over 100 %: counted full, the violation named"),
+    pytest.param([("a", "n1", [(4, 500)])], [], 0.0, 0.0, 1, id="a GPU index beyond every node's GPUs: a violation"),
+    pytest.param([("a", "n9", [(0, 500)])], [], 0.0, 0.0, 1, id="GPUs on a node the run does not have: a violation"),
 ])
 def test_gpu_usage_rows(binds: list[tuple[str, str, list[tuple[int, int]]]], ends: list[tuple[str, str, str]],
                         alloc: float, frag: float, violations: int) -> None:

@@ -106,16 +106,23 @@ class GpuUsage:
             return -1
 
     def on_bound(self, msg: PodBound) -> None:
-        """Book the binding's devices and native CPU request on its node (a rebind replaces the old booking)."""
+        """Book the binding's devices and native CPU request on its node (a rebind replaces the old booking); GPUs
+        on a node the run does not have, or an index beyond every node's devices, add a violation."""
         uid = msg.spec.uid
         self._release(uid)
         row = self._row(msg.node)
-        if row < 0:
-            return
         devices = allocations_devices(msg.devices)
+        if row < 0:
+            if devices:
+                self.violations.append(f"t={msg.at:.0f}s pod {uid}: GPUs {devices} on {msg.node!r}, not a node "
+                                       "of the run")
+            return
         for idx, milli in devices:
             if 0 <= idx < self.held.shape[1]:
                 self.held[row, idx] += milli
+            else:  # no column to hold it: sample() could never see it
+                self.violations.append(f"t={msg.at:.0f}s {msg.node}: pod {uid} holds GPU {idx} of "
+                                       f"{int(self.gpus[row])}")
         self.cpu_used[row] += msg.spec.requests.cpu
         self.pods[uid] = (row, devices, msg.spec.requests.cpu, msg.at)
         if msg.spec.gpu is not None:
