@@ -280,3 +280,26 @@ def test_be_budget_learns_from_the_interference_readers_each_loop(host: Callable
     budget = h.b.node_metrics(time.time())[0].be_budget
     # judged on real signals: hold (no BE work to grow by), or cut when other load on the machine moved the wait
     assert budget is not None and budget.phase in ("hold", "cut") and budget.baseline >= 0
+
+
+def test_be_budget_relearns_when_the_nodeslo_changes_its_signal(host: Callable[..., Host]) -> None:
+    """A baseline learned in run-queue seconds judged a CPI of 1.5 a severe violation after the NodeSLO switched the
+    budget's signal to ``cpi`` (cut to the floor, never learned again while BE runs)."""
+    slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
+    h = host(slo=slo, interference_signals=False)  # the signals are set by the test, through the HostPod seam
+    h.b.start_pod(sleeper("ls-1"), NODE)
+
+    def step() -> BEBudgetState:
+        ls = h.b.pods["ls-1"]
+        ls.interference, ls.interference_at = InterferenceSignals(runq_wait_ratio=0.1, cpi=1.5), time.time()
+        time.sleep(h.config.loop_s)
+        h.step()
+        budget = h.b.node_metrics(time.time())[0].be_budget
+        assert budget is not None
+        return budget
+
+    h.until(lambda: step().baseline_samples >= 3, what="a run-queue baseline")
+    assert step().baseline == pytest.approx(0.1)
+    h.b.set_slo(msgspec.structs.replace(slo, be_budget=BEBudgetStrategy(enabled=True, signal="cpi")))
+    state = step()
+    assert state.phase != "cut" and state.baseline == pytest.approx(1.5) and state.baseline_samples == 1

@@ -120,3 +120,28 @@ def test_threshold_gauge_follows_the_node_metric() -> None:
     assert value("colo_node_be_budget_threshold_percent", {"node": "off"}) is None
     metrics.observe_node_metric(msgspec.structs.replace(on, be_budget=None), CAP)
     assert value("colo_node_be_budget_threshold_percent", {"node": "on"}) is None
+
+
+class TwoSignals(SimBackend):
+    """Run-queue wait 0.1 and CPI 1.5 on every node: two signals in different units."""
+
+    def ls_signal(self, kind: Signal) -> F64:
+        return np.full(len(self.names), {"runq_wait": 0.1, "cpi": 1.5}[kind])
+
+
+def test_a_new_signal_kind_learns_its_own_baseline() -> None:
+    """A NodeSLO that changes ``be_budget.signal`` used to keep the baseline learned in the old signal's units:
+    a run-queue baseline of 0.1 judged a CPI of 1.5 a severe violation (cut to the floor for good), and the other
+    way round a CPI baseline would let any run-queue wait pass."""
+    b = started(TwoSignals)
+    b.advance(40.0)  # BE-free: the run-queue baseline is learned
+    for name in b.names:
+        assert b.start_pod(be(f"be-{name}"), name)
+    b.advance(100.0)
+    grown = b.node_metrics(100.0)[0].be_budget
+    assert grown is not None and grown.phase == "grow"
+    assert b.set_slo(msgspec.structs.replace(slo_of("on"), be_budget=msgspec.structs.replace(ON, signal="cpi")))
+    b.advance(110.0)
+    state = b.node_metrics(110.0)[0].be_budget
+    assert state is not None and (state.phase, state.threshold_percent) == ("fallback", 65)
+    assert (state.baseline, state.baseline_samples) == (-1.0, 0)

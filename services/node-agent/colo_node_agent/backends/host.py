@@ -61,6 +61,8 @@ class HostBackend(HostLoop):
         """Adopt ``slo`` (BE settings such as ``cpu.idle`` are written now); False for another node."""
         if slo.node not in self.index:
             return False
+        if slo.be_budget.signal != self.slo.be_budget.signal:
+            self.memory.be_budget = None  # a baseline in the old signal's units: start at the floor, learn anew
         self.slo = slo
         self._apply_be_settings(self.clock())
         return True

@@ -72,7 +72,9 @@ class SimBackend(SimStrategies):
         if i is None:
             return False
         burst_was_on = self.slos[i].cpu_burst.policy != "none"
-        if slo.be_budget.enabled and not self.slos[i].be_budget.enabled:  # switched on: start at the floor
+        old = self.slos[i].be_budget
+        if slo.be_budget.enabled and (not old.enabled or old.signal != slo.be_budget.signal):
+            # switched on, or another signal (a baseline in other units): start at the floor, learn anew
             fresh = BudgetArrays.initial(np.array([float(slo.cpu_suppress.threshold_percent)]), self.now)
             for f in BUDGET_FIELDS:
                 getattr(self.budget, f)[i] = getattr(fresh, f)[0]
