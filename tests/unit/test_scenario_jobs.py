@@ -236,3 +236,11 @@ def test_workload_types_are_the_messages() -> None:
     w = jb.make_job([PodSpec(uid="p", name="p", namespace="batch")], "1", "2", "team-b", False, 5.0, JOBS.job_params())
     assert isinstance(w, WorkloadSpec) and w.pod_group is None and w.parallelism == 1
     assert isinstance(jb.team_quotas(Resources(cpu=2, memory=2), 1, 1.0, 1.0)[0], ElasticQuota)
+
+
+def test_a_run_shorter_than_the_batch_warmup_says_how_long_it_must_be() -> None:
+    """``--hours 0.01`` (the command line cannot set the warm-up) used to be refused as 'batch_warmup_s must be
+    within 0..hours×3600, got 300', naming neither the hours given nor how many would do."""
+    assert ScenarioParams(hours=0.01).problems() == [
+        "hours 0.01 (36 s) must be longer than the batch warm-up, batch_warmup_s 300 s (--hours above 0.0833)"]
+    assert ScenarioParams(batch_warmup_s=-1).problems() == ["batch_warmup_s must be ≥ 0, got -1"]

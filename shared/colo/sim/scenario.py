@@ -97,8 +97,11 @@ class ScenarioParams:
             out.append(f"ls_cpu_fraction must be within 0..1, got {self.ls_cpu_fraction}")
         if self.batch_scale < 0:
             out.append(f"batch_scale must be ≥ 0, got {self.batch_scale}")
-        if not 0 <= self.batch_warmup_s < self.hours * 3600:
-            out.append(f"batch_warmup_s must be within 0..hours×3600, got {self.batch_warmup_s}")
+        if self.batch_warmup_s < 0:
+            out.append(f"batch_warmup_s must be ≥ 0, got {self.batch_warmup_s}")
+        elif self.hours > 0 and self.batch_warmup_s >= self.hours * 3600:
+            out.append(f"hours {self.hours:g} ({self.hours * 3600:g} s) must be longer than the batch warm-up, "
+                       f"batch_warmup_s {self.batch_warmup_s} s (--hours above {self.batch_warmup_s / 3600:.3g})")
         if self.max_batch_pod_cpu_milli < 1:
             out.append("max_batch_pod_cpu_milli must be ≥ 1")
         if not 1 <= self.teams <= 26:
