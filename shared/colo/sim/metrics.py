@@ -11,6 +11,7 @@ The batch and mid resources offered over time come from slo-manager's tick stats
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -30,9 +31,10 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
+from colo.sim.ceiling import CeilingTracker, ceiling_summary
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
-from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
+from colo.sim.unschedulable import UnschedulableBreakdown, by_category, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
@@ -40,7 +42,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
-    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted", "wall_s",
+    "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted",
+    "cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
@@ -54,6 +57,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "gangs_placed": True, "gangs_waiting": False,
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
     "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
+    "cpu_ceiling_avg": True, "mem_ceiling_avg": True, "cpu_ceiling_share": True, "mem_ceiling_share": True,
 }
 
 MILLI_PER_CORE = 1000.0
@@ -139,6 +143,10 @@ class RunMetrics:
     """Workload uid → virtual time it was published; its pods count as submitted then."""
     owner_of: dict[str, str] = field(default_factory=dict)
     """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
+    ceiling: CeilingTracker = field(default_factory=CeilingTracker)
+    """The utilization ceiling the run's policy allows over time (:mod:`colo.sim.ceiling`)."""
+    unschedulable_ticks: dict[str, float] = field(default_factory=dict)
+    """Reason category → Σ over ticks of the pods unschedulable with it as dominant category."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -204,6 +212,7 @@ class RunMetrics:
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
+        self.ceiling.on_bound(msg)
 
     def on_unschedulable(self, msg: PodUnschedulable) -> None:
         """A failed scheduling attempt with its reasons."""
@@ -214,6 +223,7 @@ class RunMetrics:
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
         self._set_phase(msg.uid, msg.phase)
+        self.ceiling.on_status(msg)
         if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
             self.completed_at[msg.uid] = msg.at
             if msg.uid in self.batch_duration_s:
@@ -292,6 +302,9 @@ class RunMetrics:
             pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
         ))
         self.jobs.sample(t)
+        self.ceiling.sample()
+        for cat, n in by_category(pods).items():
+            self.unschedulable_ticks[cat] = self.unschedulable_ticks.get(cat, 0.0) + n
 
     # ------------------------------------------------------------------ results
 
@@ -330,6 +343,15 @@ class RunMetrics:
         fields = ("batch_cpu_cores", "mid_cpu_cores", "batch_memory_gib", "mid_memory_gib")
         return {f: sum(getattr(s, f) for s in self.series) / n if n else 0.0 for f in fields}
 
+    def ceilings(self, cpu_util_avg: float | None = None, mem_util_avg: float | None = None) -> dict[str, Any]:
+        """The ceiling figures of :func:`colo.sim.ceiling.ceiling_summary` for this run's utilization (the means
+        over its ticks unless given)."""
+        cpu = cpu_util_avg if cpu_util_avg is not None else (
+            float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0)
+        mem = mem_util_avg if mem_util_avg is not None else (
+            float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0)
+        return ceiling_summary(self.ceiling, cpu, mem, self.unschedulable_ticks)
+
     def summary(self) -> dict[str, float]:
         """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""
         slowdowns = [
@@ -340,9 +362,12 @@ class RunMetrics:
         lat = np.array(self.attempt_ms) if self.attempt_ms else np.zeros(1)
         unsched = [uid for uid in self.unschedulable if uid not in self.bound_node]
         offered = self.offered()
+        cpu_avg = float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0
+        mem_avg = float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0
+        ceiling = self.ceilings(cpu_avg, mem_avg)
         return {
-            "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
-            "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
+            "cpu_util_avg": cpu_avg,
+            "mem_util_avg": mem_avg,
             "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
             "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
             "batch_slowdown_avg": float(np.mean(slowdowns)) if slowdowns else 0.0,
@@ -361,5 +386,6 @@ class RunMetrics:
             "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
             **self.jobs.summary(),
             "workloads_unadmitted": float(len(self.unadmitted_workloads())),
+            **{k: ceiling[k] for k in ("cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share")},
             "wall_s": self.wall_s,
         }

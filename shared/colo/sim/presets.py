@@ -29,6 +29,11 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "default": Preset("default", "the trace-driven default: LS services and batch tasks, baseline vs colo"),
+    "saturated": Preset(
+        "saturated", "batch demand well above what fits (20 nodes, 2 h, 4x batch): baseline, colo (static "
+                     "thresholds), colo-adaptive (SLO-driven BE budget), with the utilization ceilings",
+        params={"nodes": 20, "hours": 2.0, "batch_scale": 4.0},
+        runs=("baseline", "colo", "colo-adaptive")),
 }
 """Every preset by name."""
 
