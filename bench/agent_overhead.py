@@ -10,12 +10,18 @@ then samples the agent process with psutil for ``--seconds``:
 * ``rss_mib`` = the largest resident set seen (sampled every second), ``rss_mib_mean`` its mean.
 
 Every loop the agent checks each pod's process, reads its CPU, memory and throttling counters, samples the
-node, runs CPU suppress and the eviction checks; NodeMetrics are published every ``--report-s`` (10 s, six
-times the production rate, to include their cost). The pods themselves are not counted. Target (issue 4):
-≤ 2 % of one core and ≤ 100 MiB. At the end the agent gets SIGTERM, every pod process is killed and every
-group removed. Prints a readable summary, then one JSON line.
+node, reads the LS pods' interference counters (``/proc/<tid>/schedstat`` of each thread; setting
+``interference_signals``), runs CPU suppress and the eviction checks; NodeMetrics are published every
+``--report-s`` (10 s, six times the production rate, to include their cost). The pods themselves are not
+counted. Target (issues 4 and 17): ≤ 2 % of one core and ≤ 100 MiB, with the interference signals on. At the
+end the agent gets SIGTERM, every pod process is killed and every group removed.
 
-Run: ``.venv/bin/python bench/agent_overhead.py`` (root, writable cgroups; ~45 s)
+``--signals both`` (default) runs the bench ``--rounds`` times each with the signals off and on, alternating
+(off, on, off, on ...: a busy machine's drift hits both alike), and reports each run, the mean of each setting
+and the difference; ``on`` / ``off`` run one setting. Prints a readable summary per run, then one JSON line
+(with ``both``: ``{"off": [...], "on": [...], "mean_off", "mean_on", "delta_pct_points", ...}``).
+
+Run: ``.venv/bin/python bench/agent_overhead.py`` (root, writable cgroups; ~50 s per run, 4 runs)
 """
 
 from __future__ import annotations
@@ -86,7 +92,7 @@ async def wait_for(cond: Any, timeout_s: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, signals: bool) -> dict[str, Any]:
     parent = f"colo-bench-{uuid.uuid4().hex[:8]}"
     state_dir = tempfile.mkdtemp(prefix="colo-bench-agent-")
     config = HostConfig(node_name=NODE, cgroup_parent=parent, state_dir=state_dir, loop_s=args.loop_s)
@@ -100,7 +106,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                    COLO_NODE_AGENT_BACKEND="host", COLO_NODE_AGENT_CGROUP_PARENT=parent,
                    COLO_NODE_AGENT_STATE_DIR=state_dir, COLO_NODE_AGENT_NODE_NAME=NODE,
                    COLO_NODE_AGENT_LOOP_S=str(args.loop_s), COLO_NODE_AGENT_REPORT_INTERVAL_S=str(args.report_s),
-                   COLO_NODE_AGENT_WINDOW_S=str(max(args.report_s, 300.0)))
+                   COLO_NODE_AGENT_WINDOW_S=str(max(args.report_s, 300.0)),
+                   COLO_NODE_AGENT_INTERFERENCE_SIGNALS="true" if signals else "false")
         agent = subprocess.Popen([sys.executable, "-m", "colo_node_agent"], env=env, preexec_fn=_die_with_parent)
         store = await Store.connect(servers.redis_url, prefix)
         bus = await Bus.connect(servers.nats_url, "bench-driver")
@@ -153,6 +160,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             cpu1, t1 = proc.cpu_times(), time.monotonic()
             cpu_s = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
             return {
+                "interference_signals": signals,
                 "cpu_pct_of_one_core": round(cpu_s / (t1 - t0) * 100, 2),
                 "rss_mib": round(max(rss), 1),
                 "rss_mib_mean": round(sum(rss) / len(rss), 1),
@@ -181,6 +189,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             HostBackend(config, lambda n: NodeSLO(node=n), start=time.time()).purge()
 
 
+def summary(res: dict[str, Any]) -> str:
+    return (f"signals {'on ' if res['interference_signals'] else 'off'}: agent with {res['pods']} pods at a "
+            f"{res['loop_s']} s loop over {res['seconds']} s: {res['cpu_pct_of_one_core']} % of one core (target "
+            f"<= {res['target_cpu_pct']}), RSS max {res['rss_mib']} MiB / mean {res['rss_mib_mean']} MiB (target "
+            f"<= {res['target_rss_mib']}); {res['node_metrics_published']} NodeMetrics published")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=50)
@@ -188,13 +203,30 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup-s", type=float, default=5.0)
     ap.add_argument("--report-s", type=float, default=10.0)
+    ap.add_argument("--signals", choices=("both", "on", "off"), default="both")
+    ap.add_argument("--rounds", type=int, default=2, help="runs per setting with --signals both")
     args = ap.parse_args()
-    res = asyncio.run(run(args))
-    print(f"agent with {res['pods']} pods at a {res['loop_s']} s loop over {res['seconds']} s: "
-          f"{res['cpu_pct_of_one_core']} % of one core (target <= {res['target_cpu_pct']}), "
-          f"RSS max {res['rss_mib']} MiB / mean {res['rss_mib_mean']} MiB (target <= {res['target_rss_mib']}); "
-          f"{res['node_metrics_published']} NodeMetrics published; {res['machine']}")
-    print(json.dumps(res))
+    if args.signals != "both":
+        res = asyncio.run(run(args, args.signals == "on"))
+        print(summary(res), res["machine"])
+        print(json.dumps(res))
+        return
+    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    for _ in range(args.rounds):
+        for key in ("off", "on"):
+            res = asyncio.run(run(args, key == "on"))
+            print(summary(res), flush=True)
+            runs[key].append(res)
+    mean = {k: round(sum(r["cpu_pct_of_one_core"] for r in v) / len(v), 2) for k, v in runs.items()}
+    rss = {k: round(max(r["rss_mib"] for r in v), 1) for k, v in runs.items()}
+    out = {"mean_off": mean["off"], "mean_on": mean["on"],
+           "delta_pct_points": round(mean["on"] - mean["off"], 2), "rss_mib_max_off": rss["off"],
+           "rss_mib_max_on": rss["on"], "target_cpu_pct": 2.0, "pods": args.pods, "loop_s": args.loop_s,
+           "rounds": args.rounds, "machine": runs["on"][0]["machine"],
+           "load_avg_1m_end": round(os.getloadavg()[0], 2), **runs}
+    print(f"signals off {mean['off']} % / on {mean['on']} % of one core (mean of {args.rounds} runs each, "
+          f"alternating; target <= 2 % with them on); {out['machine']}")
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

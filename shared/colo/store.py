@@ -53,6 +53,7 @@ from colo.store_binds import (
     bind_units,
 )
 from colo.store_checkpoints import CheckpointOps
+from colo.store_leases import LeaseOps
 from colo.store_lua import (
     ACQUIRE_LUA,
     ADMIT_LUA,
@@ -90,7 +91,7 @@ def _resources(h: dict[Any, Any]) -> Resources:
                                                      "mid_cpu", "mid_memory", "pods")})
 
 
-class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
+class Store(LeaseOps, QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
     """Async access to the cluster snapshot in Redis under ``prefix``.
 
     Create with ``await Store.connect(url, prefix="colo")``; ``await store.close()`` at the end.
@@ -363,29 +364,25 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
     async def bound_devices(self, uids: Sequence[str]) -> dict[str, str]:
         """The GPUs kept with the binding of every pod of ``uids`` that has some (``"index:milli,..."``; one
         pipeline; docs/gpu.md)."""
-        out: dict[str, str] = {}
-        for start in range(0, len(uids), 1000):
-            chunk = uids[start:start + 1000]
-            pipe = self.redis.pipeline(transaction=False)
-            for uid in chunk:
-                pipe.hget(self.keys.binding(uid), "devices")
-            for uid, devs in zip(chunk, await pipe.execute()):
-                if devs:
-                    out[uid] = _s(devs)
-        return out
+        return await self._binding_field(uids, "devices")
 
     async def bound_cpusets(self, uids: Sequence[str]) -> dict[str, str]:
         """The cpuset kept with the binding of every pod of ``uids`` that has one (kernel list format; one
         pipeline; docs/topology.md)."""
+        return await self._binding_field(uids, "cpuset")
+
+    async def _binding_field(self, uids: Sequence[str], name: str) -> dict[str, str]:
+        """Field ``name`` of the binding of every pod of ``uids`` where it is set and not empty, pipelined in
+        chunks of 1,000."""
         out: dict[str, str] = {}
         for start in range(0, len(uids), 1000):
             chunk = uids[start:start + 1000]
             pipe = self.redis.pipeline(transaction=False)
             for uid in chunk:
-                pipe.hget(self.keys.binding(uid), "cpuset")
-            for uid, cpus in zip(chunk, await pipe.execute()):
-                if cpus:
-                    out[uid] = _s(cpus)
+                pipe.hget(self.keys.binding(uid), name)
+            for uid, value in zip(chunk, await pipe.execute()):
+                if value:
+                    out[uid] = _s(value)
         return out
 
     # ------------------------------------------------------------------ bind / release
@@ -460,32 +457,7 @@ class Store(QuotaOps, WorkloadOps, RejectionOps, RestoreOps, CheckpointOps):
                 return False
         raise RuntimeError(f"release of {uid} kept racing with rebinds")
 
-    # ------------------------------------------------------------------ leases
-
-    async def acquire_lease(self, name: str, holder: str, duration_ms: int) -> Lease | None:
-        """Take the lease ``name`` for ``holder`` for ``duration_ms`` when nobody holds it
-        (``SET NX PX`` with the next fencing token, atomically); None when it is held.
-
-        Raises ValueError for ``duration_ms`` < 1 or an empty ``holder``; RedisError on I/O failure.
-        """
-        if duration_ms < 1 or not holder:
-            raise ValueError(f"lease {name!r}: need a holder and duration_ms >= 1, got {holder!r}, {duration_ms}")
-        k = self.keys
-        token, value = await self._acquire(keys=[k.lease(name), k.lease_fence(name)], args=[holder, duration_ms])
-        return Lease(name, int(token), _s(value)) if int(token) > 0 else None
-
-    async def renew_lease(self, lease: Lease, duration_ms: int) -> bool:
-        """Extend ``lease`` to ``duration_ms`` from now; False when it expired or another holder has it."""
-        return bool(await self._renew(keys=[self.keys.lease(lease.name)], args=[lease.value, duration_ms]))
-
-    async def release_lease(self, lease: Lease) -> bool:
-        """Give ``lease`` up at once (a graceful stop); False when it was no longer ours."""
-        return bool(await self._drop_lease(keys=[self.keys.lease(lease.name)], args=[lease.value]))
-
-    async def lease_holder(self, name: str) -> str | None:
-        """Current value (``"<token>:<holder>"``) of the lease ``name``, or None when free."""
-        v = await self.redis.get(self.keys.lease(name))
-        return None if v is None else _s(v)
+    # ------------------------------------------------------------------ allocation
 
     async def allocated(self, node: str) -> Resources:
         """Σ requests bound to ``node`` (``pods`` = number of bound pods)."""

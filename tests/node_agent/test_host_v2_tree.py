@@ -187,3 +187,23 @@ def test_eviction_and_adoption_on_v2(backend: HostBackend, tree: FakeV2Tree, tmp
         assert time.monotonic() < deadline
         again.advance(1003.0)
         time.sleep(0.02)
+
+
+def test_interference_signals_from_v2_files(backend: HostBackend, tree: FakeV2Tree) -> None:
+    ls = PodSpec(uid="ls-1", name="ls-1", qos_class="LS", command=["sleep", "300"],
+                 requests=Resources(cpu=500, memory=64 * MI))
+    backend.start_pod(ls, NODE)
+    backend.start_pod(be_pod("be-1", ["sleep", "300"]), NODE)
+    cg = "kubepods/burstable/podls-1"
+    pid = wait_pid_in(tree, cg)
+    write(tree, cg, "cgroup.threads", f"{pid}\n")  # the v2 thread list the run-queue wait is read from
+    backend.advance(1001.0)
+    assert backend.interference is not None and list(backend.interference.pods["ls-1"].tasks) == [pid]
+    write(tree, cg, "cpu.pressure", PSI.format(7.5))
+    write(tree, "kubepods/besteffort/podbe-1", "cpu.pressure", PSI.format(40.0))
+    backend.advance(1002.0)
+    pods = {p.uid: p for p in backend.node_metrics(1002.0)[0].pods}
+    sig = pods["ls-1"].interference
+    assert sig is not None and sig.cpu_pressure_some == 7.5 and sig.cpi == -1.0
+    assert sig.runq_wait_ratio == -1.0 or sig.runq_wait_ratio >= 0  # a sleeping wrapper may not run at all
+    assert pods["be-1"].interference is None

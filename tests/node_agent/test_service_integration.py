@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from colo.messages import (
 )
 from colo.store import BindRequest, Store
 from colo.testing.fixtures import BusFactory, service_context
+from colo.testing.rig import TickRig
 from colo_node_agent.service import NodeAgentService
 from colo_node_agent.settings import NodeAgentSettings
 
@@ -46,27 +47,11 @@ def ls_pod(uid: str) -> PodSpec:
                                    memory_util=[0.5], memory_scale_bytes=G))
 
 
-@dataclass
-class Harness:
+@dataclass(kw_only=True)
+class Harness(TickRig[NodeAgentService]):
     """The agent on its own bus, a client bus collecting what it publishes, the store and the clock."""
 
-    service: NodeAgentService
-    bus: Bus
-    client: Bus
     store: Store
-    clock: VirtualClock
-    seen: dict[str, list[Any]] = field(default_factory=dict)
-
-    async def settle(self) -> None:
-        await self.bus.settle(timeout_s=20)
-        await self.client.settle(timeout_s=20)
-
-    async def tick(self, now: float) -> dict[str, float]:
-        self.clock.advance_to(now)
-        await self.settle()
-        stats = await self.service.tick(now)
-        await self.settle()
-        return stats
 
     async def bind(self, spec: PodSpec, node: str) -> None:
         await self.store.put_pod(PodRecord(spec=spec))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,6 @@ import pytest_asyncio
 from nats.js.kv import KeyValue
 
 from colo import subjects
-from colo.bus import Bus
 from colo.clock import VirtualClock
 from colo.messages import (
     ConfigApplied,
@@ -31,6 +30,7 @@ from colo.messages import (
 from colo.settings import load_settings
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
+from colo.testing.rig import TickRig
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
 
@@ -43,28 +43,12 @@ NODE = NodeSpec(name="n1", capacity=Resources(cpu=100_000, memory=100 * G, pods=
 KEY = "slo-manager"
 
 
-@dataclass
-class Rig:
+@dataclass(kw_only=True)
+class Rig(TickRig[SloManagerService]):
     """The service under test, a client collecting what it publishes, the key-value bucket and the file."""
 
-    service: SloManagerService
-    bus: Bus
-    client: Bus
-    clock: VirtualClock
     kv: KeyValue
     path: Path
-    seen: dict[str, list[Any]] = field(default_factory=dict)
-
-    async def settle(self) -> None:
-        await self.bus.settle(timeout_s=20)
-        await self.client.settle(timeout_s=20)
-
-    async def tick(self, now: float) -> dict[str, float]:
-        self.clock.advance_to(now)
-        await self.settle()
-        stats = await self.service.tick(now)
-        await self.settle()
-        return stats
 
     async def changed(self, attempts: int) -> None:
         """Wait until the service has tried ``attempts`` configuration changes, then for its announcements."""

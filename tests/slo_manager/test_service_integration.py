@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -11,7 +11,6 @@ import pytest
 import pytest_asyncio
 
 from colo import subjects
-from colo.bus import Bus
 from colo.clock import VirtualClock, WallClock
 from colo.messages import (
     DeadLetter,
@@ -34,6 +33,7 @@ from colo.runtime import ServiceRunner
 from colo.settings import RuntimeSettings
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
+from colo.testing.rig import TickRig
 from colo_slo_manager.service import SloManagerService
 from colo_slo_manager.settings import SloManagerSettings
 
@@ -43,27 +43,11 @@ G = 10**9
 T0 = 1000.0
 
 
-@dataclass
-class Harness:
+@dataclass(kw_only=True)
+class Harness(TickRig[SloManagerService]):
     """The service on its own bus, and a client bus collecting what it publishes."""
 
-    service: SloManagerService
-    bus: Bus
-    client: Bus
     store: Store
-    clock: VirtualClock
-    seen: dict[str, list[Any]] = field(default_factory=dict)
-
-    async def settle(self) -> None:
-        await self.bus.settle(timeout_s=20)
-        await self.client.settle(timeout_s=20)
-
-    async def tick(self, now: float) -> dict[str, float]:
-        self.clock.advance_to(now)
-        await self.settle()
-        stats = await self.service.tick(now)
-        await self.settle()
-        return stats
 
 
 def _collector(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:

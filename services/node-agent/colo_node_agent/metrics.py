@@ -9,8 +9,12 @@ Every figure comes from what the service publishes, so ``/metrics`` says what th
   own evictions (BE memory / BE CPU eviction, REFERENCE.md §5); an eviction ordered over ``pod.evict``
   (descheduler, preemption) counts with reason ``order``. A deletion (``colo delete``) is not an eviction.
 
+* each NodeMetric also sets the node's LS interference gauges: the max and mean over its LS pods of each signal
+  of ``PodMetric.interference`` that is known (not −1); a signal no LS pod has leaves no series.
+
 Labels: ``node`` (the nodes this process hosts, fixed at start), ``qos`` (:data:`QOS_LABELS`), ``reason``
-(:data:`EVICTION_REASONS`), ``action`` (:data:`QOS_ACTIONS`). No pod, uid or workload label.
+(:data:`EVICTION_REASONS`), ``action`` (:data:`QOS_ACTIONS`), ``stat`` (:data:`SIGNAL_STATS`). No pod, uid or
+workload label: per-pod signals are in the NodeMetric, not in Prometheus.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ low), an eviction ordered over ``pod.evict`` (descheduler migration, preemption)
 QOS_ACTIONS = ("suppress", "burst")
 """``action`` of a QoS action: ``suppress`` = the BE cpuset or CFS quota changed (a new BE CPU budget);
 ``burst`` = CPU burst scaled LS pods' CFS quota (REFERENCE.md §5)."""
+
+SIGNAL_STATS = ("max", "mean")
+"""``stat`` of an LS interference gauge: over the node's LS pods whose signal is known."""
 
 _AGENT_EVICTIONS = {"BE memory eviction": "memory", "BE cpu eviction": "cpu"}
 """QoSEvent.reason of the backends' evictions → ``reason`` label."""
@@ -69,6 +76,26 @@ OOM_KILLS = telemetry.counter("colo_node_agent_oom_kills_total", "Pods OOM-kille
 CGROUP_FAILURES = telemetry.counter("colo_node_agent_cgroup_write_failures_total",
                                     "cgroup writes that failed (each also a QoSEvent of kind cgroup)", ("node",))
 
+LS_RUNQ_WAIT = telemetry.gauge(
+    "colo_node_ls_runq_wait_ratio",
+    "Run-queue wait per second on a CPU of the node's LS pods (/proc/<tid>/schedstat over the NodeMetric's "
+    "window), max or mean over LS pods; seconds per second", ("node", "stat"))
+LS_CPU_PRESSURE = telemetry.gauge(
+    "colo_node_ls_cpu_pressure_ratio",
+    "PSI cpu.some avg10 of the node's LS pod groups as a fraction of wall time (0-1), max or mean over LS pods",
+    ("node", "stat"))
+LS_CPI = telemetry.gauge(
+    "colo_node_ls_cycles_per_instruction",
+    "Cycles per instruction of the node's LS pods (perf events, where the machine has them), max or mean",
+    ("node", "stat"))
+LS_LATENCY_INFLATION = telemetry.gauge(
+    "colo_node_ls_latency_inflation_ratio",
+    "Modelled p99 latency rise of the node's LS pods over running alone (sim), fraction (0.1 = +10 %), max or "
+    "mean", ("node", "stat"))
+_SIGNAL_GAUGES = ((LS_RUNQ_WAIT, "runq_wait_ratio", 1.0), (LS_CPU_PRESSURE, "cpu_pressure_some", 0.01),
+                  (LS_CPI, "cpi", 1.0), (LS_LATENCY_INFLATION, "latency_inflation_percent", 0.01))
+"""(gauge, InterferenceSignals field, scale to the gauge's unit)."""
+
 
 def register_nodes(nodes: Iterable[NodeSpec]) -> None:
     """Capacity gauges and zeroed counters for every node hosted (a counter series exists from the start, so
@@ -96,10 +123,38 @@ def usage_by_qos(metric: NodeMetric) -> dict[str, tuple[int, int]]:
     return {q: (cpu, mem) for q, (cpu, mem) in out.items()}
 
 
+def ls_signal_stats(metric: NodeMetric) -> dict[str, tuple[float, float]]:
+    """InterferenceSignals field → (max, mean) over ``metric``'s LS pods (LSE, LSR, LS, no class) whose value
+    is known (≥ 0), in the message's units; fields no LS pod knows are absent."""
+    values: dict[str, list[float]] = {}
+    for pod in metric.pods:
+        sig = pod.interference
+        if sig is None or pod.qos_class in ("BE", "SYSTEM"):
+            continue
+        for _, field, _ in _SIGNAL_GAUGES:
+            v = getattr(sig, field)
+            if v >= 0:
+                values.setdefault(field, []).append(v)
+    return {f: (max(v), sum(v) / len(v)) for f, v in values.items()}
+
+
+def observe_interference(metric: NodeMetric) -> None:
+    """Set (or remove, when no LS pod knows the signal) the node's LS interference gauges."""
+    stats = ls_signal_stats(metric)
+    for gauge, field, scale in _SIGNAL_GAUGES:
+        pair = stats.get(field)
+        for stat, i in zip(SIGNAL_STATS, (0, 1)):
+            if pair is None:
+                gauge.remove(metric.node, stat)  # removing a missing series is a no-op
+            else:
+                gauge.labels(metric.node, stat).set(pair[i] * scale)
+
+
 def observe_node_metric(metric: NodeMetric, cpu_capacity_milli: int) -> None:
     """Set the node's gauges from the NodeMetric just published (``cpu_capacity_milli``: the node's)."""
     node = metric.node
     LAST_REPORT.labels(node).set(metric.at)
+    observe_interference(metric)
     for qos, (cpu, mem) in usage_by_qos(metric).items():
         CPU_USAGE.labels(node, qos).set(cpu / 1000)
         MEMORY_USAGE.labels(node, qos).set(mem)

@@ -101,7 +101,8 @@ def host_config(settings: NodeAgentSettings) -> HostConfig:
     return HostConfig(node_name=s.node_name or socket.gethostname().lower(), cgroup_root=s.cgroup_root,
                       cgroup_parent=s.cgroup_parent, state_dir=s.state_dir, loop_s=s.loop_s, window_s=s.window_s,
                       node_scope=s.node_scope, termination_grace_s=s.termination_grace_s,
-                      cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes)
+                      cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes,
+                      interference_signals=s.interference_signals)
 
 
 MIN_SIM_STEP_S = 0.001

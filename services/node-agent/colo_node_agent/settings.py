@@ -133,6 +133,10 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """host: node CPU capacity in milli-cores (0 = measured, see node_scope)."""
     memory_capacity_bytes: int = 0
     """host: node memory capacity in bytes (0 = measured, see node_scope)."""
+    interference_signals: bool = True
+    """host: measure every LS pod's interference signals (run-queue wait from ``/proc/<tid>/schedstat``, PSI
+    ``cpu.some``, CPI where perf events exist) into ``PodMetric.interference`` (docs/node-agent.md
+    "Interference signals"); false = None there, nothing read."""
     cpu_suppress: CPUSuppressStrategy = CPUSuppressStrategy()
     """CPU suppress policy used until a NodeSLO arrives."""
     memory_evict: MemoryEvictStrategy = MemoryEvictStrategy()

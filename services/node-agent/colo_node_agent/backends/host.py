@@ -8,7 +8,7 @@ process starts inside it (:mod:`.host_pods`), and the BE group its QoS-level set
 
 Each :meth:`HostBackend.advance` (every ``loop_s``, REFERENCE.md §2: 1 s): exits are detected (exit code →
 Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node and pod usage sampled
-(:mod:`.host_metrics`, :mod:`.host_cgroups`), then every strategy runs on that sample through
+(:mod:`.host_metrics`, :mod:`.host_cgroups`; LS pods' interference counters, :mod:`.host_interference`), then every strategy runs on that sample through
 :func:`~colo_node_agent.strategies.node.plan_node` (REFERENCE.md §5, each switched by the NodeSLO: pod and BE
 settings, SCHED_IDLE, LSE/LSR cpusets, CPU suppress, CPU burst, memory QoS, BE block I/O, BE memory and CPU
 eviction; :mod:`.host_qos`). Pods survive an agent restart: the state file and the pod groups let the next
@@ -45,6 +45,7 @@ from colo.messages import (
 from colo_node_agent.backends.gpus import gpu_env
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
+from colo_node_agent.backends.host_interference import InterferenceSampler
 from colo_node_agent.backends.host_metrics import NodeSampler, capacity
 from colo_node_agent.backends.host_pods import (
     SIGKILL,
@@ -79,6 +80,8 @@ log = logging.getLogger("colo.node-agent.host")
 MAX_PODS = 110
 """Pods capacity of the node (the kubelet's default ``maxPods``)."""
 PURGE_TIMEOUT_S = 5.0
+LS = ("LSE", "LSR", "LS")
+"""QoS classes whose pods get interference signals (``PodMetric.interference``)."""
 
 
 class HostBackend:
@@ -121,6 +124,7 @@ class HostBackend:
         self._blkio_devices: tuple[str, ...] = ()
         self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
+        self.interference = InterferenceSampler(tree.threads) if config.interference_signals else None
         self.now = start
         self.pods: dict[str, HostPod] = {}
         self.terminating: dict[str, HostPod] = {}
@@ -204,6 +208,8 @@ class HostBackend:
                 pod.popen.wait(timeout=PURGE_TIMEOUT_S)
         self.pods.clear()
         self.terminating.clear()
+        if self.interference is not None:
+            self.interference.close()
         self.state_file.path.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -420,6 +426,8 @@ class HostBackend:
             else:
                 ls += pod.cpu_milli
             pods_mem += pod.memory_bytes
+        if self.interference is not None:
+            self.interference.sample({u: p.state.cgroup for u, p in self.pods.items() if p.state.qos in LS})
         node_cpu = self.sampler.cpu_milli(now)
         node_mem = self.sampler.memory_bytes()
         self.pressure = self.sampler.pressure()
@@ -522,10 +530,13 @@ class HostBackend:
             k = len(pod.samples) or 1
             c = sum(x[0] for x in pod.samples) / k
             m = sum(x[1] for x in pod.samples) / k
+            psi = self.tree.pressure(pod.state.cgroup)
+            signals = (self.interference.signals(pod.uid, psi)
+                       if self.interference is not None and pod.state.qos in LS else None)
             pods.append(PodMetric(uid=pod.uid, cpu=int(c), memory=int(m), qos_class=pod.state.qos,
                                   priority_class=priority_class_of(pod.state.spec),
-                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4),
-                                  pressure=self.tree.pressure(pod.state.cgroup)))
+                                  cpu_throttled_ratio=round(pod.throttled_ratio, 4), pressure=psi,
+                                  interference=signals))
             pods_cpu += c
             pods_mem += m
         ls = int(self.ls_cpu.mean(n)[0])
@@ -553,4 +564,6 @@ class HostBackend:
             "memory_capacity_bytes": self.cap.memory_bytes, "pods": len(self.pods),
             "terminating": len(self.terminating), "pids": {u: p.state.pid for u, p in self.pods.items()},
             "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
-            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure}}
+            "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure,
+            "interference": None if self.interference is None else {
+                "pods": len(self.interference.pods), "perf": self.interference.perf_problem or "counting"}}}

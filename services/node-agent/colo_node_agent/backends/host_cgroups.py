@@ -15,6 +15,7 @@ memory used (B)     ``memory.stat`` total_active_anon +         ``memory.stat`` 
                     total_inactive_anon + total_unevictable     inactive_anon + unevictable
 throttling          ``cpu/…/cpu.stat`` nr_periods,              ``cpu.stat`` nr_periods, nr_throttled,
                     nr_throttled, throttled_time (ns)           throttled_usec × 1000
+threads (tids)      ``cpu/…/tasks``                             ``cgroup.threads``
 OOM kills           ``memory.oom_control`` oom_kill             ``memory.events`` oom_kill
 peak memory (B)     ``memory.max_usage_in_bytes``               ``memory.peak``
 PSI                 ``unified/…/{cpu,memory,io}.pressure``      ``{cpu,memory,io}.pressure``
@@ -244,6 +245,30 @@ class CgroupTree:
         except OSError:
             return []
         return [int(w) for w in text.split() if w.isdigit()]
+
+    def threads(self, cgroup: str) -> list[int]:
+        """Thread ids in ``cgroup`` itself (v1: the first hierarchy's ``tasks``, v2: ``cgroup.threads``; []
+        when missing). Read with plain ``os.read``: the interference sampler reads it per LS pod every loop."""
+        if not self.controllers:
+            return []
+        rel = "/".join(p for p in (self.parent, cgroup.strip("/")) if p)
+        if self.version == "v1":
+            path = f"{self.root}/{self.controllers[0]}/{rel}/tasks"
+        else:
+            path = f"{self.root}/{rel}/cgroup.threads"
+        try:  # strings, not pathlib: a third of the cost
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return []
+        try:
+            chunks = [os.read(fd, 65536)]
+            while chunks[-1]:
+                chunks.append(os.read(fd, 65536))
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [int(w) for w in b"".join(chunks).split() if w.isdigit()]
 
     def member(self, pid: int, cgroup: str) -> bool:
         """Whether the kernel says process ``pid`` is in ``cgroup`` (``/proc/<pid>/cgroup``): pids listed in a

@@ -17,7 +17,8 @@ class HostConfig:
 
     ``loop_s`` seconds between samples and strategy rounds; ``window_s`` NodeMetric averaging window;
     ``termination_grace_s`` SIGTERM → SIGKILL delay for eviction orders (QoS evictions kill at once);
-    ``*_capacity_*`` overrides (0 = measured).
+    ``*_capacity_*`` overrides (0 = measured); ``interference_signals`` read run-queue wait, CPU pressure and
+    CPI of LS pods (:mod:`.host_interference`).
     """
 
     node_name: str
@@ -30,6 +31,7 @@ class HostConfig:
     termination_grace_s: float = 30.0
     cpu_capacity_milli: int = 0
     memory_capacity_bytes: int = 0
+    interference_signals: bool = True
 
 
 class HostConfigError(ValueError):
