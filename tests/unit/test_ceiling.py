@@ -67,6 +67,7 @@ def test_node_ceilings(colocation: bool, metric: NodeMetric, offer: tuple[int, i
     cpu, mem = t.node_ceilings(t._by_name["n1"])
     assert (cpu, mem) == pytest.approx(expected)
     t.sample()
+    assert t.ls_cpu == [pytest.approx((2000 + metric.pods[0].cpu) / CAP.cpu)]
     assert t.cpu_ceiling == [pytest.approx(expected[0] / CAP.cpu)]
     assert t.mem_ceiling == [pytest.approx(expected[1] / CAP.memory)]
 
@@ -96,7 +97,11 @@ def test_binding(ticks: dict[str, float], expected: str) -> None:
 def test_summary_share_of_ceiling() -> None:
     t = CeilingTracker([NODE])
     t.cpu_ceiling, t.mem_ceiling = [0.6, 0.5], [0.65, 0.65]
-    s = ceiling_summary(t, 0.33, 0.52, {"memory": 4.0})
+    t.ls_cpu, t.ls_mem = [0.2, 0.2], [0.15, 0.15]
+    s = ceiling_summary(t, 0.33, 0.52, {"memory": 4.0}, batch_cpu_per_memory=0.5)
+    # 20 % + (65 − 15) % × 0.5: the batch mix fills memory to its ceiling with half as much CPU
+    assert s["cpu_if_memory_full"] == pytest.approx(0.45)
+    assert ceiling_summary(t, 0.33, 0.52, {})["cpu_if_memory_full"] == -1.0
     assert s["cpu_ceiling_avg"] == pytest.approx(0.55)
     assert s["cpu_ceiling_share"] == pytest.approx(0.6)
     assert s["mem_ceiling_share"] == pytest.approx(0.8)

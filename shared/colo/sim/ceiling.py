@@ -52,6 +52,10 @@ class CeilingTracker:
     """Per tick Σ CPU ceiling_i / Σ capacity (fraction)."""
     mem_ceiling: list[float] = field(default_factory=list)
     """Per tick Σ memory ceiling_i / Σ capacity (fraction)."""
+    ls_cpu: list[float] = field(default_factory=list)
+    """Per tick Σ (system + LS used) CPU / Σ capacity: what the nodes use without batch (fraction)."""
+    ls_mem: list[float] = field(default_factory=list)
+    """Per tick Σ (system + LS used) memory / Σ capacity (fraction)."""
     budget_threshold: list[float] = field(default_factory=list)
     """Per tick the mean BE budget threshold (percent of capacity) over the nodes that report one."""
     _by_name: dict[str, _Node] = field(default_factory=dict)
@@ -96,13 +100,21 @@ class CeilingTracker:
             if name is not None:
                 self._by_name[name].ls_requests.pop(msg.uid, None)
 
+    @staticmethod
+    def without_batch(node: _Node) -> tuple[float, float]:
+        """(CPU milli-cores, memory bytes) system + LS pods use on the node (0 before its first report)."""
+        m = node.metric
+        if m is None:
+            return 0.0, 0.0
+        return (m.system_usage.cpu + sum(p.cpu for p in m.pods if p.qos_class != "BE"),
+                m.system_usage.memory + sum(p.memory for p in m.pods if p.qos_class != "BE"))
+
     def node_ceilings(self, node: _Node) -> tuple[float, float]:
         """(CPU milli-cores, memory bytes) the node may reach under the run's policy (module docstring)."""
         m = node.metric
         if m is None:
             return node.cpu, node.memory
-        ls_cpu = sum(p.cpu for p in m.pods if p.qos_class != "BE")
-        ls_mem = sum(p.memory for p in m.pods if p.qos_class != "BE")
+        base_cpu, base_mem = self.without_batch(node)
         if self.colocation:
             offer = node.offer
             room_cpu = float(offer.batch_cpu) if offer is not None else 0.0
@@ -111,8 +123,8 @@ class CeilingTracker:
             room_cpu = max(node.alloc_cpu - sum(c for c, _ in node.ls_requests.values()), 0.0)
             room_mem = max(node.alloc_memory - sum(b for _, b in node.ls_requests.values()), 0.0)
         be_allowed = float(m.be_cpu_allowed) if m.be_cpu_allowed >= 0 else math.inf
-        cpu = min(node.cpu, m.system_usage.cpu + ls_cpu + min(room_cpu, be_allowed))
-        mem = min(node.memory, m.system_usage.memory + ls_mem + room_mem)
+        cpu = min(node.cpu, base_cpu + min(room_cpu, be_allowed))
+        mem = min(node.memory, base_mem + room_mem)
         if node.slo is not None and node.slo.memory_evict.enabled:
             mem = min(mem, node.memory * node.slo.memory_evict.threshold_percent / 100)
         return cpu, mem
@@ -121,15 +133,19 @@ class CeilingTracker:
         """Append the cluster ceilings of the tick just recorded."""
         if not self._by_name:
             return
-        cpu = mem = cap_cpu = cap_mem = 0.0
+        cpu = mem = cap_cpu = cap_mem = base_cpu = base_mem = 0.0
         budgets = []
         for node in self._by_name.values():
             c, b = self.node_ceilings(node)
             cpu, mem, cap_cpu, cap_mem = cpu + c, mem + b, cap_cpu + node.cpu, cap_mem + node.memory
+            bc, bm = self.without_batch(node)
+            base_cpu, base_mem = base_cpu + bc, base_mem + bm
             if node.metric is not None and node.metric.be_budget is not None:
                 budgets.append(node.metric.be_budget.threshold_percent)
         self.cpu_ceiling.append(cpu / cap_cpu if cap_cpu else 0.0)
         self.mem_ceiling.append(mem / cap_mem if cap_mem else 0.0)
+        self.ls_cpu.append(base_cpu / cap_cpu if cap_cpu else 0.0)
+        self.ls_mem.append(base_mem / cap_mem if cap_mem else 0.0)
         self.budget_threshold.append(sum(budgets) / len(budgets) if budgets else -1.0)
 
 
@@ -147,14 +163,21 @@ def binding(unschedulable_by_category: dict[str, float]) -> str:
 
 
 def ceiling_summary(tracker: CeilingTracker, cpu_util_avg: float, mem_util_avg: float,
-                    unschedulable_by_category: dict[str, float]) -> dict[str, Any]:
+                    unschedulable_by_category: dict[str, float], batch_cpu_per_memory: float = -1.0) -> dict[str, Any]:
     """The run's ceiling figures: ``cpu_ceiling_avg``/``mem_ceiling_avg`` (fractions), ``cpu_ceiling_share``/
     ``mem_ceiling_share`` (mean utilization / ceiling, 0 when the ceiling is 0), ``be_budget_threshold_avg``
     (percent; −1 when no node ran the BE budget), ``unschedulable_pod_ticks`` per category (Σ over ticks of the
-    pods unschedulable with that dominant category) and ``binds`` (:func:`binding`)."""
+    pods unschedulable with that dominant category), ``binds`` (:func:`binding`), ``ls_cpu_avg``/``ls_mem_avg``
+    (system + LS use, fractions) and ``cpu_if_memory_full`` = ls_cpu_avg + (mem_ceiling_avg − ls_mem_avg) ×
+    ``batch_cpu_per_memory``: the CPU utilization the batch demand's mix (batch CPU-time / memory-time, both as
+    fractions of the cluster's) brings the cluster to when it fills memory to its ceiling (−1 without the mix)."""
     cpu, mem = _mean(tracker.cpu_ceiling), _mean(tracker.mem_ceiling)
+    ls_cpu, ls_mem = _mean(tracker.ls_cpu), _mean(tracker.ls_mem)
     budgets = [b for b in tracker.budget_threshold if b >= 0]
     return {
+        "ls_cpu_avg": ls_cpu, "ls_mem_avg": ls_mem,
+        "cpu_if_memory_full": (ls_cpu + max(mem - ls_mem, 0.0) * batch_cpu_per_memory
+                               if batch_cpu_per_memory >= 0 else -1.0),
         "cpu_ceiling_avg": cpu, "mem_ceiling_avg": mem,
         "cpu_ceiling_share": cpu_util_avg / cpu if cpu else 0.0,
         "mem_ceiling_share": mem_util_avg / mem if mem else 0.0,

@@ -145,6 +145,9 @@ class RunMetrics:
     """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
     ceiling: CeilingTracker = field(default_factory=CeilingTracker)
     """The utilization ceiling the run's policy allows over time (:mod:`colo.sim.ceiling`)."""
+    batch_cpu_per_memory: float = -1.0
+    """The scenario's batch demand mix: its CPU-time over its memory-time, each as a fraction of the cluster's
+    (−1 unknown; :func:`colo.sim.ceiling.ceiling_summary`)."""
     unschedulable_ticks: dict[str, float] = field(default_factory=dict)
     """Reason category → Σ over ticks of the pods unschedulable with it as dominant category."""
 
@@ -350,7 +353,7 @@ class RunMetrics:
             float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0)
         mem = mem_util_avg if mem_util_avg is not None else (
             float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0)
-        return ceiling_summary(self.ceiling, cpu, mem, self.unschedulable_ticks)
+        return ceiling_summary(self.ceiling, cpu, mem, self.unschedulable_ticks, self.batch_cpu_per_memory)
 
     def summary(self) -> dict[str, float]:
         """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""

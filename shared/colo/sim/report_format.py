@@ -60,6 +60,9 @@ def ceiling_line(metrics: dict[str, float], ceiling: dict[str, Any]) -> str:
             f"{fmt('mem_util_avg', metrics['mem_util_avg'])} of {fmt('mem_ceiling_avg', ceiling['mem_ceiling_avg'])} "
             f"({fmt('mem_ceiling_share', ceiling['mem_ceiling_share'])}); binds: {ceiling['binds']} "
             f"({ticks.get('memory', 0):,.0f} pod-ticks unschedulable for memory, {ticks.get('cpu', 0):,.0f} for cpu)")
+    if ceiling.get("cpu_if_memory_full", -1.0) >= 0:
+        text += (f"; the batch mix at the memory ceiling would bring CPU to "
+                 f"{fmt('cpu_util_avg', ceiling['cpu_if_memory_full'])}")
     if ceiling.get("be_budget_threshold_avg", -1.0) >= 0:
         text += f"; BE budget threshold {ceiling['be_budget_threshold_avg']:.1f}% on average"
     return text

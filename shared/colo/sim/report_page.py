@@ -60,16 +60,19 @@ def _ceiling_table(summary: dict[str, Any]) -> str:
                         ("cpu_ceiling_share", c["cpu_ceiling_share"]), ("mem_util_avg", m["mem_util_avg"]),
                         ("mem_ceiling_avg", c["mem_ceiling_avg"]), ("mem_ceiling_share", c["mem_ceiling_share"])))
                     + f"<td>{f'{budget:.1f}%' if budget >= 0 else '–'}</td>"
+                    + f"<td>{fmt('cpu_util_avg', c['cpu_if_memory_full']) if c.get('cpu_if_memory_full', -1) >= 0 else '–'}</td>"
                     + f"<td>{ticks.get('cpu', 0):,.0f}</td><td>{ticks.get('memory', 0):,.0f}</td>"
                     + f"<td><b>{html.escape(str(c['binds']))}</b></td></tr>")
     head = ("<tr><th>run</th><th>CPU used</th><th>CPU ceiling</th><th>share</th><th>memory used</th>"
-            "<th>memory ceiling</th><th>share</th><th>BE budget threshold</th><th>pod-ticks unschedulable: cpu</th>"
+            "<th>memory ceiling</th><th>share</th><th>BE budget threshold</th><th>CPU if memory full</th>"
+            "<th>pod-ticks unschedulable: cpu</th>"
             "<th>memory</th><th>binds</th></tr>")
     return ("<h2 id='ceilings'>Utilization ceilings</h2><p>The ceiling is what each run's policy lets the nodes "
             "reach: system + LS usage + the room batch pods may request (batch resources offered, or in baseline "
             "the allocatable the LS requests leave), CPU capped by the suppress budget and memory by the BE "
             "eviction threshold, node by node, averaged over the run (docs/scenario.md \"Utilization ceilings\"). "
-            "Share = mean utilization / ceiling. <i>Binds</i>: the resource for which more batch pods stayed "
+            "Share = mean utilization / ceiling. <i>CPU if memory full</i>: system + LS CPU + the batch demand's "
+            "CPU per memory × the memory ceiling's room, the CPU use the batch mix allows once memory is full. <i>Binds</i>: the resource for which more batch pods stayed "
             f"unschedulable (pods × ticks by dominant reason).</p><table class='ceilings'>{head}{''.join(rows)}</table>")
 
 

@@ -189,6 +189,9 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
     metrics = RunMetrics(name=run)
     metrics.ceiling = CeilingTracker(scenario.nodes, colocation=env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED") != "0")
+    cpu_f, mem_f = (scenario.description.get(k) for k in ("batch_offered_cpu_fraction", "batch_offered_memory_fraction"))
+    if isinstance(cpu_f, (int, float)) and isinstance(mem_f, (int, float)) and mem_f > 0:
+        metrics.batch_cpu_per_memory = float(cpu_f) / float(mem_f)
     watch = AllocationWatch()
     # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
     link = settings or load_runtime_settings({**os.environ, **env})
