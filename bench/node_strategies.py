@@ -6,7 +6,10 @@
   is already in place (what a steady 1 s loop costs; no write happens), median;
 * ``apply_first_us``: the first application (every file written);
 * ``sim_start_s`` / ``sim_tick_ms``: the ``sim`` backend with 100 nodes × 60 pods (40 LS, 20 BE batch): time to
-  start all pods, and the best of five 60 s ticks.
+  start all pods, and the best of five 60 s ticks;
+* ``sim_tick_interference_ms``: the same with the interference model of ``--calibration FILE`` (default the
+  packaged table; absent: not measured), measured in the same run, and ``interference_tick_ratio`` the two ticks'
+  ratio (docs/scenario.md "The interference model").
 
     .venv/bin/python bench/node_strategies.py --pods 60
 
@@ -35,6 +38,7 @@ from colo.messages import (
     SimWorkload,
     SystemStrategy,
 )
+from colo_node_agent.backends.interference_model import InterferenceModel, load_model
 from colo_node_agent.backends.sim import SimBackend, SimConfig
 from colo_node_agent.cgroups import Executor, MemoryFS
 from colo_node_agent.cgroups.fs import default_files
@@ -112,10 +116,10 @@ def bench_plan(pods: int, rounds: int) -> dict[str, float]:
             "apply_settled_us": round(statistics.median(settled) * 1e6, 1)}
 
 
-def bench_sim() -> dict[str, float]:
+def bench_sim(model: InterferenceModel | None = None) -> dict[str, float]:
     cap = Resources(cpu=32_000, memory=256 * 10**9, pods=110)
     nodes = [NodeSpec(name=f"n{i}", capacity=cap, allocatable=cap, cpus=32) for i in range(100)]
-    b = SimBackend(nodes, SimConfig(sub_step_s=10.0), lambda name: NodeSLO(node=name))
+    b = SimBackend(nodes, SimConfig(sub_step_s=10.0, interference=model), lambda name: NodeSLO(node=name))
     t0 = time.perf_counter()
     for i in range(100):
         for j in range(40):
@@ -145,11 +149,16 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--no-sim", action="store_true", help="skip the sim backend part")
+    ap.add_argument("--calibration", default="", help="interference calibration (default: the packaged one)")
     args = ap.parse_args()
     out: dict[str, float | int] = {"pods": args.pods}
     out.update(bench_plan(args.pods, args.rounds))
     if not args.no_sim:
         out.update(bench_sim())
+        model = load_model(args.calibration)
+        if model is not None:
+            out["sim_tick_interference_ms"] = bench_sim(model)["sim_tick_ms"]
+            out["interference_tick_ratio"] = round(out["sim_tick_interference_ms"] / out["sim_tick_ms"], 2)
     print(json.dumps(out))
 
 

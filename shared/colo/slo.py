@@ -17,6 +17,8 @@ from colo.messages import (
     MemoryEvictStrategy,
     MemoryQoSClass,
     MemoryQoSStrategy,
+    NetQoSStrategy,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
@@ -25,7 +27,7 @@ WATERMARK_SCALE_RANGE = (10, 400)
 """Accepted ``vm.watermark_scale_factor`` (Koordinator's SystemStrategy validation)."""
 
 STRATEGY_FIELDS = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "resctrl", "blkio",
-                   "system")
+                   "system", "oom", "net_qos")
 """NodeSLO fields whose values :func:`strategy_problems` checks."""
 
 
@@ -64,7 +66,7 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
     ``quota_burst_period_s`` ≥ −1, ``scale_down_unthrottled_rounds`` ≥ 0; resctrl
     0 ≤ L3 start < end ≤ 100 and MBA 1..100; BE block I/O devices ``MAJOR:MINOR``, once each, limits ≥ 0;
     system (when enabled) ``min_free_kbytes_factor`` > 0 and ``watermark_scale_factor`` within
-    :data:`WATERMARK_SCALE_RANGE`.
+    :data:`WATERMARK_SCALE_RANGE`; the ``oom`` and ``net_qos`` checks of :func:`isolation_problems`.
     """
     out: list[str] = []
     w = f"{where}." if where else ""
@@ -134,4 +136,41 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
         if sy.min_free_kbytes_factor <= 0:
             out.append(f"{w}system.min_free_kbytes_factor must be > 0, got {sy.min_free_kbytes_factor}")
         _range(out, f"{w}system.watermark_scale_factor", sy.watermark_scale_factor, *WATERMARK_SCALE_RANGE)
+    return out + isolation_problems(values, w)
+
+
+IFNAME_MAX = 15
+"""Longest network interface name the kernel accepts (``IFNAMSIZ`` - 1)."""
+
+
+def _ifname_ok(name: str) -> bool:
+    return 0 < len(name) <= IFNAME_MAX and name not in (".", "..") and not any(
+        c in name for c in "/: \t\n") and name.isprintable()
+
+
+def isolation_problems(values: Mapping[str, Any], w: str = "") -> list[str]:
+    """Every problem of the ``oom`` and ``net_qos`` strategies among ``values``, prefixed ``w``
+    (docs/node-agent.md "OOM priority", "Network QoS"): OOM scores within -1000..1000 and ordered
+    ``lsr_score_adj`` < ``ls_max_score_adj`` < ``be_score_adj``; network QoS, when enabled, an interface name
+    the kernel accepts, rates > 0 bits/s and ``ls_bps`` + ``be_bps`` <=
+    ``total_bps`` (HTB guarantees only what the parent class holds)."""
+    out: list[str] = []
+    oom = values.get("oom")
+    if isinstance(oom, OOMStrategy):
+        for field in ("lsr_score_adj", "ls_max_score_adj", "be_score_adj"):
+            _range(out, f"{w}oom.{field}", getattr(oom, field), -1000, 1000)
+        if not oom.lsr_score_adj < oom.ls_max_score_adj < oom.be_score_adj:
+            out.append(f"{w}oom: need lsr_score_adj < ls_max_score_adj < be_score_adj (BE killed first, "
+                       f"LSE/LSR last), got {oom.lsr_score_adj}, {oom.ls_max_score_adj}, {oom.be_score_adj}")
+    nq = values.get("net_qos")
+    if isinstance(nq, NetQoSStrategy) and nq.enabled:
+        if not _ifname_ok(nq.interface):
+            out.append(f"{w}net_qos.interface must be a network interface name (1..{IFNAME_MAX} characters, "
+                       f"no '/', ':' or spaces), got {nq.interface!r}")
+        for field in ("total_bps", "ls_bps", "be_bps"):
+            if getattr(nq, field) <= 0:
+                out.append(f"{w}net_qos.{field} must be > 0 bits/s when enabled, got {getattr(nq, field)}")
+        if nq.ls_bps + nq.be_bps > nq.total_bps:
+            out.append(f"{w}net_qos: ls_bps + be_bps ({nq.ls_bps + nq.be_bps}) must not exceed total_bps "
+                       f"({nq.total_bps})")
     return out

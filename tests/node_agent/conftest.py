@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,10 @@ import pytest
 from colo_node_agent.backends.host import HostConfig, host_problems
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.cgroups.fs import HostFS, detect_version
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:  # local helpers such as ``interference_tables`` (pytest runs in importlib mode)
+    sys.path.insert(0, _HERE)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 

@@ -54,7 +54,9 @@ def test_sim_refuses_a_pod_that_overcommits_a_gpu_and_frees_gpus_when_a_pod_ends
     b.evict_pod("s1", "Evicted", "test", 11.0)
     assert b.gpus[0].used[1] == 0
     assert b.start_pod(gpu_pod("s3", milli=500), "g1", devices=((1, 500),))
-    assert not b.advance(20.0).ended and "s3" in b.pods_on("g1")
+    res = b.advance(20.0)
+    assert not res.ended and "s3" in b.pods_on("g1")
+    assert res.stats["gpu_held_milli"] == 1500  # the tick's stats total the ledgers (the demo's cross-check)
 
 
 def test_cpu_pods_start_on_gpu_nodes_untouched() -> None:

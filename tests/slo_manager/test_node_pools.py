@@ -118,3 +118,37 @@ def test_merged_result_validated_once_per_problem() -> None:
 def test_pool_merge_valid_in_cluster_range_accepted() -> None:
     s = build_settings(SloManagerSettings, {"node_pools": [{"name": "a", "cpu_suppress": {"threshold_percent": 80}}]})
     assert s.node_pools[0].cpu_suppress == {"threshold_percent": 80}
+
+
+def test_oom_and_net_qos_configured_per_cluster_and_pool() -> None:
+    s = build_settings(SloManagerSettings, {
+        "node_slo": {"oom": {"be_score_adj": 900}},
+        "node_pools": [{"name": "edge", "node_selector": {"pool": "edge"},
+                        "net_qos": {"enabled": True, "interface": "eth0", "total_bps": 1_000_000_000,
+                                    "ls_bps": 600_000_000, "be_bps": 200_000_000}}]})
+    edge = render_node_slo(node(pool="edge"), s.node_slo, s.node_pools, now=1.0)
+    other = render_node_slo(node(), s.node_slo, s.node_pools, now=1.0)
+    assert edge.oom.be_score_adj == 900 and other.oom.be_score_adj == 900
+    assert edge.net_qos.enabled and (edge.net_qos.interface, edge.net_qos.be_bps) == ("eth0", 200_000_000)
+    assert not other.net_qos.enabled
+
+
+def test_bad_oom_and_net_qos_values_all_listed_with_their_path() -> None:
+    data = {"node_slo": {"oom": {"be_score_adj": 2000, "ls_max_score_adj": -999}},
+            "node_pools": [{"name": "edge", "net_qos": {"enabled": True, "interface": "", "total_bps": 10,
+                                                        "ls_bps": 8, "be_bps": 8, "rate": 1}}]}
+    with pytest.raises(SettingsError) as err:
+        build_settings(SloManagerSettings, data)
+    joined = "\n".join(err.value.errors)
+    for fragment in ("node_slo.oom.be_score_adj must be within -1000..1000, got 2000",
+                     "node_slo.oom: need lsr_score_adj < ls_max_score_adj < be_score_adj",
+                     "net_qos.rate: unknown field"):
+        assert fragment in joined, fragment
+    data["node_pools"][0]["net_qos"].pop("rate")  # type: ignore[index, attr-defined]
+    data["node_slo"] = {}
+    with pytest.raises(SettingsError) as err:
+        build_settings(SloManagerSettings, data)
+    joined = "\n".join(err.value.errors)
+    for fragment in ("node_pools[0] (edge)", "net_qos.interface must be a network interface name",
+                     "net_qos: ls_bps + be_bps (16) must not exceed total_bps (10)"):
+        assert fragment in joined, fragment

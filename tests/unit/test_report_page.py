@@ -14,8 +14,8 @@ from colo.sim.report_svg import LineStyle, svg_chart
 
 RUN = {"cpu_util_avg": 0.234, "mem_util_avg": 0.398, "batch_tasks_completed": 1705.0, "be_evictions": 1420.0,
        "ls_cpu_satisfaction": 1.0, "gang_wait_p50_s": 720.0, "gang_wait_p95_s": 4794.0, "preemptions": 10.0,
-       "quota_reclaims": 0.0, "gangs_placed": 383.0, "gangs_waiting": 138.0}
-COLO = {**RUN, "cpu_util_avg": 0.26, "mem_util_avg": 0.478, "batch_tasks_completed": 1762.0, "be_evictions": 104.0,
+       "quota_reclaims": 0.0, "gangs_placed": 383.0, "gangs_waiting": 138.0, "ls_p99_inflation_avg_pct": 0.0}
+COLO = {**RUN, "ls_p99_inflation_avg_pct": 4.5, "cpu_util_avg": 0.26, "mem_util_avg": 0.478, "batch_tasks_completed": 1762.0, "be_evictions": 104.0,
         "gang_wait_p50_s": 60.0, "gang_wait_p95_s": 4380.0, "preemptions": 22.0, "quota_reclaims": 47.0}
 
 
@@ -49,6 +49,19 @@ def test_headline_has_gang_sentences_only_with_jobs() -> None:
     assert len(headline(_summary(False))) == len(HEADLINE_METRICS)
     assert jobs_on({"runs": {"colo": {"gangs_placed": 2}}}) and not jobs_on({"runs": {"colo": {}}})
     assert headline({"runs": {"colo": COLO}}) == [], "one run: nothing to compare"
+
+
+def test_headline_inflation_sentence_only_where_modelled() -> None:
+    lines = [line for line in headline(_summary(False)) if line.startswith("Modelled")]
+    assert lines == ["Modelled LS p99 latency inflation (mean over LS pods) rose from 0.0% in baseline to 4.5% with "
+                     "co-location (baseline 0, no ratio, worse): co-location runs more BE work beside the LS pods, "
+                     "and the interference model (docs/scenario.md) says what that load does to their tail latency."]
+    unmodelled = _summary(False)
+    unmodelled["runs"] = {name: {**run, "ls_p99_inflation_avg_pct": -1.0} for name, run in unmodelled["runs"].items()}
+    lines = headline(unmodelled)
+    assert len(lines) == len(HEADLINE_METRICS)
+    assert lines[-1] == ("Modelled LS p99 latency inflation (mean over LS pods): – in baseline and – with "
+                         "co-location (no ratio: not measured in either run).")
 
 
 def test_scenario_section_is_tables_with_units_not_json() -> None:
@@ -111,7 +124,11 @@ def test_verdict_line_before_the_sentences() -> None:
     from colo.sim.report_headline import verdict
 
     assert verdict(_summary(True)) == ("Co-location raised CPU use 1.11× and memory 1.20× and finished 1.03× the "
-                                       "batch tasks, with LS CPU satisfaction unchanged at 100.0%.")
+                                       "batch tasks, with LS CPU satisfaction unchanged at 100.0% and a modelled LS "
+                                       "p99 latency inflation of 4.5%.")
+    unmodelled = _summary(True)
+    unmodelled["runs"]["colo"] = {**COLO, "ls_p99_inflation_avg_pct": -1.0}
+    assert verdict(unmodelled).endswith("with LS CPU satisfaction unchanged at 100.0%.")
     assert verdict({"runs": {"colo": COLO}}) == ""
 
 

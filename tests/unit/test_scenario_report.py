@@ -130,6 +130,28 @@ def test_report_files(tmp_path: Path) -> None:
     assert render_html(summary_dict(runs, {}), runs).startswith("<!DOCTYPE html>")
 
 
+def test_modelled_interference_in_summary_series_and_charts(tmp_path: Path) -> None:
+    runs = []
+    for name, ticks in (("baseline", [(-1.0, -1.0), (-1.0, -1.0)]), ("colo", [(2.0, 10.0), (6.0, 30.0)])):
+        m = RunMetrics(name)
+        for i, (mean, top) in enumerate(ticks):
+            m.on_ticks(60.0 * (i + 1), [_agent(cpu_capacity_milli=1000, cpu_used_milli=500, mem_capacity_bytes=1,
+                                               ls_p99_inflation_mean_pct=mean, ls_p99_inflation_max_pct=top,
+                                               ls_runq_wait_ratio=0.1 * (i + 1), ls_cpu_pressure_some=-1.0)])
+        runs.append(m)
+    colo, base = runs[1].summary(), runs[0].summary()
+    assert (colo["ls_p99_inflation_avg_pct"], colo["ls_p99_inflation_max_pct"]) == (4.0, 30.0)
+    assert (base["ls_p99_inflation_avg_pct"], base["ls_p99_inflation_max_pct"]) == (-1.0, -1.0)
+    assert [s.ls_runq_wait_ratio for s in runs[1].series] == pytest.approx([0.1, 0.2])
+    summary = write_report(tmp_path, runs, {"nodes": 2})
+    assert summary["ratio_colo_over_baseline"]["ls_p99_inflation_avg_pct"] is None  # baseline not modelled
+    page = (tmp_path / "report.html").read_text()
+    # + the inflation chart and the run-queue wait chart (no run has PSI: no PSI chart)
+    assert page.count("<svg") == 9 + 2 + 2
+    assert "Modelled LS p99 latency inflation" in page and "Modelled LS run-queue wait" in page
+    assert "Modelled LS CPU pressure" not in page
+
+
 @pytest.mark.parametrize(("colo", "base", "expected"), [
     pytest.param(2.0, 1.0, 2.0, id="double"),
     pytest.param(1.0, 0.0, None, id="zero-baseline"),

@@ -18,6 +18,10 @@ from colo.sim.unschedulable import UnschedulableBreakdown, by_category, category
     pytest.param("node(s) under BE memory pressure (evicting BE pods for memory)",
                  "node(s) under BE memory pressure (evicting BE pods for memory)", "memory", id="be-memory-pressure"),
     pytest.param("node(s) had untolerated taint", "node(s) had untolerated taint", "placement", id="taint"),
+    pytest.param("Insufficient nvidia.com/gpu", "Insufficient nvidia.com/gpu", "gpu", id="whole-gpus"),
+    pytest.param("Insufficient GPU share", "Insufficient GPU share", "gpu", id="gpu-share"),
+    pytest.param("no GPUs", "no GPUs", "gpu", id="no-gpus"),
+    pytest.param("no GPU of model V100M32", "no GPU of model V100M32", "gpu", id="gpu-model"),
     pytest.param("gang job-7-1 has 1 of 4 members", "gang: fewer members known than min_member", "gang",
                  id="gang-members-unknown"),
     pytest.param("gang job-7-1: 2 of 4 members placed, 4 known; waiting", "gang: min_member not placed", "gang",
@@ -62,7 +66,7 @@ def test_a_pod_counts_once_under_its_dominant_reason_and_bound_pods_not_at_all()
         {"label": "Too many pods", "category": "pods", "pods": 1, "pods_any": 1, "nodes": 20},
         {"label": "Insufficient batch-cpu", "category": "cpu", "pods": 0, "pods_any": 2, "nodes": 4},
     ]
-    assert by_category(b.pods_by_label()) == {"memory": 2, "cpu": 0, "pods": 1, "gang": 0, "quota": 0,
+    assert by_category(b.pods_by_label()) == {"memory": 2, "cpu": 0, "gpu": 0, "pods": 1, "gang": 0, "quota": 0,
                                               "placement": 0}
 
 

@@ -42,7 +42,9 @@ from colo.validation import MAX_QUANTITY
 from colo_node_agent import metrics
 from colo_node_agent.backends.base import NodeBackend
 from colo_node_agent.backends.host import HostBackend, HostConfig, HostConfigError, host_problems
+from colo_node_agent.backends.interference_model import load_model
 from colo_node_agent.backends.sim import PodEnd, SimBackend, SimConfig
+from colo_node_agent.backends.sim_interference import STAT_KEYS as HARM_STAT_KEYS
 from colo_node_agent.lost import LOST_MESSAGE, lost_pods
 from colo_node_agent.reconcile import reconcile
 from colo_node_agent.settings import NodeAgentSettings, validate_slo_values
@@ -58,7 +60,7 @@ release was lost (:mod:`colo_node_agent.reconcile`)."""
 STAT_KEYS: tuple[str, ...] = (
     "cpu_capacity_milli", "cpu_used_milli", "mem_capacity_bytes", "mem_used_bytes", "ls_cpu_demand_milli",
     "ls_cpu_served_milli", "be_cpu_used_milli", "batch_completed", "be_evictions", "oom_kills",
-    "suppress_events", "pods_running",
+    "suppress_events", "pods_running", "gpu_held_milli", *HARM_STAT_KEYS,
 )
 """Keys of the stats dict returned by :meth:`NodeAgentService.tick` (see docs/node-agent.md)."""
 
@@ -143,7 +145,8 @@ class NodeAgentService:
 
     ``nodes`` overrides ``settings.nodes_file`` (sim; tests, embedding). With ``backend=host`` the machine is
     checked here (cgroup controllers mounted, parent and state directory writable): ValueError listing every
-    problem, so that ``python -m colo_node_agent`` exits 2 before connecting.
+    problem, so that ``python -m colo_node_agent`` exits 2 before connecting; on ``sim`` the interference
+    calibration is loaded here (CalibrationError, a ValueError, listing every problem of a bad file).
     """
 
     name = "node-agent"
@@ -156,6 +159,9 @@ class NodeAgentService:
             problems = host_problems(host_config(settings))
             if problems:
                 raise HostConfigError(problems)
+        # a bad calibration table stops the agent before it connects (CalibrationError is a ValueError)
+        self._interference = None if settings.backend == "host" else load_model(
+            settings.interference_calibration, settings.interference_be_kinds)
         self.ctx: ServiceContext | None = None
         self.backend: NodeBackend | None = None
         self.bound_at: dict[str, float] = {}
@@ -189,7 +195,8 @@ class NodeAgentService:
             self.backend = SimBackend(
                 nodes, SimConfig(sub_step_s=s.sub_step_s, system_cpu_fraction=s.system_cpu_fraction,
                                  system_memory_fraction=s.system_memory_fraction, cgroup_version=s.cgroup_version,
-                                 window_s=s.window_s, max_gap_s=s.max_gap_s),
+                                 window_s=s.window_s, max_gap_s=s.max_gap_s,
+                                 interference=self._interference),
                 s.default_slo, start=now)
         store_lost = bool(await ctx.store.missing_nodes([n.name for n in nodes]))
         items: list[tuple[Any, Any, str | None, dict[str, str]]] = []

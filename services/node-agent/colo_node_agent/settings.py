@@ -32,11 +32,14 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
     NodeSLO,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
 from colo.slo import strategies_of, strategy_problems
+from colo_node_agent.backends.interference_model import be_kind_problems
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
@@ -111,6 +114,15 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """System (non-pod) CPU usage of a virtual node, fraction of its capacity."""
     system_memory_fraction: float = 0.04
     """System (non-pod) memory usage of a virtual node, fraction of its capacity."""
+    interference_calibration: str = ""
+    """sim: the interference calibration table the sim's LS harm model reads (docs/scenario.md "The interference
+    model"): ``""`` = the one packaged with the agent (``colo_node_agent/data/interference-calibration.json``,
+    measured by ``bench/``; when absent the sim models no harm and says so in one log line), ``off`` = no model,
+    else a file path (must exist and be valid: every problem is listed)."""
+    interference_be_kinds: dict[str, float] = msgspec.field(default_factory=lambda: {"cpu": 1.0})
+    """sim: what kind of work the BE pods do, as shares of BE CPU per kind (``cpu`` spin, ``membw`` memory
+    bandwidth, ``cache`` cache thrashing; normalised to sum 1), e.g. ``'{"cpu": 0.5, "membw": 0.5}'``. The traces
+    do not say, so all ``cpu`` by default (the kind the bench measured first)."""
     cgroup_version: Literal["v1", "v2"] = "v1"
     """Hierarchy of the sim backend's in-memory cgroup trees (the host backend detects the machine's)."""
     cgroup_root: str = "/sys/fs/cgroup"
@@ -160,6 +172,10 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE block I/O throttles until a NodeSLO arrives (off)."""
     system: SystemStrategy = SystemStrategy()
     """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
+    oom: OOMStrategy = OOMStrategy()
+    """OOM priority (oom_score_adj by QoS class) until a NodeSLO arrives (on; host backend)."""
+    net_qos: NetQoSStrategy = NetQoSStrategy()
+    """Egress network QoS until a NodeSLO arrives (off; host backend, cgroup v1 net_cls + tc)."""
 
     def __post_init__(self) -> None:
         problems = validate_slo_values(self)
@@ -178,6 +194,7 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                         ("system_memory_fraction", self.system_memory_fraction)):
             if not 0 <= v < 1:
                 problems.append(f"{name} must be within [0, 1), got {v}")
+        problems += [f"interference_be_kinds: {p}" for p in be_kind_problems(self.interference_be_kinds)]
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -187,4 +204,4 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                        cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
                        cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
-                       system=self.system)
+                       system=self.system, oom=self.oom, net_qos=self.net_qos)

@@ -34,6 +34,8 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
+    OOMStrategy,
     PriorityClass,
     QoSClass,
     ResctrlStrategy,
@@ -320,6 +322,10 @@ class NodeSLOStrategy(_Settings, frozen=True):
     """BE block I/O throttles per device; off."""
     system: SystemStrategy = SystemStrategy()
     """vm.min_free_kbytes / watermark_scale_factor; off."""
+    oom: OOMStrategy = OOMStrategy()
+    """oom_score_adj of pods' processes by QoS class (BE 1000, LS -996..-1, LSE/LSR -997); on."""
+    net_qos: NetQoSStrategy = NetQoSStrategy()
+    """BE egress limit and LS share on one interface (net_cls + tc HTB, bits/s); off."""
 
     def values(self) -> dict[str, object]:
         """NodeSLO field → value, for every strategy of the policy."""
@@ -368,6 +374,10 @@ class NodePool(_Settings, frozen=True):
     """Fields of the BE block I/O strategy (:class:`colo.messages.BlkIOStrategy`) to change."""
     system: Patch | None = None
     """Fields of the system strategy (:class:`colo.messages.SystemStrategy`) to change."""
+    oom: Patch | None = None
+    """Fields of the OOM priority strategy (:class:`colo.messages.OOMStrategy`) to change."""
+    net_qos: Patch | None = None
+    """Fields of the network QoS strategy (:class:`colo.messages.NetQoSStrategy`) to change."""
 
     def __post_init__(self) -> None:
         for field in STRATEGY_TYPES:  # a whole strategy given in Python: every field set

@@ -26,6 +26,8 @@ from colo.messages import (
     CPUSuppressStrategy,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
+    NetQoSStrategy,
+    OOMStrategy,
     ResctrlStrategy,
     SystemStrategy,
 )
@@ -46,6 +48,8 @@ STRATEGY_TYPES: dict[str, type[msgspec.Struct]] = {
     "resctrl": ResctrlStrategy,
     "blkio": BlkIOStrategy,
     "system": SystemStrategy,
+    "oom": OOMStrategy,
+    "net_qos": NetQoSStrategy,
 }
 """NodeSLO field → strategy struct, for the strategies a pool may patch field by field."""
 

@@ -159,6 +159,40 @@ class SystemStrategy(Message, frozen=True):
     watermark_scale_factor: int = 150
 
 
+class OOMStrategy(Message, frozen=True):
+    """OOM priority (docs/node-agent.md "OOM priority"): every process of a pod gets an ``oom_score_adj``
+    (-1000..1000) by its QoS class, so that the kernel's OOM killer takes BE processes before LS ones.
+
+    The reference values are the kubelet's (``pkg/kubelet/qos/policy.go``): Guaranteed -997, BestEffort 1000,
+    Burstable 1000 - 1000 x memory request / node memory within 3..999. Colo keeps Guaranteed and BestEffort
+    (``lsr_score_adj`` for LSE/LSR/SYSTEM, ``be_score_adj`` for BE) and moves LS below zero: LS = -1000 x
+    memory request / node memory within ``lsr_score_adj`` + 1 .. ``ls_max_score_adj``, so that a BE process
+    (badness >= 1000 points) is always chosen before an LS one (badness < 1000 while it holds less than all of
+    the memory), LS pods among themselves by the kubelet's rule (the one furthest above its request first).
+    Off: pods' processes get 0, the kernel's default.
+    """
+
+    enabled: bool = True
+    be_score_adj: int = 1000
+    ls_max_score_adj: int = -1
+    lsr_score_adj: int = -997
+
+
+class NetQoSStrategy(Message, frozen=True):
+    """Egress network QoS (docs/node-agent.md "Network QoS"; ``tc`` HTB on ``interface``, pods' traffic
+    classified by cgroup v1 ``net_prio``): LS traffic (LSE/LSR/LS pods) is guaranteed ``ls_bps`` and may
+    borrow up to ``total_bps``; BE traffic is held to ``be_bps``; other traffic of the node gets the rest of
+    ``total_bps`` and may borrow too. Rates in bits per second; ``interface`` a device of the agent's network
+    namespace (the host network the pods share).
+    """
+
+    enabled: bool = False
+    interface: str = ""
+    total_bps: int = 0
+    ls_bps: int = 0
+    be_bps: int = 0
+
+
 class NodeSLO(Message, frozen=True):
     """Per-node QoS policy rendered by slo-manager (subject ``node.slo.<node>``).
 
@@ -167,7 +201,8 @@ class NodeSLO(Message, frozen=True):
     cpu.shares: ``requests`` = Σ batch-cpu requests × 1024/1000, ``min`` = 2, the kubelet's MinShares for
     ``kubepods/besteffort``; not written while the group is idle), ``cpuset`` (LSE/LSR cpusets),
     ``resctrl`` (LLC/MBA), ``blkio`` (BE I/O throttles), ``system`` (min_free_kbytes) and ``be_budget`` (the
-    SLO-driven BE CPU budget that raises the suppress threshold while measured interference allows).
+    SLO-driven BE CPU budget that raises the suppress threshold while measured interference allows), ``oom``
+    (``oom_score_adj`` of pods' processes by QoS class) and ``net_qos`` (BE egress bandwidth limit, LS share).
     """
 
     node: str
@@ -185,6 +220,8 @@ class NodeSLO(Message, frozen=True):
     blkio: BlkIOStrategy = BlkIOStrategy()
     system: SystemStrategy = SystemStrategy()
     be_budget: BEBudgetStrategy = BEBudgetStrategy()
+    oom: OOMStrategy = OOMStrategy()
+    net_qos: NetQoSStrategy = NetQoSStrategy()
 
 
 class QoSEvent(Message, frozen=True):

@@ -75,8 +75,10 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
         console.print_json(json.dumps(scenario.description))
         return 0
     d = scenario.description
-    console.print(f"scenario: {d['nodes']} nodes, {d['ls_pods']} LS pods "
-                  f"({d['ls_cpu_requested_fraction']:.0%} of CPU requested), "
+    pods = (f"{d['gpu_pods']} GPU pods ({d['gpu_pods_ls']} LS, {d['gpu_pods_be']} BE; {d['gpu_requested']:g} GPUs "
+            f"requested of {d['cluster_gpus']}, trace time ÷{d['gpu_time_compression']:g})" if "gpu_pods" in d
+            else f"{d['ls_pods']} LS pods ({d['ls_cpu_requested_fraction']:.0%} of CPU requested)")
+    console.print(f"scenario: {d['nodes']} nodes, {pods}, "
                   f"{d['batch_pods']} batch pods over {params.hours:g} h"
                   + (f" as {d['jobs']} jobs ({d['gangs']} gangs) of {params.teams} teams" if params.jobs else ""))
     runs = (tuple(r.strip() for r in args.runs.split(",") if r.strip()) if args.runs is not None

@@ -32,23 +32,27 @@ from colo.messages import (
     WorkloadSpec,
 )
 from colo.sim.ceiling import CeilingTracker, ceiling_summary
+from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
 from colo.sim.unschedulable import UnschedulableBreakdown, by_category, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
-    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "batch_tasks_completed",
+    "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "ls_p99_inflation_avg_pct", "ls_p99_inflation_max_pct",
+    "batch_tasks_completed",
     "batch_slowdown_avg", "be_evictions", "be_oom_kills", "be_suppress_events", "migrations",
     "migrations_failed", "migrations_aborted", "evict_rebind_cycles",
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
     "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted",
-    "cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share", "wall_s",
+    "cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share",
+    "gpu_alloc_avg", "gpu_frag_avg", "gpu_pods_bound", "wall_s",
 )
 """The summary metrics of a run, in report order."""
 
 HIGHER_IS_BETTER: dict[str, bool] = {
-    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True,
+    "cpu_util_avg": True, "mem_util_avg": True, "ls_cpu_satisfaction": True, "ls_p99_inflation_avg_pct": False,
+    "ls_p99_inflation_max_pct": False,
     "batch_tasks_completed": True, "batch_slowdown_avg": False, "be_evictions": False,
     "be_oom_kills": False, "be_suppress_events": False, "migrations": False, "migrations_failed": False,
     "migrations_aborted": False,
@@ -56,9 +60,14 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "sched_latency_p99_ms": False, "pods_bound": True, "pods_unschedulable": False,
     "pods_pending": False, "batch_mid_cpu_offered_cores": True, "gangs_placed": True, "gangs_waiting": False,
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
-    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False, "wall_s": False,
+    "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False,
+    "gpu_alloc_avg": True, "gpu_frag_avg": False, "gpu_pods_bound": True, "wall_s": False,
     "cpu_ceiling_avg": True, "mem_ceiling_avg": True, "cpu_ceiling_share": True, "mem_ceiling_share": True,
 }
+
+HARM_KEYS: tuple[str, ...] = ("ls_p99_inflation_mean_pct", "ls_p99_inflation_max_pct", "ls_runq_wait_ratio",
+                              "ls_cpu_pressure_some")
+"""The node agent's tick stats of the modelled interference, kept per tick in :class:`Sample` (same names)."""
 
 MILLI_PER_CORE = 1000.0
 BYTES_PER_GIB = float(1 << 30)
@@ -92,6 +101,22 @@ class Sample:
     """Pods whose last attempt was unschedulable and that are not bound since."""
     unschedulable_reasons: dict[str, int] = field(default_factory=dict)
     """Those pods by dominant reason label (:mod:`colo.sim.unschedulable`), most pods first."""
+    gpu_allocated: float = 0.0
+    """Share of the cluster's GPUs held by bound pods (:mod:`colo.sim.gpu_metrics`), 0–1."""
+    gpu_fragmented: float = 0.0
+    """Share of the cluster's GPUs fragmented for the scenario's GPU pod shapes (FGD's F / GPUs), 0–1."""
+    gpu_held_agent: float = 0.0
+    """Share of the cluster's GPUs the sim node agent's ledgers hold at its tick (``gpu_held_milli``): the
+    enforced view, before the step's binds; a cross-check of ``gpu_allocated``."""
+    ls_p99_inflation_mean_pct: float = -1.0
+    """The sim's modelled LS p99 latency inflation (percent over running alone), mean over LS pods, averaged over
+    the tick; −1 where not modelled (docs/scenario.md "The interference model")."""
+    ls_p99_inflation_max_pct: float = -1.0
+    """The same, max over LS pods (averaged over the tick's sub-steps)."""
+    ls_runq_wait_ratio: float = -1.0
+    """Modelled run-queue wait of LS pods (s waited per s run), mean over LS pods; −1 unknown."""
+    ls_cpu_pressure_some: float = -1.0
+    """Modelled PSI ``cpu.some`` of LS pods (percent), mean over LS pods; −1 unknown."""
 
 
 @dataclass
@@ -150,6 +175,8 @@ class RunMetrics:
     (−1 unknown; :func:`colo.sim.ceiling.ceiling_summary`)."""
     unschedulable_ticks: dict[str, float] = field(default_factory=dict)
     """Reason category → Σ over ticks of the pods unschedulable with it as dominant category."""
+    gpus: GpuUsage | None = None
+    """GPU bookings from the bindings (:mod:`colo.sim.gpu_metrics`); None = no GPU figures (all 0)."""
 
     def _set_phase(self, uid: str, phase: str) -> None:
         self.phase[uid] = phase
@@ -197,7 +224,8 @@ class RunMetrics:
         self.jobs.on_workload_rejected(msg)
 
     def _register_batch(self, pod: PodSpec) -> None:
-        if pod.sim is not None and pod.sim.kind == "batch":
+        # the gpu scenario's GPU pods run as finite workloads too, but are not batch tasks
+        if pod.sim is not None and pod.sim.kind == "batch" and pod.labels.get("colo.sim/kind") != "gpu":
             if pod.uid not in self.batch_duration_s and pod.uid in self.completed_at:
                 self._batch_completed += 1
             self.batch_duration_s[pod.uid] = pod.sim.duration_s
@@ -216,6 +244,8 @@ class RunMetrics:
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
         self.ceiling.on_bound(msg)
+        if self.gpus is not None:
+            self.gpus.on_bound(msg)
 
     def on_unschedulable(self, msg: PodUnschedulable) -> None:
         """A failed scheduling attempt with its reasons."""
@@ -227,6 +257,8 @@ class RunMetrics:
         """A lifecycle change reported by a node agent."""
         self._set_phase(msg.uid, msg.phase)
         self.ceiling.on_status(msg)
+        if self.gpus is not None:
+            self.gpus.on_status(msg)
         if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
             self.completed_at[msg.uid] = msg.at
             if msg.uid in self.batch_duration_s:
@@ -291,6 +323,7 @@ class RunMetrics:
             self.mem_util_ticks.append(mused / mcap)
         running = len(self._batch_running)
         pods = count_labels(self.unschedulable_top, self.bound_node)
+        gpu_alloc, gpu_frag = self.gpus.sample(t) if self.gpus is not None else (0.0, 0.0)
         self.series.append(Sample(
             t=t, cpu_util=used / cap if cap else 0.0, mem_util=mused / mcap if mcap else 0.0,
             ls_satisfaction=served / demand if demand else 1.0, batch_running=running,
@@ -303,6 +336,10 @@ class RunMetrics:
             batch_cpu_allocated_cores=(allocated.batch_cpu if allocated else 0) / MILLI_PER_CORE,
             batch_memory_allocated_gib=(allocated.batch_memory if allocated else 0) / BYTES_PER_GIB,
             pods_unschedulable=sum(pods.values()), unschedulable_reasons=pods,
+            gpu_allocated=gpu_alloc, gpu_fragmented=gpu_frag,
+            gpu_held_agent=(stats.get("gpu_held_milli", 0.0) / self.gpus.total_milli
+                            if self.gpus is not None and self.gpus.total_milli else 0.0),
+            **{k: stats.get(k, -1.0) for k in HARM_KEYS},
         ))
         self.jobs.sample(t)
         self.ceiling.sample()
@@ -355,6 +392,14 @@ class RunMetrics:
             float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0)
         return ceiling_summary(self.ceiling, cpu, mem, self.unschedulable_ticks, self.batch_cpu_per_memory)
 
+    def inflation(self) -> dict[str, float]:
+        """``ls_p99_inflation_avg_pct``: mean over ticks of the per-tick mean over LS pods of the modelled p99
+        inflation; ``ls_p99_inflation_max_pct``: the largest per-tick max (percent; −1 when no tick had it)."""
+        means = [s.ls_p99_inflation_mean_pct for s in self.series if s.ls_p99_inflation_mean_pct >= 0]
+        maxes = [s.ls_p99_inflation_max_pct for s in self.series if s.ls_p99_inflation_max_pct >= 0]
+        return {"ls_p99_inflation_avg_pct": float(np.mean(means)) if means else -1.0,
+                "ls_p99_inflation_max_pct": max(maxes) if maxes else -1.0}
+
     def summary(self) -> dict[str, float]:
         """The metrics of :data:`METRIC_NAMES` (fractions 0–1, counts, milliseconds, seconds, cores)."""
         slowdowns = [
@@ -372,6 +417,7 @@ class RunMetrics:
             "cpu_util_avg": cpu_avg,
             "mem_util_avg": mem_avg,
             "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
+            **self.inflation(),
             "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
             "batch_slowdown_avg": float(np.mean(slowdowns)) if slowdowns else 0.0,
             "be_evictions": float(self.evictions),
@@ -390,5 +436,8 @@ class RunMetrics:
             **self.jobs.summary(),
             "workloads_unadmitted": float(len(self.unadmitted_workloads())),
             **{k: ceiling[k] for k in ("cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share")},
+            "gpu_alloc_avg": float(np.mean([s.gpu_allocated for s in self.series])) if self.series else 0.0,
+            "gpu_frag_avg": float(np.mean([s.gpu_fragmented for s in self.series])) if self.series else 0.0,
+            "gpu_pods_bound": float(len(self.gpus.gpu_pods_bound)) if self.gpus is not None else 0.0,
             "wall_s": self.wall_s,
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from colo.sim.gpu_scenario import build_gpu_scenario
 from colo.sim.scenario import Scenario, ScenarioParams, build_scenario
 
 
@@ -29,6 +30,8 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "default": Preset("default", "the trace-driven default: LS services and batch tasks, baseline vs colo"),
+    "gpu": Preset("gpu", "gpu-v2023 GPU nodes with the trace's LS/BE GPU pods plus batch CPU tasks, baseline vs colo",
+                  params={"nodes": 40, "hours": 2.0}, build=build_gpu_scenario),
     "saturated": Preset(
         "saturated", "batch demand well above what fits (20 nodes, 2 h, 4x batch): baseline, colo (static "
                      "thresholds), colo-adaptive (SLO-driven BE budget), with the utilization ceilings",

@@ -117,7 +117,9 @@ def write_report(out_dir: Path, runs: Sequence[RunMetrics], description: dict[st
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summary_dict(runs, description)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    text = ("Nodes from alibaba-gpu-v2023, online LS services from alibaba-gpu-v2025 with Bitbrains "
+    text = ("GPU nodes and their LS/BE GPU pods from alibaba-gpu-v2023 (trace times compressed), batch tasks from "
+            "alibaba-v2017; see docs/scenario.md \"GPU scenario\"." if description.get("gpu_pods") else
+            "Nodes from alibaba-gpu-v2023, online LS services from alibaba-gpu-v2025 with Bitbrains "
             "GWA-T-12 usage series, batch tasks from alibaba-v2017; see docs/scenario.md.")
     (out_dir / "report.html").write_text(render_html(summary, runs, text))
     print_table(summary, console)

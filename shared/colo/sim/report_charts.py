@@ -2,13 +2,14 @@
 
 Utilization, LS CPU satisfaction, batch pods running/completed, suppress events, evictions (one line per run:
 baseline grey dashed with circles, colo blue solid with squares), the batch and mid resources slo-manager
-offered (colour per kind: batch blue, mid orange; dash per run as above) and, per run, each team's quota CPU
-used (solid) and runtime (dashed).
+offered (colour per kind: batch blue, mid orange; dash per run as above), the sim's modelled LS p99 latency
+inflation (mean blue, max red over LS pods) and interference signals when a run modelled them, per run, each
+team's quota CPU used (solid) and runtime (dashed) and, with GPU pods, GPU allocation and fragmentation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from colo.sim.job_metrics import cpu_key
 from colo.sim.metrics import RunMetrics
@@ -73,5 +74,43 @@ def charts(runs: Sequence[RunMetrics]) -> list[str]:
         chart("BE evictions (cumulative)", "evictions", "pods"),
         _offered(runs, "Batch and mid resources offered (cores)", "batch_cpu_cores", "mid_cpu_cores", "cores"),
         _offered(runs, "Batch and mid memory offered (GiB)", "batch_memory_gib", "mid_memory_gib", "GiB"),
+        *_interference(runs),
         *(_quota_used(r) for r in runs if r.jobs.quota_series),
+        *(_gpu_charts(chart) if any(r.gpus is not None and r.gpus.shapes for r in runs) else []),
     ]
+
+
+HARM_COLORS = {"mean": "#1f77b4", "max": "#d62728"}
+"""The inflation chart's statistics over LS pods; dash and marker say the run (:data:`RUN_STYLES`)."""
+
+
+def _interference(runs: Sequence[RunMetrics]) -> list[str]:
+    """The modelled LS p99 inflation (mean and max over LS pods) and LS run-queue wait and PSI charts; none when
+    no run has the interference model (every value −1)."""
+    if not any(s.ls_p99_inflation_mean_pct >= 0 for r in runs for s in r.series):
+        return []
+    series: dict[str, Points] = {}
+    styles: dict[str, LineStyle] = {}
+    for r in runs:
+        st = _run_style(r.name)
+        for stat in ("mean", "max"):
+            name = f"{r.name} {stat}"
+            series[name] = [(t, max(v, 0.0)) for t, v in _pts(r, f"ls_p99_inflation_{stat}_pct")]
+            styles[name] = LineStyle(HARM_COLORS[stat], st.dash, st.marker)
+    out = [svg_chart("Modelled LS p99 latency inflation over LS pods (%)", series, "percent", styles=styles)]
+    for attr, title, label in (("ls_runq_wait_ratio", "Modelled LS run-queue wait (mean over LS pods)",
+                                "s waited / s run"),
+                               ("ls_cpu_pressure_some", "Modelled LS CPU pressure, PSI cpu some (mean over LS pods)",
+                                "percent")):
+        if any(getattr(s, attr) >= 0 for r in runs for s in r.series):
+            out.append(svg_chart(title, {r.name: [(t, max(v, 0.0)) for t, v in _pts(r, attr)] for r in runs}, label))
+    return out
+
+
+def _gpu_charts(chart: Callable[[str, str, str, float | None], str]) -> list[str]:
+    """The GPU charts of a scenario with GPU pods (:mod:`colo.sim.gpu_metrics`): the share of the cluster's
+    GPUs allocated by the bindings, the share the sim node agents hold (their ledgers, at their tick) and
+    the share fragmented for the scenario's pod shapes (FGD's F / GPUs)."""
+    return [chart("GPUs allocated (share of the cluster's GPUs, bindings)", "gpu_allocated", "fraction", 1.0),
+            chart("GPUs held by the node agents (share, at their tick)", "gpu_held_agent", "fraction", 1.0),
+            chart("GPU fragmentation (FGD: F / the cluster's GPUs)", "gpu_fragmented", "fraction", None)]

@@ -31,13 +31,16 @@ def better(metric: str) -> str:
 
 
 def ratio(colo: float, baseline: float) -> float | None:
-    """colo / baseline, or None when the baseline is 0."""
-    return colo / baseline if baseline else None
+    """colo / baseline, or None when the baseline is 0 or either is negative (−1: not measured)."""
+    return colo / baseline if baseline and baseline > 0 and colo >= 0 else None
 
 
 def fmt(name: str, value: float) -> str:
     """A metric's value as the table prints it: fractions (``_avg``, ``_share``, satisfaction) as percent (``26.0%``), milliseconds with 2
-    decimals, cores with 1, counts and seconds whole."""
+    decimals, cores with 1, percents (``_pct``) with 1 and ``–`` when negative (not modelled), counts and seconds
+    whole."""
+    if name.endswith("_pct"):
+        return f"{value:.1f}%" if value >= 0 else "–"
     if name.endswith(("_avg", "satisfaction", "_share")) and "slowdown" not in name:
         return f"{value:.1%}"
     if name.endswith("_ms"):

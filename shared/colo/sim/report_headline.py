@@ -19,6 +19,7 @@ HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
     ("batch_tasks_completed", "Batch tasks completed"),
     ("be_evictions", "BE evictions"),
     ("ls_cpu_satisfaction", "LS CPU satisfaction (served / demanded)"),
+    ("ls_p99_inflation_avg_pct", "Modelled LS p99 latency inflation (mean over LS pods)"),
 )
 """(metric, what the sentence calls it), in headline order."""
 
@@ -30,6 +31,13 @@ JOB_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
 )
 """The sentences added when the batch tasks enter as jobs (gangs, quotas, priorities)."""
 
+GPU_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
+    ("gpu_alloc_avg", "GPU allocation (mean share of the cluster's GPUs held by bound pods)"),
+    ("gpu_frag_avg", "GPU fragmentation (mean FGD F / the cluster's GPUs)"),
+    ("gpu_pods_bound", "GPU pods bound"),
+)
+"""The sentences added when the scenario has GPU pods (``scenario.gpu_pods``, the ``gpu`` preset)."""
+
 
 WHY: dict[str, str] = {
     "be_evictions": "co-location puts more BE work on the nodes, so BE memory and CPU eviction (Koordinator's BE eviction strategies, docs/node-agent.md) "
@@ -38,6 +46,8 @@ WHY: dict[str, str] = {
                    "co-location keeps the nodes fuller",
     "quota_reclaims": "a team that borrowed idle min beyond its runtime gives it back when the lender needs it "
                       "(docs/quota.md)",
+    "ls_p99_inflation_avg_pct": "co-location runs more BE work beside the LS pods, and the interference model "
+                                "(docs/scenario.md) says what that load does to their tail latency",
 }
 """Why a metric that counts disruptions rose with co-location: appended to its sentence when it rose."""
 
@@ -45,7 +55,9 @@ WHY: dict[str, str] = {
 def verdict(summary: dict[str, Any]) -> str:
     """One line before the sentences: the ratios of CPU and memory utilization and batch tasks completed, and LS
     CPU satisfaction (``Co-location raised CPU use 1.13× and memory 1.24× and finished 1.14× the batch tasks,
-    with LS CPU satisfaction unchanged at 100.0%.``); "" without both runs or any of those metrics."""
+    with LS CPU satisfaction unchanged at 100.0%.``), plus the colo run's modelled LS p99 inflation when it has
+    one (``… at 100.0% and a modelled LS p99 latency inflation of 3.1%.``); "" without both runs or any of those
+    metrics."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
     need = ("cpu_util_avg", "mem_util_avg", "batch_tasks_completed", "ls_cpu_satisfaction")
@@ -63,9 +75,12 @@ def verdict(summary: dict[str, Any]) -> str:
     b, c = _value("ls_cpu_satisfaction", runs["baseline"]["ls_cpu_satisfaction"]), _value(
         "ls_cpu_satisfaction", runs["colo"]["ls_cpu_satisfaction"])
     ls = f"unchanged at {c}" if b == c else f"{'up' if runs['colo']['ls_cpu_satisfaction'] > runs['baseline']['ls_cpu_satisfaction'] else 'down'} from {b} to {c}"
+    inflation = runs["colo"].get("ls_p99_inflation_avg_pct", -1.0)
+    harm = f" and a modelled LS p99 latency inflation of {_value('ls_p99_inflation_avg_pct', inflation)}" \
+        if inflation >= 0 else ""
     line = (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
             f"{times('mem_util_avg')} and finished {times('batch_tasks_completed')} the batch tasks, with LS CPU "
-            f"satisfaction {ls}.")
+            f"satisfaction {ls}{harm}.")
     others = verdict_others(summary)
     return f"{line} {others}" if others else line
 
@@ -87,6 +102,14 @@ def sentence(metric: str, label: str, baseline: float, colo: float, ratio: float
     return f"{label} {verb} from {b} in baseline to {c} with co-location ({times}, {'better' if good else 'worse'})."
 
 
+def unmeasured(metric: str, label: str, baseline: float, colo: float) -> str:
+    """The sentence of a metric that a run did not measure (−1, e.g. the interference inflation without a
+    calibration table): ``…: – in baseline and – with co-location (no ratio: not measured in either run).``"""
+    which = "either run" if baseline < 0 and colo < 0 else ("baseline" if baseline < 0 else "the colo run")
+    return (f"{label}: {_value(metric, baseline)} in baseline and {_value(metric, colo)} with co-location "
+            f"(no ratio: not measured in {which}).")
+
+
 def jobs_on(summary: dict[str, Any]) -> bool:
     """Whether the batch tasks entered as jobs: the scenario's ``params.jobs``, else any gang in a run."""
     params = (summary.get("scenario") or {}).get("params")
@@ -96,23 +119,27 @@ def jobs_on(summary: dict[str, Any]) -> bool:
 
 
 def headline(summary: dict[str, Any]) -> list[str]:
-    """The sentences for :data:`HEADLINE_METRICS` (and :data:`JOB_HEADLINE_METRICS` when :func:`jobs_on`),
-    empty unless the summary has both a ``baseline`` and a ``colo`` run."""
+    """The sentences for :data:`HEADLINE_METRICS` (and :data:`JOB_HEADLINE_METRICS` when :func:`jobs_on`,
+    :data:`GPU_HEADLINE_METRICS` when the scenario has GPU pods), empty unless the summary has both a ``baseline`` and a ``colo`` run."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     if "baseline" not in runs or "colo" not in runs:
         return []
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
-    metrics = HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
+    metrics = (HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
+               + (GPU_HEADLINE_METRICS if (summary.get("scenario") or {}).get("gpu_pods") else ()))
     others = [name for name in runs if name not in ("baseline", "colo")]
     out = []
     for m, label in metrics:
         if m not in runs["baseline"] or m not in runs["colo"]:
             continue
+        if min(runs["baseline"][m], runs["colo"][m]) < 0:
+            out.append(unmeasured(m, label, runs["baseline"][m], runs["colo"][m]))
+            continue
         text = sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
         if m in WHY and runs["colo"][m] > runs["baseline"][m]:
             text = f"{text[:-1]}: {WHY[m]}."
         for name in others:
-            if m in runs[name]:
+            if runs[name].get(m, -1.0) >= 0:  # absent or not measured (−1) in that run: no clause
                 text = f"{text[:-1]}; {other_clause(m, name, runs[name][m], runs['colo'][m])}."
         out.append(text)
     return out
@@ -132,7 +159,8 @@ def other_clause(metric: str, run: str, value: float, colo: float) -> str:
 def verdict_others(summary: dict[str, Any]) -> str:
     """For each run besides baseline and colo, one sentence against colo: CPU and memory utilization, batch
     tasks completed and LS CPU satisfaction (``colo-adaptive against colo: CPU use 1.10×, memory 1.02×, batch
-    tasks 1.05×, LS CPU satisfaction 99.9%.``); "" without colo or other runs."""
+    tasks 1.05×, LS CPU satisfaction 99.9%, modelled LS p99 inflation 4.2%.``, the inflation where modelled); ""
+    without colo or other runs."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     if "colo" not in runs:
         return ""
@@ -145,7 +173,10 @@ def verdict_others(summary: dict[str, Any]) -> str:
         def times(m: str, r: dict[str, float] = r) -> str:
             return f"{r[m] / colo[m]:.2f}×" if colo.get(m) else "colo 0"
 
+        inflation = r.get("ls_p99_inflation_avg_pct", -1.0)
+        harm = (f", modelled LS p99 inflation {_value('ls_p99_inflation_avg_pct', inflation)}"
+                if inflation >= 0 else "")
         parts.append(f"{name} against colo: CPU use {times('cpu_util_avg')}, memory {times('mem_util_avg')}, "
                      f"batch tasks {times('batch_tasks_completed')}, LS CPU satisfaction "
-                     f"{_value('ls_cpu_satisfaction', r['ls_cpu_satisfaction'])}.")
+                     f"{_value('ls_cpu_satisfaction', r['ls_cpu_satisfaction'])}{harm}.")
     return " ".join(parts)

@@ -20,6 +20,7 @@ from colo.sim.unschedulable import CATEGORIES, by_category
 CATEGORY_STYLES: dict[str, LineStyle] = {
     "memory": LineStyle("#d62728", "", "square"),
     "cpu": LineStyle("#1f77b4", DASHED, "circle"),
+    "gpu": LineStyle("#17becf", "6,2", "triangle"),
     "pods": LineStyle("#9467bd", "2,2", "triangle"),
     "gang": LineStyle("#ff7f0e", "8,3,2,3", "diamond"),
     "quota": LineStyle("#2ca02c", "4,4", "circle"),

@@ -48,6 +48,7 @@ from colo.messages import (
 )
 from colo.settings import RuntimeSettings, load_runtime_settings
 from colo.sim.ceiling import CeilingTracker
+from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
 from colo.sim.scenario import Scenario
@@ -187,7 +188,8 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     """
     prefix = f"colo-{run}"
     env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
-    metrics = RunMetrics(name=run)
+    # GPU figures from the bindings (colo.sim.gpu_metrics), against the scenario's own GPU pod shapes
+    metrics = RunMetrics(name=run, gpus=GpuUsage.of(scenario.nodes, scenario.gpu_pods()))
     metrics.ceiling = CeilingTracker(scenario.nodes, colocation=env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED") != "0")
     cpu_f, mem_f = (scenario.description.get(k) for k in ("batch_offered_cpu_fraction", "batch_offered_memory_fraction"))
     if isinstance(cpu_f, (int, float)) and isinstance(mem_f, (int, float)) and mem_f > 0:
@@ -237,6 +239,7 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
                                            highlight=False)
         result.violations = list(watch.violations)
         result.violations += [f"pod {uid} bound twice" for uid in metrics.double_bound()]
+        result.violations += metrics.gpus.violations if metrics.gpus is not None else []
         result.allocated = await store.all_allocated()
         result.store_phases = {r.spec.uid: r.phase for r in await store.list_pods()}
     finally:

@@ -171,6 +171,10 @@ class Scenario:
         """The batch pods submitted bare (none with ``params.jobs``: see :meth:`jobs`)."""
         return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "batch"]
 
+    def gpu_pods(self) -> list[PodSpec]:
+        """The pods with a GPU request (the ``gpu`` scenario's, :mod:`colo.sim.gpu_scenario`)."""
+        return [a.pod for a in self.arrivals if a.pod.gpu is not None]
+
     def jobs(self) -> list[WorkloadSpec]:
         """The batch tasks' Jobs (empty without ``params.jobs``)."""
         return [w.workload for w in self.workloads]
@@ -183,13 +187,16 @@ def _nodes(params: ScenarioParams, rng: random.Random, root: Path | None) -> lis
     if params.nodes > len(pool):
         raise ValueError(f"asked for {params.nodes} nodes, the trace has {len(pool)} ({params.node_kind})")
     chosen = sorted(rng.sample(pool, params.nodes), key=lambda n: n.sn)
-    out = []
-    for n in chosen:
-        res = Resources(cpu=n.cpu_milli, memory=n.memory_bytes, pods=PODS_PER_NODE)
-        out.append(NodeSpec(name=n.sn, capacity=res, allocatable=res, cpus=n.cpu_milli // 1000,
-                            labels={"colo.sim/gpu": str(n.gpu), HOSTNAME_LABEL: n.sn},
-                            topology=default_topology(n.cpu_milli), gpus=trace_gpus(n.gpu, n.model)))
-    return out
+    return [node_spec(n) for n in chosen]
+
+
+def node_spec(n: tr.TraceNode) -> NodeSpec:
+    """The NodeSpec of a gpu-v2023 node row: capacity = allocatable = its CPU and memory and
+    :data:`PODS_PER_NODE` pods, the default topology and the row's GPUs (:mod:`colo.sim.node_topology`)."""
+    res = Resources(cpu=n.cpu_milli, memory=n.memory_bytes, pods=PODS_PER_NODE)
+    return NodeSpec(name=n.sn, capacity=res, allocatable=res, cpus=n.cpu_milli // 1000,
+                    labels={"colo.sim/gpu": str(n.gpu), HOSTNAME_LABEL: n.sn},
+                    topology=default_topology(n.cpu_milli), gpus=trace_gpus(n.gpu, n.model))
 
 
 class _Rooms:

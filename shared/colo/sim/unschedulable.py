@@ -16,9 +16,10 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-CATEGORIES: tuple[str, ...] = ("memory", "cpu", "pods", "gang", "quota", "placement")
+CATEGORIES: tuple[str, ...] = ("memory", "cpu", "gpu", "pods", "gang", "quota", "placement")
 """What a reason says ran out, in report order: memory (native, batch or mid requests; LoadAware memory load;
-BE memory pressure), cpu (requests or LoadAware load), the node's pod count (``Too many pods``), a gang's
+BE memory pressure), cpu (requests or LoadAware load), GPUs (DeviceShare's ``Insufficient nvidia.com/gpu``,
+``Insufficient GPU share``, ``no GPUs``, ``no GPU of model …``), the node's pod count (``Too many pods``), a gang's
 ``min_member`` (Coscheduling), an elastic quota, or a placement constraint (affinity, taints, cordon, max
 instances, anything else)."""
 
@@ -32,6 +33,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^gang \S+: member .*(?:not placed|fits no node|sent back)"), "gang: sent back (a member fits no node)"),
     (re.compile(r"^gang \S+: member .* released while waiting"), "gang: released while waiting (timeout)"),
     (re.compile(r"^(?:waiting for )?gang \S+.*"), "gang: other"),
+    (re.compile(r"^(no GPU of model \S+)$"), r"\1"),  # a model name's digits are part of it (V100M32)
 )
 """(pattern, label) tried in order on a reason; the first match gives its label (names and figures dropped)."""
 
@@ -56,6 +58,8 @@ def category(label: str) -> str:
         return "quota"
     if low == "too many pods":
         return "pods"
+    if "gpu" in low:
+        return "gpu"
     # Insufficient cpu / batch-cpu / mid-cpu, load too high: cpu (LoadAware), BE memory pressure, …
     return "memory" if "memory" in low else "cpu" if "cpu" in low else "placement"
 

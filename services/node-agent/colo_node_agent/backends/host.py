@@ -11,7 +11,7 @@ Succeeded/Failed, OOM kill → OOMKilled), terminating pods are cleaned up, node
 (:mod:`.host_metrics`, :mod:`.host_cgroups`; LS pods' interference counters, :mod:`.host_interference`), then every strategy runs on that sample through
 :func:`~colo_node_agent.strategies.node.plan_node` (REFERENCE.md §5, each switched by the NodeSLO: pod and BE
 settings, SCHED_IDLE, LSE/LSR cpusets, CPU suppress, CPU burst, memory QoS, BE block I/O, BE memory and CPU
-eviction; :mod:`.host_qos`). Pods survive an agent restart: the state file and the pod groups let the next
+eviction; :mod:`.host_qos`), then OOM priority (:mod:`.host_oom`) and network QoS (:mod:`.host_net`). Pods survive an agent restart: the state file and the pod groups let the next
 agent adopt them (none orphaned, none started twice). Times are wall-clock seconds.
 """
 
@@ -47,6 +47,8 @@ from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.host_interference import InterferenceSampler
 from colo_node_agent.backends.host_metrics import NodeSampler, capacity
+from colo_node_agent.backends.host_net import NetQoS
+from colo_node_agent.backends.host_oom import OOMScores, pod_score
 from colo_node_agent.backends.host_pods import (
     SIGKILL,
     SIGTERM,
@@ -122,6 +124,8 @@ class HostBackend:
         self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
+        self.oom = OOMScores()
+        self.net = NetQoS(tree)
         self._problems_seen: set[str] = set()
         self.sampler = NodeSampler(tree, config.node_scope)
         self.interference = InterferenceSampler(tree.threads) if config.interference_signals else None
@@ -196,8 +200,8 @@ class HostBackend:
             time.sleep(0.02)
 
     def purge(self) -> None:
-        """Kill every process in the agent's groups and remove all of them, the parent included, and the
-        state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
+        """Kill every process in the agent's groups and remove all of them, the parent included, the network
+        QoS tree and the state file (tests and benchmarks leave nothing behind with it; the agent never calls it)."""
         for pod in list(self.pods.values()) + list(self.terminating.values()):
             signal_pod(pod, self._members(pod.state.cgroup), SIGKILL)
             reap(pod)
@@ -210,6 +214,7 @@ class HostBackend:
         self.terminating.clear()
         if self.interference is not None:
             self.interference.close()
+        self.net.remove()
         self.state_file.path.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -272,11 +277,13 @@ class HostBackend:
             return True
         self.ex.forget(cg)
         self._record(self.ex.apply(pod_settings(spec, qos), at=at))
+        self.net.classify([(cg, qos)], self.slo.net_qos, prune=False)
         if qos == "BE":
             self._apply_be_settings(at)
         self._save()
         try:
-            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)))
+            popen = launch(spec, self.tree.procs_files(cg), self.state_dir, gpu_env(tuple(devices)),
+                           oom_score_adj=pod_score(spec, qos, self.cap.memory_bytes, self.slo.oom))
         except OSError as exc:
             self._start_failed(pod, f"cannot start {spec.command[0]!r}: {exc}", at)
             return True
@@ -479,6 +486,7 @@ class HostBackend:
         plan = plan_node(self._snapshot(node_cpu, node_mem), self.slo, self.memory, now,
                          sample_interval_s=self.config.loop_s)
         records = self._record(apply_plan_writes(self.ex, plan.writes, now))
+        self._isolation(now)
         self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
         if plan.be_cpu_allowed != self.be_allowed and any(
@@ -507,10 +515,19 @@ class HostBackend:
             self.counts["be_evictions"] += len(uids)
             res.events.append(QoSEvent(node=self.names[0], kind="evict", at=now, reason=f"BE {kind} eviction",
                                        pods=uids, detail={"release": release[kind]}))
-        for problem in plan.problems:
+        for problem in [*plan.problems, *self.oom.problems, *([self.net.problem] if self.net.problem else [])]:
             if problem not in self._problems_seen:
                 self._problems_seen.add(problem)
                 log.warning("node %s: %s", self.names[0], problem)
+
+    def _isolation(self, now: float) -> None:
+        """OOM priority of every pod's processes (:mod:`.host_oom`), the network QoS tree and the pod groups'
+        packet priorities (:mod:`.host_net`)."""
+        net = self.slo.net_qos
+        self.oom.apply_pods(self.tree, [(p.state.spec, p.state.qos, p.state.cgroup) for p in self.pods.values()],
+                            self.cap.memory_bytes, self.slo.oom)
+        self.net.sync(net, now)
+        self.net.classify([(p.state.cgroup, p.state.qos) for p in self.pods.values()], net)
 
     # ------------------------------------------------------------------ reports
 
@@ -566,4 +583,6 @@ class HostBackend:
             "be_cpu_allowed": self.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
             "cgroup_writes": self.ex.written, "cgroup_failures": self.ex.failed, "pressure": self.pressure,
             "interference": None if self.interference is None else {
-                "pods": len(self.interference.pods), "perf": self.interference.perf_problem or "counting"}}}
+                "pods": len(self.interference.pods), "perf": self.interference.perf_problem or "counting"},
+            "oom_score_writes": self.oom.written, "net_qos": self.net.problem or (
+                "installed" if self.net.installed is not None else "off")}}

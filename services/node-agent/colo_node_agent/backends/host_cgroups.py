@@ -39,9 +39,10 @@ from colo_node_agent.cgroups.fs import HostFS
 from colo_node_agent.cgroups.layout import QOS_DIRS
 from colo_node_agent.cgroups.resources import CgroupVersion, read_value
 
-V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "unified")
+V1_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_prio", "unified")
 """v1 hierarchies the agent makes its groups in (those mounted); cpu, cpuacct, cpuset and memory are required.
-``unified`` is the cgroup2 mount of a hybrid host: no controllers, but per-group PSI files."""
+``net_prio`` carries the network QoS classes (:mod:`.host_net`). ``unified`` is the cgroup2 mount of a hybrid
+host: no controllers, but per-group PSI files."""
 V1_REQUIRED: tuple[str, ...] = ("cpu", "cpuacct", "cpuset", "memory")
 V2_CONTROLLERS: tuple[str, ...] = ("cpu", "cpuset", "memory", "io")
 """v2 controllers enabled in ``cgroup.subtree_control`` down to the pod groups (those the parent offers)."""
@@ -237,11 +238,13 @@ class CgroupTree:
     # ------------------------------------------------------------------ processes
 
     def procs(self, cgroup: str) -> list[int]:
-        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing)."""
+        """Pids in ``cgroup`` (the first hierarchy's ``cgroup.procs``; [] when missing). Read with
+        :meth:`ParentFS.read` (plain ``os.read``): OOM priority reads every pod's list every loop."""
         if not self.controllers:
             return []
+        sub = self.controllers[0] if self.version == "v1" else ""
         try:
-            text = (self.path(self.controllers[0], cgroup) / "cgroup.procs").read_text()
+            text = self.fs.read("/".join(p for p in (sub, cgroup.strip("/"), "cgroup.procs") if p))
         except OSError:
             return []
         return [int(w) for w in text.split() if w.isdigit()]

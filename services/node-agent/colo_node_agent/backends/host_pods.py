@@ -5,7 +5,8 @@ session and process group):
 
 1. it writes its own pid into the pod group's ``cgroup.procs`` of every hierarchy, *before* running anything,
    so the command starts inside the limits (a failed join writes ``cgroup <file>`` to the exit file and exits
-   125: reason ``StartError``);
+   125: reason ``StartError``), and its ``oom_score_adj`` (OOM priority, :mod:`.host_oom`), which the command
+   and its children inherit (a refused value is left to the agent's loop, which reports it);
 2. it runs the command with ``PodSpec.env`` over ``PATH`` (no other agent variables leak), stdin from
    /dev/null, stdout and stderr to ``<state_dir>/pods/<uid>/log``, working directory
    ``<state_dir>/pods/<uid>``;
@@ -32,7 +33,8 @@ import psutil
 from colo import codec
 from colo.messages import PodSpec, QoSClass
 
-WRAPPER = """exitfile=$1; n=$2; shift 2
+WRAPPER = """exitfile=$1; n=$2; adj=$3; shift 3
+[ -z "$adj" ] || { echo "$adj" > /proc/self/oom_score_adj; } 2>/dev/null
 while [ "$n" -gt 0 ]; do
   echo $$ > "$1" || { echo "cgroup $1" > "$exitfile"; exit 125; }
   shift; n=$((n - 1))
@@ -40,7 +42,8 @@ done
 "$@"
 echo $? > "$exitfile"
 """
-"""The pod wrapper run by ``/bin/sh -c``: ``$1`` exit file, ``$2`` n, n ``cgroup.procs`` files, the command."""
+"""The pod wrapper run by ``/bin/sh -c``: ``$1`` exit file, ``$2`` n, ``$3`` the ``oom_score_adj`` ("" = keep
+the agent's), n ``cgroup.procs`` files, the command."""
 START_ERROR_EXIT = 125
 """Exit status of a wrapper that could not join its cgroups (the command never ran)."""
 LOG_TAIL_BYTES = 512
@@ -110,17 +113,18 @@ def pod_paths(state_dir: Path, uid: str) -> tuple[Path, Path, Path]:
 
 
 def launch(spec: PodSpec, procs_files: list[str], state_dir: Path,
-           extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+           extra_env: dict[str, str] | None = None, oom_score_adj: int | None = None) -> subprocess.Popen[bytes]:
     """Start ``spec.command`` under the wrapper, joining ``procs_files`` first, with ``PATH``, the pod's env and
-    ``extra_env`` (the GPU variables, :func:`~.gpus.gpu_env`; they win over the pod's). Raises OSError (no
-    /bin/sh, unwritable state dir)."""
+    ``extra_env`` (the GPU variables, :func:`~.gpus.gpu_env`; they win over the pod's) and ``oom_score_adj``
+    (−1000..1000; None keeps the agent's). Raises OSError (no /bin/sh, unwritable state dir)."""
     d, exit_file, log_file = pod_paths(state_dir, spec.uid)
     d.mkdir(parents=True, exist_ok=True)
     exit_file.unlink(missing_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
     env.update(spec.env)
     env.update(extra_env or {})
-    args = ["/bin/sh", "-c", WRAPPER, "colo-pod", str(exit_file), str(len(procs_files)), *procs_files,
+    args = ["/bin/sh", "-c", WRAPPER, "colo-pod", str(exit_file), str(len(procs_files)),
+            "" if oom_score_adj is None else str(int(oom_score_adj)), *procs_files,
             *spec.command]
     with open(log_file, "ab") as log:
         return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=d, env=env,

@@ -7,6 +7,9 @@ node uses; CPU and memory sharing *interpret* what is in the tree:
   capacity − system by weighted max-min fairness on ``cpu.shares`` (the BE group weighs its QoS directory's
   shares and is capped by its quota and cpuset size × 1000); with ``cpu.idle`` = 1 the BE group only gets what
   LS pods leave. Inside the BE group pods share by their own shares.
+* Interference (:mod:`.sim_interference`, with a calibration table): the BE cores used on a node inflate its
+  LS pods' latency as the table measured for that load and isolation; an LS pod is served
+  1 / (1 + p50 inflation) of its share and reports the modelled p99 inflation and signals.
 * Memory: LS pods follow their series, BE pods hold their memory; a pod above its memory limit, the BE group
   above its limit, or the node above capacity → OOM-kill (BE pods largest first; reason OOMKilled).
 * Batch pods complete after ``duration_s`` seconds of full service (slower when served less).
@@ -22,6 +25,7 @@ import numpy.typing as npt
 
 from colo.messages import NodeMetric, NodeSLO, PodMetric, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
+from colo_node_agent.backends.sim_interference import STAT_KEYS as HARM_KEYS
 from colo_node_agent.backends.sim_strategies import SimStrategies
 from colo_node_agent.backends.sim_types import AdvanceResult, PodEnd, SimConfig, SloColumns
 from colo_node_agent.cgroups.executor import CgroupWrite
@@ -138,14 +142,17 @@ class SimBackend(SimStrategies):
 
         ``stats``: ``*_milli``/``*_bytes`` are cluster totals averaged over the advanced time
         (cpu_capacity_milli, cpu_used_milli, mem_capacity_bytes, mem_used_bytes, ls_cpu_demand_milli,
-        ls_cpu_served_milli, be_cpu_used_milli); counts over the advanced time (batch_completed, be_evictions,
-        oom_kills, suppress_events); pods_running at the end.
+        ls_cpu_served_milli, be_cpu_used_milli); the modelled interference over LS pods averaged over the
+        advanced time (ls_p99_inflation_mean_pct, ls_p99_inflation_max_pct, ls_runq_wait_ratio,
+        ls_cpu_pressure_some: :data:`.sim_interference.STAT_KEYS`); counts over the advanced time (batch_completed,
+        be_evictions, oom_kills, suppress_events); pods_running and gpu_held_milli (Σ milli-GPU the running pods
+        hold, from the nodes' GPU ledgers) at the end.
         """
         res = AdvanceResult()
         res.ended.extend(self.device_refusals)
         self.device_refusals.clear()
         acc = dict.fromkeys(("cpu_used_milli", "mem_used_bytes", "ls_cpu_demand_milli",
-                             "ls_cpu_served_milli", "be_cpu_used_milli"), 0.0)
+                             "ls_cpu_served_milli", "be_cpu_used_milli", *HARM_KEYS), 0.0)
         counts = dict.fromkeys(("batch_completed", "be_evictions", "oom_kills", "suppress_events"), 0.0)
         span = 0.0
         if now - self.now > self.config.max_gap_s:
@@ -162,6 +169,7 @@ class SimBackend(SimStrategies):
         res.stats["cpu_capacity_milli"] = float(self.cap_cpu.sum())
         res.stats["mem_capacity_bytes"] = float(self.cap_mem.sum())
         res.stats["pods_running"] = float(len(self.pods.where))
+        res.stats["gpu_held_milli"] = float(sum(sum(ledger.used.values()) for ledger in self.gpus))
         return res
 
     def _step(self, t: float, dt: float, res: AdvanceResult, counts: dict[str, float]) -> dict[str, float]:
@@ -181,7 +189,10 @@ class SimBackend(SimStrategies):
             [T.shares, (self.be_shares * np.where(self.be_idle, IDLE_WEIGHT, 1.0))[:, None]], axis=1)
         alloc = water_fill(np.concatenate([ls_dem, group_dem[:, None]], axis=1), weights, avail)
         be_alloc = water_fill(be_dem, T.shares, alloc[:, -1])
-        T.cpu_used = np.where(ls, alloc[:, :-1], 0.0) + be_alloc
+        ls_pods = ls.sum(axis=1).astype(np.float64)
+        served = self.interference.step(be_alloc.sum(axis=1), self.cap_cpu, self.be_idle, ls_pods > 0)
+        T.cpu_used = np.where(ls, alloc[:, :-1] * served[:, None], 0.0) + be_alloc
+        harm = self.interference.sums(ls_pods)
         T.demand = dem
         T.mem_used = mem
         at = t + dt
@@ -204,7 +215,7 @@ class SimBackend(SimStrategies):
         self._observe_pressure(at, node_mem, res)
         return {"cpu_used_milli": float(node_cpu.sum()), "mem_used_bytes": float(node_mem.sum()),
                 "ls_cpu_demand_milli": float(ls_demand.sum()), "ls_cpu_served_milli": float(ls_used.sum()),
-                "be_cpu_used_milli": float(be_used.sum())}
+                "be_cpu_used_milli": float(be_used.sum()), **harm}
 
     def _kill(self, key: tuple[int, int], message: str, at: float, res: AdvanceResult,
               counts: dict[str, float]) -> None:
@@ -298,13 +309,16 @@ class SimBackend(SimStrategies):
         pod_cpu, pod_mem = T.window_usage()
         lsd, lss = self.ls_demand.mean(n).tolist(), self.ls_served.mean(n).tolist()
         agg = aggregated(self.node_cpu, self.node_mem, self.dt)
+        signals = self.interference.window()
         per_node: list[list[PodMetric]] = [[] for _ in self.names]
         pods_cpu = [0.0] * len(self.names)
         pods_mem = [0.0] * len(self.names)
         for uid, key in T.where.items():
             c, m = float(pod_cpu[key]), float(pod_mem[key])
-            per_node[key[0]].append(PodMetric(uid=uid, cpu=int(c), memory=int(m), qos_class=T.qos[key],
-                                              priority_class=T.prio_class[key]))
+            qos = T.qos[key]
+            per_node[key[0]].append(PodMetric(uid=uid, cpu=int(c), memory=int(m), qos_class=qos,
+                                              priority_class=T.prio_class[key],
+                                              interference=None if qos == "BE" else signals[key[0]]))
             pods_cpu[key[0]] += c
             pods_mem[key[0]] += m
         out = []

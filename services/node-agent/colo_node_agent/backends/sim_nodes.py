@@ -15,6 +15,7 @@ import numpy as np
 
 from colo.messages import NodeSLO, NodeSpec, PodPhase
 from colo_node_agent.backends.gpus import GpuLedger
+from colo_node_agent.backends.sim_interference import SimInterference
 from colo_node_agent.backends.sim_pods import BOOL, F64, PodTable
 from colo_node_agent.backends.sim_types import PodEnd, SimConfig, SloColumns
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
@@ -106,6 +107,8 @@ class SimNodes:
         agg_n = max(int(np.ceil(1800 / self.dt)), 1)
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
         self.ls_demand, self.ls_served = Ring(n, window_n), Ring(n, window_n)
+        self.interference = SimInterference(n, window_n, config.interference)
+        """Modelled LS harm and interference signals per node (:mod:`.sim_interference`)."""
         self.cgroup_failures: deque[tuple[str, WriteRecord]] = deque(maxlen=64)
         for i in range(len(nodes)):
             for cg in QOS_DIRS:
@@ -113,6 +116,13 @@ class SimNodes:
                     self.fs[i].seed(path, text)
             self._apply_cpusets(i, start)
             self._apply_be_settings(i, start)
+
+    def ls_signal(self, kind: str) -> F64:
+        """Per node ``(nodes,)``: the LS pods' modelled interference signal ``kind`` (``runq_wait``,
+        ``cpu_pressure``, ``cpi`` or ``latency_inflation``) in the last sub-step; −1 where unknown (no model, no LS
+        pod, or a signal the calibration lacks). Raises ValueError for another kind
+        (:meth:`SimInterference.ls_signal`)."""
+        return self.interference.ls_signal(kind)
 
     def _end(self, uid: str, phase: PodPhase, reason: str, message: str, at: float) -> PodEnd | None:
         key = self.pods.where.get(uid)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from colo.messages import PodPhase, PodSpec, QoSEvent
+from colo_node_agent.backends.interference_model import InterferenceModel
 from colo_node_agent.backends.sim_pods import BOOL, F64, I64
 from colo_node_agent.cgroups.resources import CgroupVersion
 
@@ -15,7 +16,8 @@ from colo_node_agent.cgroups.resources import CgroupVersion
 class SimConfig:
     """``sub_step_s`` seconds per simulated step; system usage as fractions of capacity; cgroup hierarchy;
     ``window_s`` the NodeMetric averaging window (REFERENCE.md §2: 300 s); a clock jump over ``max_gap_s``
-    is skipped rather than simulated."""
+    is skipped rather than simulated; ``interference`` the model of LS harm from BE load (None = no harm, signals
+    −1; :mod:`.sim_interference`)."""
 
     sub_step_s: float = 10.0
     system_cpu_fraction: float = 0.02
@@ -23,6 +25,7 @@ class SimConfig:
     cgroup_version: CgroupVersion = "v1"
     window_s: float = 300.0
     max_gap_s: float = 900.0
+    interference: InterferenceModel | None = None
 
 
 @dataclass(frozen=True)
