@@ -11,6 +11,7 @@
 #   make traces               download the public traces into the cache (machines without ../shared/traces)
 #   make compose-test         compose.yaml for real: own dockerd, stand-in base images if no registry (root)
 #   make fuzz                 bad input at scale: FUZZ_N (10000) payloads per consumed subject (docs/fuzz.md)
+#   make interference         the interference calibration on this machine (root; ~40 min; docs/interference.md)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -27,6 +28,8 @@ CHAOS_SEED ?= 1
 CHAOS_OUT ?= out/chaos
 FUZZ_N ?= 10000
 FUZZ_SEED ?= 1
+# extra options of bench/interference_calibration.py, e.g. INTERFERENCE_ARGS="--max-other 2 --parent-shares 8192"
+INTERFERENCE_ARGS ?=
 
 SERVICES := scheduler descheduler slo-manager node-agent profiler api
 STAMP := $(VENV)/.installed
@@ -43,7 +46,7 @@ COMPOSE_OVERRIDES ?=
 # 1: compose.yaml + compose.secure.yaml (TLS, NATS/Redis users, HTTP token; the default); 0: compose.yaml alone
 COMPOSE_SECURE ?= 1
 
-.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean fuzz
+.PHONY: install demo test ha-test chaos up traces lint clean compose-test compose-clean fuzz interference
 
 install: $(STAMP)
 
@@ -76,6 +79,11 @@ fuzz: install
 	rm -f out/fuzz/fuzz.jsonl
 	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_REPORT=out/fuzz/fuzz.jsonl $(PY) -m pytest tests/fuzz -q -p no:logging $(PYTEST_ARGS); \
 	  status=$$?; $(PY) tests/fuzz/report.py out/fuzz/fuzz.jsonl; exit $$status
+
+# Not part of `make test`: root, writable cgroups; every BE kind x intensities 1,2,4 x isolation, 2 rounds of
+# 20 s windows; writes services/node-agent/colo_node_agent/data/interference-calibration.json
+interference: install
+	$(PY) bench/interference_calibration.py $(INTERFERENCE_ARGS)
 
 traces: install
 	$(VENV)/bin/colo traces fetch
