@@ -16,7 +16,8 @@ node, reads the LS pods' interference counters (``/proc/<tid>/schedstat`` of eac
 counted. Target (issues 4 and 17): ≤ 2 % of one core and ≤ 100 MiB, with the interference signals on. At the
 end the agent gets SIGTERM, every pod process is killed and every group removed.
 
-``--signals both`` (default) runs the bench ``--rounds`` times each with the signals off and on, alternating
+``--be-budget`` has the NodeSLO switch the SLO-driven BE budget on (docs/node-agent.md "BE budget": the
+agent then differences the interference counters and runs the budget every loop). ``--signals both`` (default) runs the bench ``--rounds`` times each with the signals off and on, alternating
 (off, on, off, on ...: a busy machine's drift hits both alike), and reports each run, the mean of each setting
 and the difference; ``on`` / ``off`` run one setting. Prints a readable summary per run, then one JSON line
 (with ``both``: ``{"off": [...], "on": [...], "mean_off", "mean_on", "delta_pct_points", ...}``).
@@ -44,7 +45,16 @@ import psutil
 from colo import subjects
 from colo.bus import Bus
 from colo.embedded import EmbeddedServers, free_port
-from colo.messages import NodeResource, NodeSLO, PodBound, PodRecord, PodSpec, PodStatus, Resources
+from colo.messages import (
+    BEBudgetStrategy,
+    NodeResource,
+    NodeSLO,
+    PodBound,
+    PodRecord,
+    PodSpec,
+    PodStatus,
+    Resources,
+)
 from colo.store import Store
 from colo_node_agent.backends.host import HostBackend, HostConfig, host_problems
 
@@ -135,7 +145,8 @@ async def run(args: argparse.Namespace, signals: bool) -> dict[str, Any]:
             await store.put_node_resource(NodeResource(node=NODE, batch_cpu=args.pods * 100,
                                                        batch_memory=args.pods * 64 * MI))
             # the default NodeSLO, as slo-manager would send it
-            await bus.publish(subjects.NODE_SLO, NodeSLO(node=NODE), node=NODE)
+            await bus.publish(subjects.NODE_SLO, NodeSLO(node=NODE, be_budget=BEBudgetStrategy(
+                enabled=args.be_budget)), node=NODE)
             pods = make_pods(args.pods)
             now = time.time()
             await store.put_pods([PodRecord(spec=p) for p in pods])
@@ -161,6 +172,7 @@ async def run(args: argparse.Namespace, signals: bool) -> dict[str, Any]:
             cpu_s = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
             return {
                 "interference_signals": signals,
+                "be_budget": args.be_budget,
                 "cpu_pct_of_one_core": round(cpu_s / (t1 - t0) * 100, 2),
                 "rss_mib": round(max(rss), 1),
                 "rss_mib_mean": round(sum(rss) / len(rss), 1),
@@ -205,6 +217,8 @@ def main() -> None:
     ap.add_argument("--report-s", type=float, default=10.0)
     ap.add_argument("--signals", choices=("both", "on", "off"), default="both")
     ap.add_argument("--rounds", type=int, default=2, help="runs per setting with --signals both")
+    ap.add_argument("--be-budget", action="store_true",
+                    help="the NodeSLO switches the SLO-driven BE budget on (it then reads the signals every loop)")
     args = ap.parse_args()
     if args.signals != "both":
         res = asyncio.run(run(args, args.signals == "on"))

@@ -24,7 +24,10 @@ import statistics
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOLimit,
     BlkIOStrategy,
     CPUBurstStrategy,
@@ -40,6 +43,7 @@ from colo.messages import (
 )
 from colo_node_agent.backends.interference_model import InterferenceModel, load_model
 from colo_node_agent.backends.sim import SimBackend, SimConfig
+from colo_node_agent.backends.sim_pods import F64
 from colo_node_agent.cgroups import Executor, MemoryFS
 from colo_node_agent.cgroups.fs import default_files
 from colo_node_agent.cgroups.layout import CGROUPFS
@@ -116,10 +120,20 @@ def bench_plan(pods: int, rounds: int) -> dict[str, float]:
             "apply_settled_us": round(statistics.median(settled) * 1e6, 1)}
 
 
-def bench_sim(model: InterferenceModel | None = None) -> dict[str, float]:
+class _SignalledSim(SimBackend):
+    """The sim with a constant LS run-queue wait on every node (a stand-in interference model), so that the
+    BE budget runs its rule rather than falling back."""
+
+    def ls_signal(self, kind: str) -> F64:
+        return np.full(len(self.names), 0.1)
+
+
+def bench_sim(model: InterferenceModel | None = None, be_budget: bool = False) -> dict[str, float]:
     cap = Resources(cpu=32_000, memory=256 * 10**9, pods=110)
     nodes = [NodeSpec(name=f"n{i}", capacity=cap, allocatable=cap, cpus=32) for i in range(100)]
-    b = SimBackend(nodes, SimConfig(sub_step_s=10.0, interference=model), lambda name: NodeSLO(node=name))
+    budget = BEBudgetStrategy(enabled=be_budget)
+    b = (_SignalledSim if be_budget else SimBackend)(nodes, SimConfig(sub_step_s=10.0, interference=model),
+                                                     lambda name: NodeSLO(node=name, be_budget=budget))
     t0 = time.perf_counter()
     for i in range(100):
         for j in range(40):
@@ -141,7 +155,8 @@ def bench_sim(model: InterferenceModel | None = None) -> dict[str, float]:
         t0 = time.perf_counter()
         b.advance(float(t))
         best = min(best, time.perf_counter() - t0)
-    return {"sim_start_s": round(start_s, 2), "sim_tick_ms": round(best * 1000, 1)}
+    key = "sim_tick_be_budget_ms" if be_budget else "sim_tick_ms"
+    return {"sim_start_s": round(start_s, 2), key: round(best * 1000, 1)}
 
 
 def main() -> None:
@@ -149,12 +164,16 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--no-sim", action="store_true", help="skip the sim backend part")
+    ap.add_argument("--be-budget", action="store_true",
+                    help="also time a sim tick with the BE budget on (sim_tick_be_budget_ms)")
     ap.add_argument("--calibration", default="", help="interference calibration (default: the packaged one)")
     args = ap.parse_args()
     out: dict[str, float | int] = {"pods": args.pods}
     out.update(bench_plan(args.pods, args.rounds))
     if not args.no_sim:
         out.update(bench_sim())
+        if args.be_budget:
+            out["sim_tick_be_budget_ms"] = bench_sim(be_budget=True)["sim_tick_be_budget_ms"]
         model = load_model(args.calibration)
         if model is not None:
             out["sim_tick_interference_ms"] = bench_sim(model)["sim_tick_ms"]

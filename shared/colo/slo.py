@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -27,7 +28,7 @@ WATERMARK_SCALE_RANGE = (10, 400)
 """Accepted ``vm.watermark_scale_factor`` (Koordinator's SystemStrategy validation)."""
 
 STRATEGY_FIELDS = ("cpu_suppress", "memory_evict", "cpu_evict", "cpu_burst", "memory_qos", "resctrl", "blkio",
-                   "system", "oom", "net_qos")
+                   "system", "oom", "net_qos", "be_budget")
 """NodeSLO fields whose values :func:`strategy_problems` checks."""
 
 
@@ -66,7 +67,10 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
     ``quota_burst_period_s`` ≥ −1, ``scale_down_unthrottled_rounds`` ≥ 0; resctrl
     0 ≤ L3 start < end ≤ 100 and MBA 1..100; BE block I/O devices ``MAJOR:MINOR``, once each, limits ≥ 0;
     system (when enabled) ``min_free_kbytes_factor`` > 0 and ``watermark_scale_factor`` within
-    :data:`WATERMARK_SCALE_RANGE`; the ``oom`` and ``net_qos`` checks of :func:`isolation_problems`.
+    :data:`WATERMARK_SCALE_RANGE`; the ``oom`` and ``net_qos`` checks of :func:`isolation_problems`; BE budget
+    ``target_increase_percent`` a finite number > 0, ``max_percent`` within 0..100 and (when enabled) at or
+    above ``cpu_suppress.threshold_percent`` (its floor), ``step_percent`` within 1..100, ``hold_s`` a finite
+    number ≥ 0.
     """
     out: list[str] = []
     w = f"{where}." if where else ""
@@ -136,7 +140,24 @@ def strategy_problems(values: Mapping[str, Any], where: str = "") -> list[str]:
         if sy.min_free_kbytes_factor <= 0:
             out.append(f"{w}system.min_free_kbytes_factor must be > 0, got {sy.min_free_kbytes_factor}")
         _range(out, f"{w}system.watermark_scale_factor", sy.watermark_scale_factor, *WATERMARK_SCALE_RANGE)
+    bb = values.get("be_budget")
+    if isinstance(bb, BEBudgetStrategy):
+        out += _be_budget_problems(bb, cs if isinstance(cs, CPUSuppressStrategy) else None, f"{w}be_budget")
     return out + isolation_problems(values, w)
+
+
+def _be_budget_problems(bb: BEBudgetStrategy, cs: CPUSuppressStrategy | None, where: str) -> list[str]:
+    out: list[str] = []
+    if not 0 < bb.target_increase_percent < float("inf"):
+        out.append(f"{where}.target_increase_percent must be a finite number > 0, got {bb.target_increase_percent}")
+    _range(out, f"{where}.max_percent", bb.max_percent)
+    _range(out, f"{where}.step_percent", bb.step_percent, lo=1)
+    if not 0 <= bb.hold_s < float("inf"):
+        out.append(f"{where}.hold_s must be a finite number >= 0, got {bb.hold_s}")
+    if bb.enabled and cs is not None and bb.max_percent < cs.threshold_percent:
+        out.append(f"{where}.max_percent {bb.max_percent} must not be below cpu_suppress.threshold_percent "
+                   f"{cs.threshold_percent} (the budget's floor)")
+    return out
 
 
 IFNAME_MAX = 15

@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import psutil
 import pytest
 
-from colo.messages import NodeSLO, PodSpec, Resources
+from colo.messages import BEBudgetState, BEBudgetStrategy, InterferenceSignals, NodeSLO, PodSpec, Resources
 from colo_node_agent.backends.host import HostBackend, HostConfig
 from colo_node_agent.backends.sim import AdvanceResult, PodEnd
 
@@ -221,3 +222,61 @@ def test_parent_scope_takes_capacity_and_usage_from_the_parent_group(host: Calla
     h.step()
     h.until(lambda: h.results[-1].stats["mem_used_bytes"] > 64 * MI, what="the parent's memory to show the pod")
     assert h.results[-1].stats["mem_used_bytes"] < 128 * MI, "a parent-scope node counts only its own groups"
+
+
+def test_be_budget_follows_the_ls_signals_of_real_pods(host: Callable[..., Host]) -> None:
+    slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
+    h = host(slo=slo, interference_signals=False)  # the signals are set by the test, through the HostPod seam
+    h.b.start_pod(sleeper("ls-1"), NODE)
+    signal = [0.1]
+
+    def step() -> BEBudgetState:
+        ls = h.b.pods["ls-1"]
+        ls.interference, ls.interference_at = InterferenceSignals(runq_wait_ratio=signal[0]), time.time()
+        time.sleep(h.config.loop_s)
+        h.step()
+        budget = h.b.node_metrics(time.time())[0].be_budget
+        assert budget is not None
+        return budget
+
+    states = [step() for _ in range(4)]  # no BE work: the baseline is learned, nothing to grow by
+    assert states[-1].phase == "hold" and states[-1].baseline == pytest.approx(0.1)
+    h.b.start_pod(pod("be-1", ["sh", "-c", "while :; do :; done"], "BE"), NODE)
+    grown: list[float] = []
+
+    def grows() -> bool:  # a loop in which the SCHED_IDLE spinner got no CPU on a busy machine holds instead
+        st = step()
+        if st.phase == "grow":
+            grown.append(st.threshold_percent)
+        return len(grown) >= 3
+
+    h.until(grows, timeout_s=60.0, what="the budget to grow in three loops with BE work running")
+    assert grown[0] < grown[1] < grown[2] <= 95
+    signal[0] = 0.3  # over 0.1 x 1.1 and 0.1 + 0.02: cut
+    cut = step()
+    assert cut.phase == "cut" and cut.threshold_percent < grown[2]
+    suppress = [e for r in h.results for e in r.events if e.kind == "suppress" and "be_budget_phase" in e.detail]
+    assert suppress, "suppress events carry the budget"
+    h.b.pods["ls-1"].interference = None  # the signal stops: the static threshold
+    time.sleep(h.config.loop_s)
+    h.step()
+    budget = h.b.node_metrics(time.time())[0].be_budget
+    assert budget is not None and (budget.phase, budget.threshold_percent) == ("fallback", 65)
+
+
+def test_be_budget_learns_from_the_interference_readers_each_loop(host: Callable[..., Host]) -> None:
+    slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
+    h = host(slo=slo)
+    busy = "import time\nwhile True:\n    t = time.time()\n    while time.time() - t < 0.01: pass\n    time.sleep(0.01)"
+    h.b.start_pod(pod("ls-1", [sys.executable, "-c", busy]), NODE)
+
+    def learned() -> bool:
+        budget = h.b.node_metrics(time.time())[0].be_budget
+        return budget is not None and budget.baseline_samples >= 3
+
+    h.until(learned, timeout_s=30.0, what="a baseline from the LS pod's run-queue wait, loop by loop")
+    ls = h.b.pods["ls-1"]
+    assert ls.interference is not None and ls.interference.runq_wait_ratio >= 0
+    budget = h.b.node_metrics(time.time())[0].be_budget
+    # judged on real signals: hold (no BE work to grow by), or cut when other load on the machine moved the wait
+    assert budget is not None and budget.phase in ("hold", "cut") and budget.baseline >= 0

@@ -10,12 +10,15 @@ import msgspec
 import pytest
 
 from colo.messages import (
+    BEBudgetState,
+    BEBudgetStrategy,
     BlkIOLimit,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
     CPUSetStrategy,
     CPUSuppressStrategy,
+    InterferenceSignals,
     MemoryEvictStrategy,
     MemoryQoSStrategy,
     NodeSLO,
@@ -207,3 +210,28 @@ def test_memory_eviction_puts_the_node_under_pressure_until_the_hold_ends() -> N
         plan = plan_node(calm, slo, memory, now)
         memory.absorb(plan, now)
         assert memory.memory_pressure.since == since, now
+
+
+def test_be_budget_raises_the_suppress_threshold_while_signals_allow() -> None:
+    slo = msgspec.structs.replace(NodeSLO(node="n"), be_budget=BEBudgetStrategy(enabled=True))
+    learned = BEBudgetState(threshold_percent=71.0, phase="grow", baseline=0.5, baseline_samples=5)
+    calm = InterferenceSignals(runq_wait_ratio=0.51)
+    pods = tuple(replace(p, interference=calm, interference_at=100.0) if p.qos != "BE" else p for p in PODS)
+    memory = StrategyMemory(be_budget=learned)
+    plan = plan_node(snapshot(pods), slo, memory, now=100.0)
+    # threshold 71 -> 73: BEAllowed = 16000 x 73 % - 5500 - 500 = 5680 (static 65 %: 4400)
+    assert plan.be_budget is not None and (plan.be_budget.threshold_percent, plan.be_budget.phase) == (73, "grow")
+    assert plan.be_cpu_allowed == 5680
+    memory.absorb(plan, 100.0)
+    assert memory.be_budget == plan.be_budget
+    # one LS pod over the limit (0.5 x 1.1 = 0.55): half the excess over the floor, 65 + 4
+    hot = tuple(replace(p, interference=InterferenceSignals(runq_wait_ratio=0.57)) if p.spec.uid == "s" else p
+                for p in pods)
+    cut = plan_node(snapshot(hot), slo, memory, now=101.0).be_budget
+    assert cut is not None and (cut.threshold_percent, cut.phase) == (69, "cut")
+    # no LS pod reports the signal: the static threshold
+    plan = plan_node(snapshot(PODS), slo, memory, now=101.0)
+    assert plan.be_budget is not None and plan.be_budget.phase == "fallback" and plan.be_cpu_allowed == 4400
+    # switched off: no state, the static threshold
+    plan = plan_node(snapshot(pods), NodeSLO(node="n"), memory, now=101.0)
+    assert plan.be_budget is None and plan.be_cpu_allowed == 4400

@@ -21,12 +21,8 @@ from colo.messages import (
 )
 from colo.settings import SettingsError, build_settings
 from colo_slo_manager.admission import KOORDINATOR_PRIORITY_LABEL, admit, profile_matches
-from colo_slo_manager.settings import (
-    ColocationProfile,
-    LabelSelector,
-    LabelSelectorRequirement,
-    SloManagerSettings,
-)
+from colo_slo_manager.selectors import LabelSelector, LabelSelectorRequirement
+from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
 
 NS = "kubernetes.io/metadata.name"
 

@@ -13,6 +13,7 @@ import pytest_asyncio
 from colo import subjects
 from colo.clock import VirtualClock, WallClock
 from colo.messages import (
+    BEBudgetState,
     DeadLetter,
     MemoryPressure,
     NodeMetric,
@@ -30,7 +31,7 @@ from colo.messages import (
     Usage,
 )
 from colo.runtime import ServiceRunner
-from colo.settings import RuntimeSettings
+from colo.settings import RuntimeSettings, load_settings
 from colo.store import Store
 from colo.testing.fixtures import BusFactory, service_context
 from colo.testing.rig import TickRig
@@ -314,3 +315,22 @@ async def test_memory_pressure_waits_for_the_tick_under_the_virtual_clock(harnes
     await h.tick(T0 + 60)  # the damping does not hold the change back
     assert [(r.batch_memory, r.memory_pressure, r.reason) for r in h.seen["resource"][1:]] == [
         (0, True, "memory pressure")]
+
+
+async def test_be_budget_setting_renders_nodeslo_and_the_offer_follows_the_node(bus_factory: BusFactory,
+                                                                                store: Store) -> None:
+    settings = load_settings(SloManagerSettings, "COLO_SLO_MANAGER", env={"COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1"})
+    h = await _harness(bus_factory, store, settings)
+    await h.client.publish(subjects.NODE_REGISTERED, NODE, node="n1")
+    budget = BEBudgetState(threshold_percent=85.0, phase="grow", signal=0.11, baseline=0.1, baseline_samples=9)
+    await h.client.publish(subjects.NODE_METRIC, NodeMetric(
+        node="n1", at=T0 + 30, system_usage=Usage(cpu=7_000, memory=12 * G),
+        pods=[PodMetric(uid="ls-1", cpu=11_000, memory=11 * G)], be_budget=budget), node="n1")
+    await h.tick(T0 + 60)
+    slos: list[NodeSLO] = h.seen["slo"]
+    assert [(s.node, s.be_budget.enabled) for s in slos] == [("n1", True)]
+    # reclaim 85 % instead of 60 %: 100 − 15 − 7 − 11 = 67 cores
+    resources: list[NodeResource] = h.seen["resource"]
+    assert [(r.node, r.batch_cpu) for r in resources] == [("n1", 67_000)]
+    stored = await h.store.get_node_resource("n1")
+    assert stored is not None and stored.batch_cpu == 67_000

@@ -73,6 +73,10 @@ QOS_ACTIONS_TOTAL = telemetry.counter(
     ("node", "action"))
 OOM_KILLS = telemetry.counter("colo_node_agent_oom_kills_total", "Pods OOM-killed (cgroup limit or node memory)",
                               ("node",))
+BE_BUDGET_THRESHOLD = telemetry.gauge(
+    "colo_node_be_budget_threshold_percent",
+    "The SLO-driven BE budget's CPU suppress threshold in force, percent of node capacity (NodeMetric.be_budget); "
+    "no series while the budget is off", ("node",))
 CGROUP_FAILURES = telemetry.counter("colo_node_agent_cgroup_write_failures_total",
                                     "cgroup writes that failed (each also a QoSEvent of kind cgroup)", ("node",))
 
@@ -155,6 +159,10 @@ def observe_node_metric(metric: NodeMetric, cpu_capacity_milli: int) -> None:
     node = metric.node
     LAST_REPORT.labels(node).set(metric.at)
     observe_interference(metric)
+    if metric.be_budget is None:
+        BE_BUDGET_THRESHOLD.remove(node)
+    else:
+        BE_BUDGET_THRESHOLD.labels(node).set(metric.be_budget.threshold_percent)
     for qos, (cpu, mem) in usage_by_qos(metric).items():
         CPU_USAGE.labels(node, qos).set(cpu / 1000)
         MEMORY_USAGE.labels(node, qos).set(mem)

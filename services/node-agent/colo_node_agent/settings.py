@@ -25,6 +25,7 @@ from typing import Literal
 import msgspec
 
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -172,6 +173,8 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """BE block I/O throttles until a NodeSLO arrives (off)."""
     system: SystemStrategy = SystemStrategy()
     """min_free_kbytes / watermark_scale_factor until a NodeSLO arrives (off)."""
+    be_budget: BEBudgetStrategy = BEBudgetStrategy()
+    """The SLO-driven BE budget until a NodeSLO arrives (off; docs/node-agent.md "BE budget")."""
     oom: OOMStrategy = OOMStrategy()
     """OOM priority (oom_score_adj by QoS class) until a NodeSLO arrives (on; host backend)."""
     net_qos: NetQoSStrategy = NetQoSStrategy()
@@ -204,4 +207,4 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                        cpu_evict=self.cpu_evict, be_cpu_idle=self.be_cpu_idle, be_cpu_shares=self.be_cpu_shares,
                        cpu_burst=self.cpu_burst,
                        memory_qos=self.memory_qos, cpuset=self.cpuset, resctrl=self.resctrl, blkio=self.blkio,
-                       system=self.system, oom=self.oom, net_qos=self.net_qos)
+                       system=self.system, oom=self.oom, net_qos=self.net_qos, be_budget=self.be_budget)

@@ -21,7 +21,8 @@ from colo.classes import (
 )
 from colo.messages import PodAdmitted, PodRejected, PodSpec, PriorityClass, Resources
 from colo.validation import MAX_QUANTITY, RESOURCE_FIELDS, basic_problems, class_problems
-from colo_slo_manager.settings import NAMESPACE_NAME_LABEL, ColocationProfile, SloManagerSettings
+from colo_slo_manager.selectors import NAMESPACE_NAME_LABEL
+from colo_slo_manager.settings import ColocationProfile, SloManagerSettings
 
 KOORDINATOR_PRIORITY_LABEL = "koordinator.sh/priority"
 """Pod label of the sub-priority within a priority class (Koordinator ``koordinatorPriority``)."""

@@ -401,17 +401,20 @@ def high_priority_sums_of(summary: NodePods, metric: NodeMetric) -> HighPriority
 
 
 def compute_allocatable_of(node: NodeSpec, reserved: Usage, metric: NodeMetric, summary: NodePods,
-                           profile: NodeProfile | None, batch: BatchConfig, mid: MidConfig) -> Allocatable:
+                           profile: NodeProfile | None, batch: BatchConfig, mid: MidConfig,
+                           cpu_reclaim_percent: int | None = None) -> Allocatable:
     """:func:`compute_allocatable` from precomputed inputs: ``reserved`` = :func:`node_reserved` of
     ``node`` and ``summary`` = :class:`NodePods` of its pods. Same formulas (REFERENCE.md §3) and result;
     only the per-pod work that does not depend on ``metric`` is done once per pod-list change, and the
-    per-report work is one pass (see docs/slo-manager.md "Speed")."""
+    per-report work is one pass (see docs/slo-manager.md "Speed"). ``cpu_reclaim_percent`` replaces
+    ``batch.cpu_reclaim_threshold_percent`` when given (the node's BE budget, :mod:`colo_slo_manager.be_budget`)."""
     cap = node.capacity
     req_c, req_m, used_c, used_m, max_c, max_m = _hp_totals(summary, metric)
     system = metric.system_usage
     hosts = metric.host_apps_usage
     sys_c, sys_m = system.cpu + hosts.cpu, system.memory + hosts.memory
-    batch_cpu = _batch_one(cap.cpu, batch.cpu_reclaim_threshold_percent, reserved.cpu, sys_c,
+    reclaim = batch.cpu_reclaim_threshold_percent if cpu_reclaim_percent is None else cpu_reclaim_percent
+    batch_cpu = _batch_one(cap.cpu, reclaim, reserved.cpu, sys_c,
                            req_c, used_c, max_c, batch.cpu_policy, batch.cpu_threshold_percent)
     batch_memory = _batch_one(cap.memory, batch.memory_reclaim_threshold_percent, reserved.memory, sys_m,
                               req_m, used_m, max_m, batch.memory_policy, batch.memory_threshold_percent)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from colo.messages import NodeSLO, NodeSpec
-from colo_slo_manager.settings import NodePool, NodeSLOStrategy
+from colo_slo_manager.settings import NodePool, NodeSLOStrategy, SloManagerSettings
 
 
 def selects(pool: NodePool, node: NodeSpec) -> bool:
@@ -49,6 +49,18 @@ def render_node_slo(node: NodeSpec, cluster: NodeSLOStrategy, pools: list[NodePo
     if t is None or t.cluster is not cluster or t.pools is not pools:
         t = _last = _Templates(cluster, pools)
     return t.render(node, now)
+
+
+_cluster: tuple[SloManagerSettings, NodeSLOStrategy] | None = None
+
+
+def cluster_of(settings: SloManagerSettings) -> NodeSLOStrategy:
+    """:meth:`SloManagerSettings.cluster_strategy` of ``settings``, built once per settings object (so that
+    :func:`render_node_slo` reuses its merged templates across nodes)."""
+    global _cluster
+    if _cluster is None or _cluster[0] is not settings:
+        _cluster = (settings, settings.cluster_strategy())
+    return _cluster[1]
 
 
 def same_policy(a: NodeSLO | None, b: NodeSLO) -> bool:

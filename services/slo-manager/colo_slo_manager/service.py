@@ -46,9 +46,10 @@ from colo.validation import identity_problems
 from colo_slo_manager import metrics
 from colo_slo_manager.admission import admit
 from colo_slo_manager.allocatable import Allocatable, compute_allocatable_of, node_problems, node_reserved
+from colo_slo_manager.be_budget import cpu_reclaim_percent
 from colo_slo_manager.config import Composed
 from colo_slo_manager.memory_pressure import eviction_headroom, under_pressure
-from colo_slo_manager.nodeslo import render_node_slo, same_policy
+from colo_slo_manager.nodeslo import cluster_of, render_node_slo, same_policy
 from colo_slo_manager.publish import decide, metric_is_stale
 from colo_slo_manager.reload import ConfigWatcher
 from colo_slo_manager.settings import ENV_PREFIX, SloManagerSettings
@@ -358,9 +359,10 @@ class SloManagerService:
         if cached is None or cached[0] is not node:
             cached = self._reserved[name] = (node, node_reserved(node))
         summary = self.state.pod_summary(name)
-        computed = compute_allocatable_of(node, cached[1], metric, summary, self.state.profiles.get(name),
-                                          self.settings.batch, self.settings.mid)
         slo = self.state.slos.get(name)
+        computed = compute_allocatable_of(node, cached[1], metric, summary, self.state.profiles.get(name),
+                                          self.settings.batch, self.settings.mid,
+                                          cpu_reclaim_percent=cpu_reclaim_percent(self.settings.batch, metric, slo))
         evict = slo.memory_evict if slo is not None else self.settings.node_slo.memory_evict
         computed = eviction_headroom(computed, metric, node.capacity.memory, summary.be_memory_request, evict)
         return under_pressure(computed, metric)
@@ -372,7 +374,7 @@ class SloManagerService:
         if (rendered is not None and rendered[0] is node and rendered[1] is s
                 and self.state.slos.get(name) is rendered[2]):
             return None  # same spec, same settings: same policy as the one published
-        slo = render_node_slo(node, s.node_slo, s.node_pools, now)
+        slo = render_node_slo(node, cluster_of(s), s.node_pools, now)
         changed = not same_policy(self.state.slos.get(name), slo)
         if changed:
             self.state.slos[name] = slo

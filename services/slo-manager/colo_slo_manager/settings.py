@@ -27,6 +27,7 @@ import msgspec
 
 from colo.classes import PRIORITY_RANGES
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -43,6 +44,14 @@ from colo.messages import (
 )
 from colo.settings import SettingsError
 from colo.slo import strategy_problems
+from colo_slo_manager.selectors import (
+    NAMESPACE_NAME_LABEL,
+    LabelSelector,
+    LabelSelectorRequirement,
+    label_problems,
+)
+from colo_slo_manager.settings_base import SettingsStruct as _Settings
+from colo_slo_manager.settings_base import percent_problem as _percent
 from colo_slo_manager.strategy import (
     STRATEGY_TYPES,
     Patch,
@@ -54,105 +63,6 @@ from colo_slo_manager.thresholds import memory_evict_strategies, memory_threshol
 
 ENV_PREFIX = "COLO_SLO_MANAGER"
 """Environment variable prefix of :class:`SloManagerSettings`."""
-
-
-class _Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of the settings structs: frozen, keyword-only, unknown fields rejected."""
-
-    def problems(self) -> list[str]:
-        """Every constraint violation of this struct (empty when valid)."""
-        return []
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise SettingsError(problems, what=type(self).__name__)
-
-
-def _percent(problems: list[str], name: str, value: int | None, hi: int = 100) -> None:
-    if value is not None and not 0 <= value <= hi:
-        problems.append(f"{name} must be within 0..{hi}, got {value}")
-
-
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
-
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-"""The label Kubernetes puts on every Namespace, holding its name: the only namespace label Colo knows."""
-
-SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
-"""Kubernetes ``LabelSelectorOperator``."""
-
-
-def label_problems(where: str, labels: dict[str, str]) -> list[str]:
-    """Keys and values of ``labels`` that are not valid Kubernetes label keys/values."""
-    out: list[str] = []
-    for k, v in labels.items():
-        if not _LABEL_KEY.fullmatch(k):
-            out.append(f"{where}: {k!r} is not a valid label key")
-        if not _LABEL_VALUE.fullmatch(v):
-            out.append(f"{where}: {v!r} (key {k!r}) is not a valid label value")
-    return out
-
-
-class LabelSelectorRequirement(_Settings, frozen=True):
-    """One test of a label selector (Kubernetes ``LabelSelectorRequirement``): ``In`` / ``NotIn`` the
-    ``values`` (NotIn also matches when the key is absent), ``Exists`` / ``DoesNotExist`` (no values)."""
-
-    key: str
-    """Label key tested."""
-    operator: SelectorOperator
-    """``In``, ``NotIn``, ``Exists`` or ``DoesNotExist``."""
-    values: list[str] = []
-    """Values for ``In`` / ``NotIn`` (at least one); empty for ``Exists`` / ``DoesNotExist``."""
-
-    def problems(self) -> list[str]:
-        """Every problem of the requirement (Kubernetes ValidateLabelSelectorRequirement)."""
-        out: list[str] = []
-        if not _LABEL_KEY.fullmatch(self.key):
-            out.append(f"{self.key!r} is not a valid label key")
-        if self.operator in ("In", "NotIn") and not self.values:
-            out.append(f"key {self.key!r}: operator {self.operator} needs at least one value")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            out.append(f"key {self.key!r}: operator {self.operator} takes no values")
-        out += [f"key {self.key!r}: {v!r} is not a valid label value" for v in self.values
-                if not _LABEL_VALUE.fullmatch(v)]
-        return out
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Whether ``labels`` satisfy the requirement (Kubernetes ``labels.Requirement.Matches``)."""
-        if self.operator == "In":
-            return self.key in labels and labels[self.key] in self.values
-        if self.operator == "NotIn":
-            return self.key not in labels or labels[self.key] not in self.values
-        if self.operator == "Exists":
-            return self.key in labels
-        return self.key not in labels
-
-
-class LabelSelector(_Settings, frozen=True):
-    """A Kubernetes ``LabelSelector``: every ``match_labels`` pair and every requirement must hold;
-    an empty selector matches everything."""
-
-    match_labels: dict[str, str] = {}
-    """Labels that must be present with these values."""
-    match_expressions: list[LabelSelectorRequirement] = []
-    """Requirements, ANDed."""
-
-    def problems(self) -> list[str]:
-        """Invalid label keys or values in ``match_labels``."""
-        return label_problems("match_labels", self.match_labels)
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Whether ``labels`` satisfy the selector."""
-        return (all(labels.get(k) == v for k, v in self.match_labels.items())
-                and all(r.matches(labels) for r in self.match_expressions))
-
-    @property
-    def keys(self) -> set[str]:
-        """Every label key the selector tests."""
-        return set(self.match_labels) | {r.key for r in self.match_expressions}
 
 
 class ColocationProfile(_Settings, frozen=True):
@@ -322,6 +232,9 @@ class NodeSLOStrategy(_Settings, frozen=True):
     """BE block I/O throttles per device; off."""
     system: SystemStrategy = SystemStrategy()
     """vm.min_free_kbytes / watermark_scale_factor; off."""
+    be_budget: BEBudgetStrategy = BEBudgetStrategy()
+    """SLO-driven BE CPU budget (docs/node-agent.md "BE budget"); off. ``SloManagerSettings.be_budget_enabled``
+    switches it on without restating the knobs."""
     oom: OOMStrategy = OOMStrategy()
     """oom_score_adj of pods' processes by QoS class (BE 1000, LS -996..-1, LSE/LSR -997); on."""
     net_qos: NetQoSStrategy = NetQoSStrategy()
@@ -374,6 +287,8 @@ class NodePool(_Settings, frozen=True):
     """Fields of the BE block I/O strategy (:class:`colo.messages.BlkIOStrategy`) to change."""
     system: Patch | None = None
     """Fields of the system strategy (:class:`colo.messages.SystemStrategy`) to change."""
+    be_budget: Patch | None = None
+    """Fields of the SLO-driven BE budget (:class:`colo.messages.BEBudgetStrategy`) to change."""
     oom: Patch | None = None
     """Fields of the OOM priority strategy (:class:`colo.messages.OOMStrategy`) to change."""
     net_qos: Patch | None = None
@@ -470,6 +385,20 @@ class SloManagerSettings(_Settings, frozen=True):
     Not reloadable."""
     config_reload: ConfigReloadSettings = ConfigReloadSettings()
     """Sources of configuration changes while running (YAML file, NATS key-value). Not reloadable."""
+    be_budget_enabled: bool = False
+    """Switch the SLO-driven BE budget on in every NodeSLO rendered (``COLO_SLO_MANAGER_BE_BUDGET_ENABLED=1``):
+    ``node_slo.be_budget`` with ``enabled`` true, its other knobs as configured there
+    (``COLO_SLO_MANAGER_NODE_SLO__BE_BUDGET__MAX_PERCENT=90`` ...); a node pool may still switch it off. False
+    leaves ``node_slo.be_budget.enabled`` as it is. The batch-cpu offer then follows each node's budget
+    (docs/slo-manager.md "BE budget")."""
+
+    def cluster_strategy(self) -> NodeSLOStrategy:
+        """The cluster strategy rendered into NodeSLOs: ``node_slo``, with ``be_budget.enabled`` set when
+        :attr:`be_budget_enabled` is. Raises SettingsError when that strategy is invalid."""
+        if not self.be_budget_enabled or self.node_slo.be_budget.enabled:
+            return self.node_slo
+        budget = msgspec.structs.replace(self.node_slo.be_budget, enabled=True)
+        return msgspec.structs.replace(self.node_slo, be_budget=budget)
 
     def problems(self) -> list[str]:
         """Every constraint violation of the top-level fields (nested structs check themselves)."""
@@ -492,13 +421,19 @@ class SloManagerSettings(_Settings, frozen=True):
         return out
 
     def pool_problems(self) -> list[str]:
-        """Out-of-range values of each pool's merged strategies that the cluster strategy alone does not
-        have (those are reported once, by ``node_slo``)."""
+        """Problems of the cluster strategy that only :attr:`be_budget_enabled` brings, then out-of-range
+        values of each pool's merged strategies that the cluster strategy alone does not have (those are
+        reported once, by ``node_slo``)."""
         cluster = set(self.node_slo.problems())
         out: list[str] = []
+        try:
+            strategy = self.cluster_strategy()
+        except SettingsError as exc:
+            out += [f"be_budget_enabled: {p}" for p in exc.errors if p not in cluster]
+            return out
         for i, pool in enumerate(self.node_pools):
             try:
-                merged = pool.over(self.node_slo)
+                merged = pool.over(strategy)
             except msgspec.ValidationError as exc:
                 out.append(f"node_pools[{i}] ({pool.name}): {exc}")
                 continue

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from colo.messages import (
+    BEBudgetStrategy,
     BlkIOStrategy,
     CPUBurstStrategy,
     CPUEvictStrategy,
@@ -48,6 +49,7 @@ STRATEGY_TYPES: dict[str, type[msgspec.Struct]] = {
     "resctrl": ResctrlStrategy,
     "blkio": BlkIOStrategy,
     "system": SystemStrategy,
+    "be_budget": BEBudgetStrategy,
     "oom": OOMStrategy,
     "net_qos": NetQoSStrategy,
 }

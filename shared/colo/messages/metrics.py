@@ -29,13 +29,19 @@ class BEBudgetState(Message, frozen=True):
     """The SLO-driven BE budget of one node (NodeSLO ``be_budget``): ``threshold_percent`` the suppress threshold
     in force (percent of capacity); ``phase`` ``grow``, ``hold``, ``cut`` or ``fallback`` (signals missing: the
     static threshold); ``signal``/``baseline`` the LS signal now and BE-free (units of the chosen signal);
-    ``since`` when the phase began (seconds)."""
+    ``since`` when the phase began (seconds); ``baseline_samples`` how many BE-free loops the baseline was
+    learned from; ``cut_at`` when the budget was last cut (seconds; None = never), the start of the hold;
+    ``cut_from_percent`` the threshold in force at that cut (−1 = never), which growth stays below for a while.
+    The rule: docs/node-agent.md "BE budget"."""
 
     threshold_percent: float
     phase: Literal["grow", "hold", "cut", "fallback"] = "fallback"
     signal: float = -1.0
     baseline: float = -1.0
     since: float = 0.0
+    baseline_samples: int = 0
+    cut_at: float | None = None
+    cut_from_percent: float = -1.0
 
 
 class PodMetric(Message, frozen=True):
@@ -109,5 +115,6 @@ class NodeMetric(Message, frozen=True):
     ls_cpu_served: int = 0
     pressure: dict[str, float] = {}
     memory_pressure: MemoryPressure | None = None
-    be_budget: BEBudgetState | None = None
     """The node's BE memory pressure condition at ``at``; None when the node is not under it."""
+    be_budget: BEBudgetState | None = None
+    """The SLO-driven BE budget's state after the last agent loop; None while NodeSLO ``be_budget`` is off."""

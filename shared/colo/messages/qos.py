@@ -20,16 +20,19 @@ class CPUSuppressStrategy(Message, frozen=True):
 class BEBudgetStrategy(Message, frozen=True):
     """SLO-driven BE CPU budget (docs/node-agent.md "BE budget"; after Heracles, Lo et al., ISCA 2015): the
     suppress threshold grows by ``step_percent`` of capacity per agent loop while the LS pods' interference
-    ``signal`` stays within ``target_increase_percent`` of its BE-free baseline, is cut fast when it does not,
-    and holds for ``hold_s`` seconds after a violation. Never below ``cpu_suppress.threshold_percent`` (the static
+    ``signal`` stays within half of ``target_increase_percent`` over its BE-free baseline (the guard band), holds
+    between half and all of it, is cut fast above it (half the excess over the floor; to the floor when the rise
+    is over twice the target), and holds for ``hold_s`` seconds after a violation. Never below ``cpu_suppress.threshold_percent`` (the static
     threshold is the floor and the fallback when signals are missing), never above ``max_percent``.
 
     ``signal``: ``runq_wait`` (run-queue wait per CPU second, ``/proc/<pid>/schedstat``), ``cpu_pressure`` (PSI
-    ``cpu.some`` avg10 of the pod group) or ``cpi`` (cycles per instruction, ``perf``).
+    ``cpu.some`` avg10 of the pod group), ``cpi`` (cycles per instruction, ``perf``) or ``latency_inflation``
+    (the sim's modelled p99 rise over running alone, percent; −1 on real nodes, which then keep the static
+    threshold).
     """
 
     enabled: bool = False
-    signal: Literal["runq_wait", "cpu_pressure", "cpi"] = "runq_wait"
+    signal: Literal["runq_wait", "cpu_pressure", "cpi", "latency_inflation"] = "runq_wait"
     target_increase_percent: float = 10.0
     max_percent: int = 95
     step_percent: int = 2

@@ -43,6 +43,7 @@ from colo.messages import (
     Usage,
 )
 from colo_node_agent.backends.gpus import gpu_env
+from colo_node_agent.backends.host_budget import update_loop_signals
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.backends.host_config import HostConfig, HostConfigError, host_problems
 from colo_node_agent.backends.host_interference import InterferenceSampler
@@ -70,6 +71,7 @@ from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format, cpuset_parse
+from colo_node_agent.strategies.be_budget import budget_detail, threshold_changed
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, pod_settings
 from colo_node_agent.strategies.memory_pressure import condition
 from colo_node_agent.strategies.node import NodeSnapshot, PodState, StrategyMemory, plan_node
@@ -435,6 +437,9 @@ class HostBackend:
             pods_mem += pod.memory_bytes
         if self.interference is not None:
             self.interference.sample({u: p.state.cgroup for u, p in self.pods.items() if p.state.qos in LS})
+            if self.slo.be_budget.enabled:
+                psi = self.tree.pressure if self.slo.be_budget.signal == "cpu_pressure" else None
+                update_loop_signals(self.interference, self.pods.values(), now, psi)
         node_cpu = self.sampler.cpu_milli(now)
         node_mem = self.sampler.memory_bytes()
         self.pressure = self.sampler.pressure()
@@ -468,7 +473,8 @@ class HostBackend:
                                  quota if isinstance(quota, int) else -1, throttled,
                                  cpuset_parse(cpus) if isinstance(cpus, str) and cpus else (),
                                  evicting=uid in self.terminating, throttled_ratio=ratio,
-                                 assigned=cpuset_parse(pod.state.cpuset) if pod.state.cpuset else ()))
+                                 assigned=cpuset_parse(pod.state.cpuset) if pod.state.cpuset else (),
+                                 interference=pod.interference, interference_at=pod.interference_at))
         be_cpus, be_quota = self.ex.read(BESTEFFORT, "cpuset.cpus"), self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
         cap = self.cap
         return NodeSnapshot(
@@ -489,14 +495,16 @@ class HostBackend:
         self._isolation(now)
         self._blkio_devices = tuple(d.device for d in self.slo.blkio.be) if self.slo.blkio.enabled else ()
         changed = [r for r in records if r.ok and not r.skipped and r.cgroup == BESTEFFORT]
-        if plan.be_cpu_allowed != self.be_allowed and any(
-                r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
+        limit_changed = plan.be_cpu_allowed != self.be_allowed and any(
+            r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed)
+        if limit_changed or threshold_changed(self.memory.be_budget, plan.be_budget):
             quota = self.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
             res.events.append(QoSEvent(node=self.names[0], kind="suppress", at=now,
-                                       reason=self.slo.cpu_suppress.policy,
+                                       reason=self.slo.cpu_suppress.policy if limit_changed else "be_budget",
                                        detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
                                                "be_cpus": len(plan.be_cpus),
-                                               "be_quota_us": quota if isinstance(quota, int) else -1}))
+                                               "be_quota_us": quota if isinstance(quota, int) else -1,
+                                               **budget_detail(plan.be_budget)}))
             self.counts["suppress_events"] += 1
         self.be_allowed = plan.be_cpu_allowed
         victims: dict[str, list[str]] = {}
@@ -563,7 +571,8 @@ class HostBackend:
             system_usage=Usage(cpu=int(max(cpu - pods_cpu, 0)), memory=int(max(mem - pods_mem, 0))),
             pods=pods, aggregated=aggregated(self.node_cpu, self.node_mem, self.config.loop_s)[0],
             be_cpu_allowed=self.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls,
-            pressure=dict(self.pressure), memory_pressure=self._memory_pressure())]
+            pressure=dict(self.pressure), memory_pressure=self._memory_pressure(),
+            be_budget=self.memory.be_budget if self.slo.be_budget.enabled else None)]
 
     def _memory_pressure(self) -> MemoryPressure | None:
         """The BE memory pressure condition on the last sample (strategies/memory_pressure.py)."""

@@ -31,7 +31,7 @@ import msgspec
 import psutil
 
 from colo import codec
-from colo.messages import PodSpec, QoSClass
+from colo.messages import InterferenceSignals, PodSpec, QoSClass
 
 WRAPPER = """exitfile=$1; n=$2; adj=$3; shift 3
 [ -z "$adj" ] || { echo "$adj" > /proc/self/oom_score_adj; } 2>/dev/null
@@ -90,6 +90,14 @@ class HostPod:
     """(cpu milli-cores, memory bytes) per loop, newest last, at most the report window."""
     loop_periods: int = 0
     """nr_periods at the previous loop (CPU burst orders throttled pods by their throttled share of periods)."""
+    interference: InterferenceSignals | None = None
+    """The pod's interference signals over the last loop (LS pods, :mod:`.host_budget`; None = not measured): the
+    BE budget reads them each loop."""
+    interference_at: float = 0.0
+    """When ``interference`` was measured (clock seconds); the BE budget falls back when it is stale."""
+    loop_counters: tuple[int, int, int, int] | None = None
+    """(run ns, wait ns, cycles, instructions) of the interference counters at the previous loop
+    (:mod:`.host_budget`)."""
 
     @property
     def uid(self) -> str:

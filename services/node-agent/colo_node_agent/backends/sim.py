@@ -26,12 +26,13 @@ import numpy.typing as npt
 from colo.messages import NodeMetric, NodeSLO, PodMetric, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
 from colo_node_agent.backends.sim_interference import STAT_KEYS as HARM_KEYS
-from colo_node_agent.backends.sim_strategies import SimStrategies
+from colo_node_agent.backends.sim_strategies import BUDGET_FIELDS, SimStrategies
 from colo_node_agent.backends.sim_types import AdvanceResult, PodEnd, SimConfig, SloColumns
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.fs import default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format
+from colo_node_agent.strategies.be_budget import BudgetArrays
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import pod_settings
 from colo_node_agent.strategies.memory_evict import memory_evict
@@ -71,6 +72,10 @@ class SimBackend(SimStrategies):
         if i is None:
             return False
         burst_was_on = self.slos[i].cpu_burst.policy != "none"
+        if slo.be_budget.enabled and not self.slos[i].be_budget.enabled:  # switched on: start at the floor
+            fresh = BudgetArrays.initial(np.array([float(slo.cpu_suppress.threshold_percent)]), self.now)
+            for f in BUDGET_FIELDS:
+                getattr(self.budget, f)[i] = getattr(fresh, f)[0]
         self.slos[i] = slo
         self._slo_arrays = None
         if burst_was_on and slo.cpu_burst.policy == "none":
@@ -330,7 +335,8 @@ class SimBackend(SimStrategies):
                 pods=per_node[i], aggregated=agg[i], be_cpu_allowed=self.be_allowed[i],
                 ls_cpu_demand=int(lsd[i]), ls_cpu_served=int(lss[i]),
                 memory_pressure=condition(self.pressure[i], int(mem_now[i]), int(self.cap_mem[i]),
-                                          self.slos[i].memory_evict)))
+                                          self.slos[i].memory_evict),
+                be_budget=self.budget.state(i) if self.slos[i].be_budget.enabled else None))
         return out
 
     def debug(self) -> dict[str, object]:

@@ -22,6 +22,7 @@ from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import MemoryFS, cgroup_prefixes, default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, QOS_DIRS, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_parse
+from colo_node_agent.strategies.be_budget import BudgetArrays, allowed_rise
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources
 from colo_node_agent.strategies.cpu_burst import Limiter
 from colo_node_agent.strategies.cpu_evict import BECPUSample
@@ -103,6 +104,9 @@ class SimNodes:
         """BE memory pressure per node (strategies/memory_pressure.py); ``_watched`` the nodes whose state
         is not :data:`NO_PRESSURE` or that evicted for memory in the current sub-step."""
         self._watched: set[int] = set()
+        self.budget = BudgetArrays.initial(np.array([float(s.cpu_suppress.threshold_percent) for s in self.slos]),
+                                           start)
+        """The SLO-driven BE budget of every node (strategies/be_budget.py); rows of nodes with it off are unused."""
         self.be_samples: list[deque[BECPUSample]] = [deque(maxlen=window_n) for _ in nodes]
         agg_n = max(int(np.ceil(1800 / self.dt)), 1)
         self.node_cpu, self.node_mem = Ring(n, agg_n), Ring(n, agg_n)
@@ -233,6 +237,7 @@ class SimNodes:
         if self._slo_arrays is None:
             sup = [s.cpu_suppress for s in self.slos]
             me = [s.memory_evict for s in self.slos]
+            bb = [s.be_budget for s in self.slos]
             self._slo_arrays = {
                 "cpuset": np.array([p.enabled and p.policy == "cpuset" for p in sup], dtype=bool),
                 "threshold": np.array([p.threshold_percent for p in sup], dtype=np.int64),
@@ -242,5 +247,12 @@ class SimNodes:
                 "mem_threshold": np.array([m.threshold_percent for m in me], dtype=np.float64),
                 "reserved": np.array(self.reserved_milli, dtype=np.int64),
                 "burst": np.array([s.cpu_burst.policy != "none" for s in self.slos], dtype=bool),
+                "budget": np.array([b.enabled for b in bb], dtype=bool),
+                "budget_target": np.array([b.target_increase_percent for b in bb], dtype=np.float64),
+                "budget_max": np.array([b.max_percent for b in bb], dtype=np.float64),
+                "budget_step": np.array([b.step_percent for b in bb], dtype=np.float64),
+                "budget_hold": np.array([b.hold_s for b in bb], dtype=np.float64),
+                "budget_noise": np.array([allowed_rise(b) for b in bb], dtype=np.float64),
+                "budget_signal": np.array([b.signal for b in bb], dtype=np.str_),
             }
         return self._slo_arrays

@@ -4,14 +4,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
 from colo.messages import QoSEvent
 from colo_node_agent.backends.sim_nodes import SimNodes
-from colo_node_agent.backends.sim_pods import F64
-from colo_node_agent.backends.sim_types import AdvanceResult
+from colo_node_agent.backends.sim_pods import F64, I64
+from colo_node_agent.backends.sim_types import AdvanceResult, SloColumns
 from colo_node_agent.cgroups.layout import pod_dir
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US
+from colo_node_agent.strategies.be_budget import NOISE_FLOOR, BudgetArrays, budget_detail, step_many
 from colo_node_agent.strategies.cpu_burst import BurstPod, SharePoolPod, cpu_burst, share_pool
 from colo_node_agent.strategies.cpu_evict import BECPUSample, cpu_evict, window_average
 from colo_node_agent.strategies.cpu_suppress import (
@@ -24,6 +26,9 @@ from colo_node_agent.strategies.cpu_suppress import (
 from colo_node_agent.strategies.memory_evict import memory_evict
 from colo_node_agent.strategies.memory_pressure import NO_PRESSURE, observe
 from colo_node_agent.strategies.types import EvictPlan
+
+BUDGET_FIELDS = ("threshold", "phase", "since", "baseline", "samples", "cut_at", "signal", "cut_from")
+"""The fields of :class:`BudgetArrays`, in order."""
 
 
 class SimStrategies(SimNodes):
@@ -40,8 +45,11 @@ class SimStrategies(SimNodes):
         """
         col = self._slo_columns()
         cap_i = self.cap_cpu.astype(np.int64)
+        threshold, moved = col["threshold"], set[int]()
+        if col["budget"].any():
+            threshold, moved = self._budget(at, be_used, col)
         allowed = be_cpu_allowed_many(cap_i, node_cpu.astype(np.int64), ls_used.astype(np.int64),
-                                      be_used.astype(np.int64), col["reserved"], col["threshold"], col["min"])
+                                      be_used.astype(np.int64), col["reserved"], threshold, col["min"])
         cur = np.array([len(c) for c in self.be_cpus], dtype=np.int64)
         fast = col["cpuset"] & np.array(self.be_settled, dtype=bool) & (
             cpuset_size_many(allowed, cur, self.cpuset_growth) == cur)
@@ -51,38 +59,76 @@ class SimStrategies(SimNodes):
         for i in np.flatnonzero(col["burst"]).tolist():
             self._burst(i, at, float(node_cpu[i]), res)
         todo = np.flatnonzero(~fast | evict).tolist()
-        if not todo:
+        if not todo and not moved:
             return
         ncpu, nmem, lsu, beu = node_cpu.tolist(), node_mem.tolist(), ls_used.tolist(), be_used.tolist()
-        cap, be_cap_l, evict_l = self.cap_cpu.tolist(), be_cap.tolist(), evict.tolist()
+        cap, be_cap_l, evict_l, thr = self.cap_cpu.tolist(), be_cap.tolist(), evict.tolist(), threshold.tolist()
         for i in todo:
             if not fast_l[i]:
                 self._suppress(i, at, SuppressInput(int(cap[i]), int(ncpu[i]), int(lsu[i]), int(beu[i]),
-                                                    node_reserved=self.reserved_milli[i]), res, counts)
+                                                    node_reserved=self.reserved_milli[i]), res, counts,
+                               thr[i], i in moved)
+                moved.discard(i)
             if evict_l[i]:
                 self._evictions(i, at, nmem[i], be_cap_l[i], beu[i], res, counts)
+        for i in sorted(moved):  # the threshold moved but the BE limit did not need a write
+            self._suppress_event(i, at, "be_budget", res, counts)
 
-    def _suppress(self, i: int, at: float, inp: SuppressInput, res: AdvanceResult, counts: dict[str, float]) -> None:
-        """Plan and apply CPU suppress on node ``i``; a QoS event when the BE cpuset or quota changed."""
+    def _budget(self, at: float, be_used: F64, col: SloColumns) -> tuple[I64, set[int]]:
+        """One step of the BE budget (strategies/be_budget.py) for the nodes that have it on, all at once, from
+        :meth:`ls_signal`; returns every node's suppress threshold (the static one where the budget is off) and
+        the nodes whose threshold moved."""
+        on = np.flatnonzero(col["budget"])
+        signal = np.full(len(on), -1.0)
+        kinds = col["budget_signal"][on]
+        for kind in NOISE_FLOOR:
+            mask = kinds == kind
+            if mask.any():
+                signal = np.where(mask, self.ls_signal(kind)[on], signal)
+        b = self.budget
+        prev = BudgetArrays(*(getattr(b, f)[on] for f in BUDGET_FIELDS))
+        new = step_many(prev, signal, np.full(len(on), at), be_used[on], self.cap_cpu[on],
+                        col["threshold"][on].astype(np.float64), col["budget_target"][on], col["budget_max"][on],
+                        col["budget_step"][on], col["budget_hold"][on], col["budget_noise"][on], at)
+        for f in BUDGET_FIELDS:
+            getattr(b, f)[on] = getattr(new, f)
+        moved = set(on[new.threshold != prev.threshold].tolist())
+        threshold = col["threshold"].copy()
+        threshold[on] = new.threshold.astype(np.int64)
+        return threshold, moved
+
+    def _suppress(self, i: int, at: float, inp: SuppressInput, res: AdvanceResult, counts: dict[str, float],
+                  threshold: int, moved: bool = False) -> None:
+        """Plan and apply CPU suppress on node ``i`` at suppress threshold ``threshold`` (percent: the static one,
+        or the BE budget's); a QoS event when the BE cpuset or quota changed or the budget's threshold ``moved``."""
         policy = self.slos[i].cpu_suppress
+        if threshold != policy.threshold_percent:
+            policy = msgspec.structs.replace(policy, threshold_percent=threshold)
         be_pods = tuple(pod_dir("BE", self.pods.specs[k].uid) for k in self._node_pods(i, be=True))
         state = SuppressState(self.logical[i], self.candidates[i], self.be_cpus[i], self.be_quota_us[i],
                               topology=self.topology[i], lsr_cpus=self.lsr_cpus[i], be_pods=be_pods)
         plan = suppress(inp, policy, state)
+        prev = self.be_allowed[i]
         records = self._record_failures(i, self.ex[i].apply(plan.writes, at=at))
         changed = [r for r in records if r.ok and not r.skipped]
         if changed:
             self._reload_be([i])
         if any(not r.ok for r in records):
             self.be_settled[i] = False
-        if plan.be_cpu_allowed != self.be_allowed[i] and any(
-                r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed):
-            res.events.append(QoSEvent(node=self.names[i], kind="suppress", at=at, reason=policy.policy,
-                                       detail={"be_cpu_allowed_milli": plan.be_cpu_allowed,
-                                               "be_cpus": len(self.be_cpus[i]),
-                                               "be_quota_us": self.be_quota_us[i]}))
-            counts["suppress_events"] += 1
         self.be_allowed[i] = plan.be_cpu_allowed
+        if any(r.resource in ("cpuset.cpus", "cpu.cfs_quota_us") for r in changed) and (
+                plan.be_cpu_allowed != prev):
+            self._suppress_event(i, at, policy.policy, res, counts)
+        elif moved:
+            self._suppress_event(i, at, "be_budget", res, counts)
+
+    def _suppress_event(self, i: int, at: float, reason: str, res: AdvanceResult, counts: dict[str, float]) -> None:
+        """A ``suppress`` QoS event for node ``i``: its BE budget now, and the BE budget's state when it is on."""
+        budget = self.budget.state(i) if self.slos[i].be_budget.enabled else None
+        res.events.append(QoSEvent(node=self.names[i], kind="suppress", at=at, reason=reason,
+                                   detail={"be_cpu_allowed_milli": self.be_allowed[i], "be_cpus": len(self.be_cpus[i]),
+                                           "be_quota_us": self.be_quota_us[i], **budget_detail(budget)}))
+        counts["suppress_events"] += 1
 
     def _burst(self, i: int, at: float, node_cpu: float, res: AdvanceResult) -> None:
         """CPU burst quota scaling on node ``i`` (REFERENCE.md §5): throttled LS pods (demand above their quota

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+import numpy as np
+import numpy.typing as npt
+
 from colo.messages import PodPhase, PodSpec, QoSEvent
 from colo_node_agent.backends.interference_model import InterferenceModel
 from colo_node_agent.backends.sim_pods import BOOL, F64, I64
@@ -63,3 +66,13 @@ class SloColumns(TypedDict):
     mem_threshold: F64
     reserved: I64
     burst: BOOL
+    budget: BOOL
+    """NodeSLO ``be_budget.enabled``; the budget's knobs as float64 (percents, seconds) below."""
+    budget_target: F64
+    budget_max: F64
+    budget_step: F64
+    budget_hold: F64
+    budget_noise: F64
+    """The chosen signal's noise floor (strategies/be_budget.py NOISE_FLOOR)."""
+    budget_signal: npt.NDArray[np.str_]
+    """The chosen signal per node (``be_budget.signal``: runq_wait, cpu_pressure or cpi)."""

@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from colo.messages import NodeSLO, PodSpec, QoSClass
+import msgspec
+
+from colo.messages import BEBudgetState, InterferenceSignals, NodeSLO, PodSpec, QoSClass
 from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.layout import CGROUPFS, Layout
 from colo_node_agent.cgroups.resctrl import ResctrlInfo
 from colo_node_agent.cgroups.resources import DEFAULT_PERIOD_US, cpuset_parse
+from colo_node_agent.strategies.be_budget import be_budget, ls_signal_at
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings, effective_resources, pod_settings
 from colo_node_agent.strategies.cpu_burst import (
@@ -74,6 +77,10 @@ class PodState:
     throttled_ratio: float = 0.0
     assigned: tuple[int, ...] = ()
     """The CPUs the scheduler chose for the pod (LSE/LSR, ``PodBound.cpuset``); () = none."""
+    interference: InterferenceSignals | None = None
+    """The pod's interference signals (LS pods; None = not measured), read by the BE budget."""
+    interference_at: float = 0.0
+    """When ``interference`` was measured (seconds, the loop's clock)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,8 @@ class StrategyMemory:
     """CPU burst: per LS pod, the rounds in a row it was not throttled."""
     memory_pressure: PressureState = NO_PRESSURE
     """BE memory pressure (strategies/memory_pressure.py), reported in the NodeMetric."""
+    be_budget: BEBudgetState | None = None
+    """The SLO-driven BE budget (strategies/be_budget.py) after the last round; None while it is off."""
 
     def absorb(self, plan: NodePlan, now: float, evicted: dict[str, int] | None = None) -> None:
         """Keep ``plan``'s new state; ``evicted`` pods really evicted per kind ("memory"/"cpu") start a
@@ -126,6 +135,7 @@ class StrategyMemory:
         self.limiters = dict(plan.limiters)
         self.unthrottled_rounds = dict(plan.unthrottled_rounds)
         self.memory_pressure = plan.memory_pressure
+        self.be_budget = plan.be_budget
         done = evicted if evicted is not None else {}
         if done.get("memory"):
             self.last_memory_evict = now
@@ -146,7 +156,7 @@ class PlannedEviction:
 class NodePlan:
     """One round's result: writes, evictions, the BE CPU budget (−1 = suppress off), burst node state, the
     new limiters, BE sample and BE memory pressure to remember, problems worth an event, the BE cpuset, and
-    the CPU burst unthrottled-round counts to remember."""
+    the CPU burst unthrottled-round counts to remember, and the BE budget's state (None while it is off)."""
 
     writes: list[CgroupWrite]
     evictions: list[PlannedEviction]
@@ -158,6 +168,7 @@ class NodePlan:
     be_cpus: tuple[int, ...] = ()
     unthrottled_rounds: dict[str, int] = field(default_factory=dict)
     memory_pressure: PressureState = NO_PRESSURE
+    be_budget: BEBudgetState | None = None
 
 
 def _views(snap: NodeSnapshot) -> list[PodView]:
@@ -175,6 +186,21 @@ def _be_limit(snap: NodeSnapshot, be_cpus: int, quota_us: int) -> int:
     if quota_us > 0:
         limit = min(limit, quota_us * 1000 // snap.period_us)
     return limit
+
+
+def _budget(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: float, be_used: int
+            ) -> BEBudgetState | None:
+    """The BE budget this round (strategies/be_budget.py) from the LS pods' signals; None while it is off;
+    the last state unchanged (at first: the floor, in fallback) while the node has no usage sample."""
+    if not slo.be_budget.enabled:
+        return None
+    if snap.node_cpu_used is None:
+        floor = float(slo.cpu_suppress.threshold_percent)
+        return memory.be_budget or BEBudgetState(threshold_percent=floor, since=now)
+    ls = [(p.interference, p.interference_at) for p in snap.pods if p.qos != "BE" and not p.evicting]
+    signal, at = ls_signal_at(slo.be_budget.signal, ls)
+    return be_budget(slo.be_budget, memory.be_budget, signal, at, be_used, snap.cpu_capacity,
+                     slo.cpu_suppress.threshold_percent, now)
 
 
 def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: float, layout: Layout = CGROUPFS,
@@ -202,9 +228,13 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
                           tuple(layout.pod_dir("BE", s.uid) for s in be_specs))
     be_allowed = -1
     be_cpus, be_quota = snap.be_cpus or cs.be_candidates, snap.be_quota_us
+    budget = _budget(snap, slo, memory, now, be_used)
+    policy = slo.cpu_suppress
+    if budget is not None:
+        policy = msgspec.structs.replace(policy, threshold_percent=int(budget.threshold_percent))
     if snap.node_cpu_used is not None:
         sp = suppress(SuppressInput(snap.cpu_capacity, snap.node_cpu_used, non_be_used, be_used,
-                                    snap.host_apps_used, snap.node_reserved_cpu), slo.cpu_suppress, state)
+                                    snap.host_apps_used, snap.node_reserved_cpu), policy, state)
         writes += sp.writes
         be_allowed, be_quota = sp.be_cpu_allowed, sp.quota_us
         be_cpus = next((cpuset_parse(str(w.value)) for w in sp.writes
@@ -250,4 +280,4 @@ def plan_node(snap: NodeSnapshot, slo: NodeSLO, memory: StrategyMemory, now: flo
                        memory.last_cpu_evict, now)
         evictions += [PlannedEviction("cpu", e, ce.release) for e in ce.evictions]
     return NodePlan(writes, evictions, be_allowed, burst_state, bp.limiters, sample, problems, tuple(be_cpus),
-                    bp.unthrottled_rounds, pressure)
+                    bp.unthrottled_rounds, pressure, budget)
