@@ -11,7 +11,6 @@ import pytest
 from colo.sim import traces as tr
 from colo.sim.demo import main, scenario_params
 from colo.sim.presets import preset
-from colo_slo_manager.settings import SloManagerSettings
 
 pytestmark = [
     pytest.mark.e2e,
@@ -20,8 +19,6 @@ pytestmark = [
 ]
 
 RUNS = ("baseline", "colo", "colo-adaptive")
-ADAPTIVE = "be_budget" in SloManagerSettings.__struct_fields__
-"""Whether slo-manager knows the BE budget switch (``COLO_SLO_MANAGER_BE_BUDGET_ENABLED``) colo-adaptive sets."""
 
 
 def test_preset_builds_with_demand_above_what_fits() -> None:
@@ -37,14 +34,11 @@ def test_preset_builds_with_demand_above_what_fits() -> None:
 
 
 def test_tiny_saturated_runs_three_ways_with_ceilings(tmp_path: Path) -> None:
-    """The preset's runs (without colo-adaptive while slo-manager lacks the BE budget switch)."""
-    runs = RUNS if ADAPTIVE else RUNS[:2]
-    assert main(["--scenario", "saturated", "--nodes", "4", "--hours", "0.5", "--runs", ",".join(runs),
-                 "--out", str(tmp_path)]) == 0
+    assert main(["--scenario", "saturated", "--nodes", "4", "--hours", "0.5", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert tuple(summary["runs"]) == runs
-    assert set(summary["ratios_over_baseline"]) == set(runs[1:])
-    for run in runs:
+    assert tuple(summary["runs"]) == RUNS
+    assert set(summary["ratios_over_baseline"]) == {"colo", "colo-adaptive"}
+    for run in RUNS:
         m, c = summary["runs"][run], summary["ceilings"][run]
         assert 0 < m["cpu_ceiling_avg"] <= 1 and 0 < m["mem_ceiling_avg"] <= 1, run
         assert m["cpu_ceiling_share"] == pytest.approx(m["cpu_util_avg"] / m["cpu_ceiling_avg"]), run
@@ -52,8 +46,9 @@ def test_tiny_saturated_runs_three_ways_with_ceilings(tmp_path: Path) -> None:
         assert summary["tick_errors"][run] == [], run
     # the static policy's CPU ceiling: batch reclaimed up to 60 % of capacity (usage policy, REFERENCE.md §3)
     assert summary["runs"]["colo"]["cpu_ceiling_avg"] <= 0.61
+    # the BE budget ran on every node of colo-adaptive and on none of colo
+    assert summary["ceilings"]["colo-adaptive"]["be_budget_threshold_avg"] >= 0
+    assert summary["ceilings"]["colo"]["be_budget_threshold_avg"] == -1.0
+    assert any("colo-adaptive" in line for line in summary["headline"])
     page = (tmp_path / "report.html").read_text()
-    assert "Utilization ceilings" in page and "colo / baseline" in page
-    if ADAPTIVE:
-        assert any("colo-adaptive" in line for line in summary["headline"])
-        assert "colo-adaptive / baseline" in page
+    assert "Utilization ceilings" in page and "colo-adaptive / baseline" in page
