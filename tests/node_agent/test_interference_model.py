@@ -13,8 +13,8 @@ from interference_tables import TABLE, row, table, write
 from colo.settings import load_settings
 from colo_node_agent.backends.interference_model import (
     CalibrationError,
-    isotonic,
     InterferenceModel,
+    isotonic,
     load_calibration,
     load_model,
     parse_calibration,
