@@ -14,6 +14,7 @@ from colo.settings import load_settings
 from colo_node_agent.backends.interference_model import (
     CalibrationError,
     InterferenceModel,
+    isotonic,
     load_calibration,
     load_model,
     parse_calibration,
@@ -175,3 +176,28 @@ def test_the_transcribed_example_table_loads() -> None:
     path = Path(__file__).parents[2] / "examples" / "interference-calibration-transcribed.json"
     harm = InterferenceModel(load_calibration(path)).predict(np.array([0.625, 0.625]), np.array([False, True]))
     assert harm.p99_inflation_pct.tolist() == pytest.approx([287.0, 0.0])
+
+
+@pytest.mark.parametrize(("values", "weights", "want"), [
+    pytest.param([1.0, 2.0, 3.0], [1, 1, 1], [1.0, 2.0, 3.0], id="already-non-decreasing"),
+    pytest.param([3.0, 1.0, 2.0], [1, 1, 1], [2.0, 2.0, 2.0], id="a-high-first-point-pools-with-the-rest"),
+    pytest.param([1.0, 5.0, 3.0], [1, 1, 1], [1.0, 4.0, 4.0], id="a-dip-pools-with-its-neighbour"),
+    pytest.param([1.0, 5.0, 3.0], [1, 1, 3], [1.0, 3.5, 3.5], id="weights-pull-the-pooled-mean"),
+    pytest.param([], [], [], id="empty"),
+])
+def test_isotonic_fit(values: list[float], weights: list[float], want: list[float]) -> None:
+    assert isotonic(values, weights) == pytest.approx(want)
+
+
+def test_one_noisy_window_does_not_make_harm_under_sched_idle() -> None:
+    """A shared machine's table: one SCHED_IDLE window +16 % p99 (noise) before windows of −20 to −37 %. The
+    curve is the non-decreasing fit, so the outlier pools with the rest and the model says no harm, instead of
+    +16 % at that BE load and 0 around it."""
+    doc = table(rows=[row("cpu", "none", 0.25, 444.0, 5.4, 0.6, 90.0),
+                      row("cpu", "sched_idle", 0.084, 16.2, 2.1, 0.4, 90.0),
+                      row("cpu", "sched_idle", 0.18, -20.1, 1.9, 0.4, 90.0),
+                      row("cpu", "sched_idle", 0.25, -36.6, 1.9, 0.4, 90.0)],
+                ls={"alone_p50_ms": 2.0, "alone_p99_ms": 5.0})
+    values = parse_calibration(doc).curve("cpu", "sched_idle").at(np.array([0.084, 0.2]))
+    assert values["p99_inflation_pct"] == pytest.approx([0.0, 0.0])
+    assert values["p50_inflation_pct"] == pytest.approx([0.0, 0.0])  # p50 +5 %, −5 %, −5 %: pooled −1.7 %, floored

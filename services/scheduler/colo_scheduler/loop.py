@@ -31,6 +31,7 @@ from colo.classes import priority_class_of, qos_class_of, resource_kind_problems
 from colo.messages import RESOURCE_NAMES, NodeMetric, PodSpec
 from colo_scheduler.estimation import unreported_gap
 from colo_scheduler.framework.registry import Profile, ProfileConfig, build_profile
+from colo_scheduler.plugins.batchbalance import BATCH_CLASSES
 from colo_scheduler.plugins.deviceshare.plugin import NO_FIT, RAW_PER_GPU, DeviceShare
 from colo_scheduler.plugins.loadaware import (
     CUSTOM_THRESHOLDS_ANNOTATION,
@@ -404,6 +405,13 @@ def loop_decision(table: NodeTable, now: float, pod: PodInfo | PodSpec, profile:
             cols = list(zip(col_arr.tolist(), w_arr.tolist()))
             for i in rows:
                 raw[i] = _resource_score(strategy, shape, cols, spec, alloc[i], allocated[i])
+        elif name == "BatchResourcesBalancedAllocation":  # batch/free pods only; 0 everywhere for the others
+            inner = p._balanced  # type: ignore[attr-defined]
+            col_arr, w_arr = inner.columns[_kind_column("cpu", kind)]
+            cols = list(zip(col_arr.tolist(), w_arr.tolist()))
+            if priority_class_of(spec) in BATCH_CLASSES:
+                for i in rows:
+                    raw[i] = _resource_score("Balanced", (), cols, spec, alloc[i], allocated[i])
         elif name == "NodeAffinity":
             na = spec.affinity.node_affinity if spec.affinity is not None else None
             preferred = list(na.preferred) if na is not None else []

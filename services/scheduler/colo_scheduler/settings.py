@@ -90,6 +90,10 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     least_allocated_weight: int = 1
     """Weight of the NodeResourcesLeastAllocated score (0–100 per node) in the total."""
 
+    batch_balanced_weight: int = 1
+    """Weight of the BatchResourcesBalancedAllocation score (batch pods: balanced batch-cpu / batch-memory,
+    docs/scheduler.md); 0 leaves the plugin out of the default profile."""
+
     load_aware_cpu_weight: int = 1
     """Weight of CPU in the LoadAware weighted mean. REFERENCE.md §4 (1/1)."""
 
@@ -209,7 +213,7 @@ class SchedulerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
                 errors.append(f"{name} must be within 0..100")
         for name in ("cpu_estimation_factor_percent", "memory_estimation_factor_percent",
                      "default_cpu_estimate_milli", "default_memory_estimate_bytes",
-                     "load_aware_weight", "least_allocated_weight",
+                     "load_aware_weight", "least_allocated_weight", "batch_balanced_weight",
                      "load_aware_cpu_weight", "load_aware_memory_weight"):
             if getattr(self, name) < 0:
                 errors.append(f"{name} must be >= 0")

@@ -11,6 +11,7 @@ The batch and mid resources offered over time come from slo-manager's tick stats
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -30,10 +31,11 @@ from colo.messages import (
     WorkloadRejected,
     WorkloadSpec,
 )
+from colo.sim.ceiling import CeilingTracker, ceiling_summary
 from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.job_metrics import JobMetrics
 from colo.sim.loops import EvictRebindCounter
-from colo.sim.unschedulable import UnschedulableBreakdown, count_labels, dominant
+from colo.sim.unschedulable import UnschedulableBreakdown, by_category, count_labels, dominant
 
 METRIC_NAMES: tuple[str, ...] = (
     "cpu_util_avg", "mem_util_avg", "ls_cpu_satisfaction", "ls_p99_inflation_avg_pct", "ls_p99_inflation_max_pct",
@@ -43,6 +45,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "sched_latency_p50_ms", "sched_latency_p99_ms", "pods_bound", "pods_unschedulable",
     "pods_pending", "batch_mid_cpu_offered_cores", "gangs_placed", "gangs_waiting", "gang_wait_p50_s",
     "gang_wait_p95_s", "gang_wait_max_s", "preemptions", "quota_reclaims", "workloads_rejected", "workloads_unadmitted",
+    "cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share",
     "gpu_alloc_avg", "gpu_frag_avg", "gpu_pods_bound", "wall_s",
 )
 """The summary metrics of a run, in report order."""
@@ -59,6 +62,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "gang_wait_p50_s": False, "gang_wait_p95_s": False, "gang_wait_max_s": False, "preemptions": False,
     "quota_reclaims": False, "workloads_rejected": False, "workloads_unadmitted": False,
     "gpu_alloc_avg": True, "gpu_frag_avg": False, "gpu_pods_bound": True, "wall_s": False,
+    "cpu_ceiling_avg": True, "mem_ceiling_avg": True, "cpu_ceiling_share": True, "mem_ceiling_share": True,
 }
 
 HARM_KEYS: tuple[str, ...] = ("ls_p99_inflation_mean_pct", "ls_p99_inflation_max_pct", "ls_runq_wait_ratio",
@@ -164,6 +168,13 @@ class RunMetrics:
     """Workload uid → virtual time it was published; its pods count as submitted then."""
     owner_of: dict[str, str] = field(default_factory=dict)
     """Pod uid → its owner's uid (a workload's pods, from their ``PodAdmitted``)."""
+    ceiling: CeilingTracker = field(default_factory=CeilingTracker)
+    """The utilization ceiling the run's policy allows over time (:mod:`colo.sim.ceiling`)."""
+    batch_cpu_per_memory: float = -1.0
+    """The scenario's batch demand mix: its CPU-time over its memory-time, each as a fraction of the cluster's
+    (−1 unknown; :func:`colo.sim.ceiling.ceiling_summary`)."""
+    unschedulable_ticks: dict[str, float] = field(default_factory=dict)
+    """Reason category → Σ over ticks of the pods unschedulable with it as dominant category."""
     gpus: GpuUsage | None = None
     """GPU bookings from the bindings (:mod:`colo.sim.gpu_metrics`); None = no GPU figures (all 0)."""
 
@@ -232,6 +243,7 @@ class RunMetrics:
         self.attempt_ms.append(msg.attempt_ms)
         self.loops.on_bound(msg)
         self.jobs.on_bound(msg)
+        self.ceiling.on_bound(msg)
         if self.gpus is not None:
             self.gpus.on_bound(msg)
 
@@ -244,6 +256,7 @@ class RunMetrics:
     def on_status(self, msg: PodStatus) -> None:
         """A lifecycle change reported by a node agent."""
         self._set_phase(msg.uid, msg.phase)
+        self.ceiling.on_status(msg)
         if self.gpus is not None:
             self.gpus.on_status(msg)
         if msg.phase == "Succeeded" and msg.uid not in self.completed_at:
@@ -329,6 +342,9 @@ class RunMetrics:
             **{k: stats.get(k, -1.0) for k in HARM_KEYS},
         ))
         self.jobs.sample(t)
+        self.ceiling.sample()
+        for cat, n in by_category(pods).items():
+            self.unschedulable_ticks[cat] = self.unschedulable_ticks.get(cat, 0.0) + n
 
     # ------------------------------------------------------------------ results
 
@@ -367,6 +383,15 @@ class RunMetrics:
         fields = ("batch_cpu_cores", "mid_cpu_cores", "batch_memory_gib", "mid_memory_gib")
         return {f: sum(getattr(s, f) for s in self.series) / n if n else 0.0 for f in fields}
 
+    def ceilings(self, cpu_util_avg: float | None = None, mem_util_avg: float | None = None) -> dict[str, Any]:
+        """The ceiling figures of :func:`colo.sim.ceiling.ceiling_summary` for this run's utilization (the means
+        over its ticks unless given)."""
+        cpu = cpu_util_avg if cpu_util_avg is not None else (
+            float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0)
+        mem = mem_util_avg if mem_util_avg is not None else (
+            float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0)
+        return ceiling_summary(self.ceiling, cpu, mem, self.unschedulable_ticks, self.batch_cpu_per_memory)
+
     def inflation(self) -> dict[str, float]:
         """``ls_p99_inflation_avg_pct``: mean over ticks of the per-tick mean over LS pods of the modelled p99
         inflation; ``ls_p99_inflation_max_pct``: the largest per-tick max (percent; −1 when no tick had it)."""
@@ -385,9 +410,12 @@ class RunMetrics:
         lat = np.array(self.attempt_ms) if self.attempt_ms else np.zeros(1)
         unsched = [uid for uid in self.unschedulable if uid not in self.bound_node]
         offered = self.offered()
+        cpu_avg = float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0
+        mem_avg = float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0
+        ceiling = self.ceilings(cpu_avg, mem_avg)
         return {
-            "cpu_util_avg": float(np.mean(self.cpu_util_ticks)) if self.cpu_util_ticks else 0.0,
-            "mem_util_avg": float(np.mean(self.mem_util_ticks)) if self.mem_util_ticks else 0.0,
+            "cpu_util_avg": cpu_avg,
+            "mem_util_avg": mem_avg,
             "ls_cpu_satisfaction": self.ls_served / self.ls_demand if self.ls_demand else 1.0,
             **self.inflation(),
             "batch_tasks_completed": float(sum(1 for u in self.completed_at if u in self.batch_duration_s)),
@@ -407,6 +435,7 @@ class RunMetrics:
             "batch_mid_cpu_offered_cores": offered["batch_cpu_cores"] + offered["mid_cpu_cores"],
             **self.jobs.summary(),
             "workloads_unadmitted": float(len(self.unadmitted_workloads())),
+            **{k: ceiling[k] for k in ("cpu_ceiling_avg", "mem_ceiling_avg", "cpu_ceiling_share", "mem_ceiling_share")},
             "gpu_alloc_avg": float(np.mean([s.gpu_allocated for s in self.series])) if self.series else 0.0,
             "gpu_frag_avg": float(np.mean([s.gpu_fragmented for s in self.series])) if self.series else 0.0,
             "gpu_pods_bound": float(len(self.gpus.gpu_pods_bound)) if self.gpus is not None else 0.0,

@@ -32,6 +32,11 @@ PRESETS: dict[str, Preset] = {
     "default": Preset("default", "the trace-driven default: LS services and batch tasks, baseline vs colo"),
     "gpu": Preset("gpu", "gpu-v2023 GPU nodes with the trace's LS/BE GPU pods plus batch CPU tasks, baseline vs colo",
                   params={"nodes": 40, "hours": 2.0}, build=build_gpu_scenario),
+    "saturated": Preset(
+        "saturated", "batch demand well above what fits (20 nodes, 2 h, 4x batch): baseline, colo (static "
+                     "thresholds), colo-adaptive (SLO-driven BE budget), with the utilization ceilings",
+        params={"nodes": 20, "hours": 2.0, "batch_scale": 4.0},
+        runs=("baseline", "colo", "colo-adaptive")),
 }
 """Every preset by name."""
 

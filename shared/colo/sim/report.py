@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
-from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt, ratio
+from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, ceiling_line, fmt, ratio
 from colo.sim.report_headline import headline, verdict
 from colo.sim.report_page import render_html
 
@@ -33,10 +33,14 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
     out: dict[str, Any] = {"scenario": description, "runs": metrics,
                            "higher_is_better": {k: HIGHER_IS_BETTER[k] for k in METRIC_NAMES},
                            "notes": {k: v for k, v in METRIC_NOTES.items() if k in METRIC_NAMES}}
-    if "baseline" in metrics and "colo" in metrics:
-        out["ratio_colo_over_baseline"] = {
-            k: ratio(metrics["colo"][k], metrics["baseline"][k]) for k in METRIC_NAMES
-        }
+    if "baseline" in metrics:
+        # every other run over baseline; ``ratio_colo_over_baseline`` keeps its name for colo
+        out["ratios_over_baseline"] = {
+            name: {k: ratio(m[k], metrics["baseline"][k]) for k in METRIC_NAMES}
+            for name, m in metrics.items() if name != "baseline"}
+        if "colo" in metrics:
+            out["ratio_colo_over_baseline"] = out["ratios_over_baseline"]["colo"]
+    out["ceilings"] = {r.name: r.ceilings() for r in runs}
     out["headline"] = headline(out)
     out["verdict"] = verdict(out)
     out["offered"] = {r.name: r.offered() for r in runs}
@@ -53,20 +57,21 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
 
 
 def print_table(summary: dict[str, Any], console: Console | None = None) -> None:
-    """Print the baseline vs colo table (with the ratio) to the terminal."""
+    """Print the table of every run (with each run's ratio over baseline) and one line per run of its
+    utilization ceilings (:func:`ceiling_line`) to the terminal."""
     console = console or Console()
     runs: dict[str, dict[str, float]] = summary["runs"]
-    table = Table(title="Colo demo: baseline vs colo (same scenario)")
+    table = Table(title=f"Colo demo: {' vs '.join(runs)} (same scenario)")
     table.add_column("metric")
     table.add_column("better")
     for name in runs:
         table.add_column(name, justify="right")
-    ratios = summary.get("ratio_colo_over_baseline")
-    if ratios:
-        table.add_column("colo / baseline", justify="right")
+    all_ratios: dict[str, dict[str, float | None]] = summary.get("ratios_over_baseline") or {}
+    for name in all_ratios:
+        table.add_column(f"{name} / baseline", justify="right")
     for metric in METRIC_NAMES:
         row = [metric, better(metric)] + [fmt(metric, runs[n][metric]) for n in runs]
-        if ratios:
+        for ratios in all_ratios.values():
             r = ratios[metric]
             if r is None:
                 row.append("–")
@@ -75,6 +80,9 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
                 row.append(f"[{'green' if good else 'red'}]{r:.2f}×[/]")
         table.add_row(*row)
     console.print(table)
+    ceilings: dict[str, dict[str, Any]] = summary.get("ceilings") or {}
+    for name, c in ceilings.items():
+        console.print(f"[bold]{name}[/]: {ceiling_line(runs[name], c)}", highlight=False, soft_wrap=True)
     for metric, note in METRIC_NOTES.items():
         if metric in METRIC_NAMES:
             console.print(f"[bold]{metric}[/]: {note}", highlight=False, soft_wrap=True)

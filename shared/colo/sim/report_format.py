@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from colo.sim.metrics import HIGHER_IS_BETTER
 
 METRIC_NOTES: dict[str, str] = {
@@ -34,12 +36,12 @@ def ratio(colo: float, baseline: float) -> float | None:
 
 
 def fmt(name: str, value: float) -> str:
-    """A metric's value as the table prints it: fractions as percent (``26.0%``), milliseconds with 2
+    """A metric's value as the table prints it: fractions (``_avg``, ``_share``, satisfaction) as percent (``26.0%``), milliseconds with 2
     decimals, cores with 1, percents (``_pct``) with 1 and ``–`` when negative (not modelled), counts and seconds
     whole."""
     if name.endswith("_pct"):
         return f"{value:.1f}%" if value >= 0 else "–"
-    if name.endswith(("_avg", "satisfaction")) and "slowdown" not in name:
+    if name.endswith(("_avg", "satisfaction", "_share")) and "slowdown" not in name:
         return f"{value:.1%}"
     if name.endswith("_ms"):
         return f"{value:.2f}"
@@ -48,3 +50,22 @@ def fmt(name: str, value: float) -> str:
     if name == "wall_s" or name == "batch_slowdown_avg":
         return f"{value:.2f}"
     return f"{value:.0f}"
+
+
+def ceiling_line(metrics: dict[str, float], ceiling: dict[str, Any]) -> str:
+    """One run's ceilings in words: ``CPU 37.9% of a 60.1% ceiling (63.1%), memory 47.6% of 62.0% (76.8%);
+    binds: memory (1,432 pod-ticks unschedulable for memory, 12 for cpu)`` (docs/scenario.md "Utilization
+    ceilings"); the BE budget's mean threshold is added when the run had one."""
+    ticks = ceiling.get("unschedulable_pod_ticks") or {}
+    text = (f"CPU {fmt('cpu_util_avg', metrics['cpu_util_avg'])} of a "
+            f"{fmt('cpu_ceiling_avg', ceiling['cpu_ceiling_avg'])} ceiling "
+            f"({fmt('cpu_ceiling_share', ceiling['cpu_ceiling_share'])}), memory "
+            f"{fmt('mem_util_avg', metrics['mem_util_avg'])} of {fmt('mem_ceiling_avg', ceiling['mem_ceiling_avg'])} "
+            f"({fmt('mem_ceiling_share', ceiling['mem_ceiling_share'])}); binds: {ceiling['binds']} "
+            f"({ticks.get('memory', 0):,.0f} pod-ticks unschedulable for memory, {ticks.get('cpu', 0):,.0f} for cpu)")
+    if ceiling.get("cpu_if_memory_full", -1.0) >= 0:
+        text += (f"; the batch mix at the memory ceiling would bring CPU to "
+                 f"{fmt('cpu_util_avg', ceiling['cpu_if_memory_full'])}")
+    if ceiling.get("be_budget_threshold_avg", -1.0) >= 0:
+        text += f"; BE budget threshold {ceiling['be_budget_threshold_avg']:.1f}% on average"
+    return text

@@ -1,7 +1,8 @@
 """The report's headline: one sentence per key metric saying what co-location bought, from ``summary.json``.
 
 Each sentence gives the baseline and the colo figure (formatted as the table does, :func:`fmt`), their ratio
-colo / baseline and whether that is better or worse (:data:`colo.sim.metrics.HIGHER_IS_BETTER`). Nothing is
+colo / baseline and whether that is better or worse (:data:`colo.sim.metrics.HIGHER_IS_BETTER`); a further run
+(``colo-adaptive``) adds its figure and its ratio over colo to each sentence and a sentence to the verdict. Nothing is
 written by hand: a sentence is built from ``summary["runs"]`` and ``summary["ratio_colo_over_baseline"]``.
 """
 
@@ -77,9 +78,11 @@ def verdict(summary: dict[str, Any]) -> str:
     inflation = runs["colo"].get("ls_p99_inflation_avg_pct", -1.0)
     harm = f" and a modelled LS p99 latency inflation of {_value('ls_p99_inflation_avg_pct', inflation)}" \
         if inflation >= 0 else ""
-    return (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
+    line = (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
             f"{times('mem_util_avg')} and finished {times('batch_tasks_completed')} the batch tasks, with LS CPU "
             f"satisfaction {ls}{harm}.")
+    others = verdict_others(summary)
+    return f"{line} {others}" if others else line
 
 
 def _value(metric: str, value: float) -> str:
@@ -124,6 +127,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
     metrics = (HEADLINE_METRICS + (JOB_HEADLINE_METRICS if jobs_on(summary) else ())
                + (GPU_HEADLINE_METRICS if (summary.get("scenario") or {}).get("gpu_pods") else ()))
+    others = [name for name in runs if name not in ("baseline", "colo")]
     out = []
     for m, label in metrics:
         if m not in runs["baseline"] or m not in runs["colo"]:
@@ -134,5 +138,45 @@ def headline(summary: dict[str, Any]) -> list[str]:
         text = sentence(m, label, runs["baseline"][m], runs["colo"][m], ratios.get(m))
         if m in WHY and runs["colo"][m] > runs["baseline"][m]:
             text = f"{text[:-1]}: {WHY[m]}."
+        for name in others:
+            if runs[name].get(m, -1.0) >= 0:  # absent or not measured (−1) in that run: no clause
+                text = f"{text[:-1]}; {other_clause(m, name, runs[name][m], runs['colo'][m])}."
         out.append(text)
     return out
+
+
+def other_clause(metric: str, run: str, value: float, colo: float) -> str:
+    """A further run's figure for a headline sentence, against colo's: ``colo-adaptive 41.2% (1.09× colo,
+    better)``; "the same as colo" when they print alike, "colo 0, no ratio" when colo's is 0."""
+    v, c = _value(metric, value), _value(metric, colo)
+    if v == c:
+        return f"{run} {v} (the same as colo)"
+    good = (value > colo) == HIGHER_IS_BETTER[metric]
+    times = f"{value / colo:.2f}× colo" if colo else "colo 0, no ratio"
+    return f"{run} {v} ({times}, {'better' if good else 'worse'})"
+
+
+def verdict_others(summary: dict[str, Any]) -> str:
+    """For each run besides baseline and colo, one sentence against colo: CPU and memory utilization, batch
+    tasks completed and LS CPU satisfaction (``colo-adaptive against colo: CPU use 1.10×, memory 1.02×, batch
+    tasks 1.05×, LS CPU satisfaction 99.9%, modelled LS p99 inflation 4.2%.``, the inflation where modelled); ""
+    without colo or other runs."""
+    runs: dict[str, dict[str, float]] = summary.get("runs") or {}
+    if "colo" not in runs:
+        return ""
+    colo = runs["colo"]
+    parts = []
+    for name, r in runs.items():
+        if name in ("baseline", "colo"):
+            continue
+
+        def times(m: str, r: dict[str, float] = r) -> str:
+            return f"{r[m] / colo[m]:.2f}×" if colo.get(m) else "colo 0"
+
+        inflation = r.get("ls_p99_inflation_avg_pct", -1.0)
+        harm = (f", modelled LS p99 inflation {_value('ls_p99_inflation_avg_pct', inflation)}"
+                if inflation >= 0 else "")
+        parts.append(f"{name} against colo: CPU use {times('cpu_util_avg')}, memory {times('mem_util_avg')}, "
+                     f"batch tasks {times('batch_tasks_completed')}, LS CPU satisfaction "
+                     f"{_value('ls_cpu_satisfaction', r['ls_cpu_satisfaction'])}{harm}.")
+    return " ".join(parts)

@@ -1,7 +1,7 @@
 """The self-contained ``report.html`` of the demo (no external resources).
 
-Top to bottom: the headline (:mod:`colo.sim.report_headline`), the metric table with its notes, the team
-quotas, why pods stayed unschedulable (:mod:`colo.sim.report_reasons`), the charts over time
+Top to bottom: the headline (:mod:`colo.sim.report_headline`), the metric table with its notes, the
+utilization ceilings (:mod:`colo.sim.ceiling`), the team quotas, why pods stayed unschedulable (:mod:`colo.sim.report_reasons`), the charts over time
 (:mod:`colo.sim.report_charts`), the scenario as tables (:mod:`colo.sim.report_scenario`) and tick errors.
 """
 
@@ -27,19 +27,53 @@ margin:0 1.5em 1em 0}"""
 
 
 def _metric_table(summary: dict[str, Any]) -> str:
-    ratios = summary.get("ratio_colo_over_baseline") or {}
+    all_ratios: dict[str, dict[str, float | None]] = summary.get("ratios_over_baseline") or (
+        {"colo": summary["ratio_colo_over_baseline"]} if summary.get("ratio_colo_over_baseline") else {})
     names = list(summary["runs"])
     rows = []
     for metric in METRIC_NAMES:
         cells = "".join(f"<td>{fmt(metric, summary['runs'][n][metric])}</td>" for n in names)
-        r = ratios.get(metric)
-        if ratios:
+        for ratios in all_ratios.values():
+            r = ratios.get(metric)
             good = r is not None and ((r >= 1) == HIGHER_IS_BETTER[metric] or r == 1)
             cells += "<td>–</td>" if r is None else f"<td class='{'better' if good else 'worse'}'>{r:.2f}×</td>"
         rows.append(f"<tr><th>{metric}</th><td>{better(metric)}</td>{cells}</tr>")
     head = ("<th>better</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names)
-            + ("<th>colo / baseline</th>" if ratios else ""))
+            + "".join(f"<th>{html.escape(n)} / baseline</th>" for n in all_ratios))
     return f"<table class='metrics'><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _ceiling_table(summary: dict[str, Any]) -> str:
+    """Per run: utilization, the ceiling its policy allows and the share reached, per resource; the BE
+    budget's mean threshold; the batch pod-ticks unschedulable for cpu and memory; what binds."""
+    ceilings: dict[str, dict[str, Any]] = summary.get("ceilings") or {}
+    if not ceilings:
+        return ""
+    rows = []
+    for name, c in ceilings.items():
+        m = summary["runs"][name]
+        ticks = c.get("unschedulable_pod_ticks") or {}
+        budget = c.get("be_budget_threshold_avg", -1.0)
+        rows.append(f"<tr><th>{html.escape(name)}</th>"
+                    + "".join(f"<td>{fmt(k, v)}</td>" for k, v in (
+                        ("cpu_util_avg", m["cpu_util_avg"]), ("cpu_ceiling_avg", c["cpu_ceiling_avg"]),
+                        ("cpu_ceiling_share", c["cpu_ceiling_share"]), ("mem_util_avg", m["mem_util_avg"]),
+                        ("mem_ceiling_avg", c["mem_ceiling_avg"]), ("mem_ceiling_share", c["mem_ceiling_share"])))
+                    + f"<td>{f'{budget:.1f}%' if budget >= 0 else '–'}</td>"
+                    + f"<td>{fmt('cpu_util_avg', c['cpu_if_memory_full']) if c.get('cpu_if_memory_full', -1) >= 0 else '–'}</td>"
+                    + f"<td>{ticks.get('cpu', 0):,.0f}</td><td>{ticks.get('memory', 0):,.0f}</td>"
+                    + f"<td><b>{html.escape(str(c['binds']))}</b></td></tr>")
+    head = ("<tr><th>run</th><th>CPU used</th><th>CPU ceiling</th><th>share</th><th>memory used</th>"
+            "<th>memory ceiling</th><th>share</th><th>BE budget threshold</th><th>CPU if memory full</th>"
+            "<th>pod-ticks unschedulable: cpu</th>"
+            "<th>memory</th><th>binds</th></tr>")
+    return ("<h2 id='ceilings'>Utilization ceilings</h2><p>The ceiling is what each run's policy lets the nodes "
+            "reach: system + LS usage + the room batch pods may request (batch resources offered, or in baseline "
+            "the allocatable the LS requests leave), CPU capped by the suppress budget and memory by the BE "
+            "eviction threshold, node by node, averaged over the run (docs/scenario.md \"Utilization ceilings\"). "
+            "Share = mean utilization / ceiling. <i>CPU if memory full</i>: system + LS CPU + the batch demand's "
+            "CPU per memory × the memory ceiling's room, the CPU use the batch mix allows once memory is full. <i>Binds</i>: the resource for which more batch pods stayed "
+            f"unschedulable (pods × ticks by dominant reason).</p><table class='ceilings'>{head}{''.join(rows)}</table>")
 
 
 def _quota_table(summary: dict[str, Any]) -> str:
@@ -79,13 +113,15 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Colo demo report</title>
 <style>{STYLE}</style></head>
-<body><h1>Colo demo: baseline vs colo</h1>
-<p>Both runs replay the same scenario built from real traces; <b>baseline</b> runs without co-location
-(no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile.</p>
+<body><h1>Colo demo: {html.escape(" vs ".join(summary["runs"]))}</h1>
+<p>Every run replays the same scenario built from real traces; <b>baseline</b> runs without co-location
+(no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile and the
+static thresholds{", <b>colo-adaptive</b> with it and the SLO-driven BE budget" if "colo-adaptive" in summary["runs"] else ""}.</p>
 {_headline(summary)}
 <h2>Metrics</h2>
 {_metric_table(summary)}
 <ul class="notes">{notes}</ul>
+{_ceiling_table(summary)}
 {_quota_table(summary)}
 {reasons_html(summary)}
 <h2 id="over-time">Over time</h2>

@@ -32,8 +32,10 @@ DASHED = "6,3"
 RUN_STYLES: dict[str, LineStyle] = {
     "baseline": LineStyle("#7f7f7f", DASHED, "circle"),
     "colo": LineStyle("#1f77b4", "", "square"),
+    "colo-adaptive": LineStyle("#2ca02c", "6,2,1,2", "diamond"),
 }
-"""Every chart draws baseline grey and dashed with circles, colo blue and solid with squares."""
+"""Every chart draws baseline grey and dashed with circles, colo blue and solid with squares, colo-adaptive
+green dash-dotted with diamonds."""
 
 FALLBACK = LineStyle("#d62728", "2,2", "triangle")
 """The style of a series with none given (a run of another name)."""

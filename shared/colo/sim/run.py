@@ -30,7 +30,9 @@ from colo.codec import encode
 from colo.embedded import EmbeddedServers
 from colo.messages import (
     EvictionCommand,
+    NodeMetric,
     NodeResource,
+    NodeSLO,
     NodeSpec,
     PodAdmitted,
     PodBound,
@@ -45,6 +47,7 @@ from colo.messages import (
     WorkloadRejected,
 )
 from colo.settings import RuntimeSettings, load_runtime_settings
+from colo.sim.ceiling import CeilingTracker
 from colo.sim.gpu_metrics import GpuUsage
 from colo.sim.invariants import AllocationWatch
 from colo.sim.metrics import RunMetrics
@@ -59,8 +62,13 @@ STEP_S = 60.0
 RUN_ENV: dict[str, dict[str, str]] = {
     "baseline": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "0", "COLO_DESCHEDULER_ENABLED": "0"},
     "colo": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1"},
+    "colo-adaptive": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1",
+                      "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1"},
 }
-"""Service settings per run: baseline = no co-location (no batch resources, no descheduler)."""
+"""Service settings per run: baseline = no co-location (no batch resources, no descheduler); colo = the static
+thresholds (suppress 65 %, batch reclaim 60 % CPU / 65 % memory); colo-adaptive = colo with the SLO-driven BE
+budget (NodeSLO ``be_budget``, docs/node-agent.md "BE budget"): the node agent grows the suppress threshold while
+the LS interference signals allow and slo-manager offers batch allocatable up to it."""
 
 SIM_ENV: dict[str, str] = {"COLO_PROFILER_COLD_START_S": "3600"}
 """Service settings common to every run. The profiler counts a pod at its full request for its first
@@ -112,6 +120,13 @@ async def collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: st
     async def resource(msg: NodeResource) -> None:
         watch.offered(msg)
         metrics.loops.on_resource(msg)
+        metrics.ceiling.on_resource(msg)
+
+    async def node_metric(msg: NodeMetric) -> None:
+        metrics.ceiling.on_metric(msg)
+
+    async def node_slo(msg: NodeSLO) -> None:
+        metrics.ceiling.on_slo(msg)
 
     async def admitted(msg: PodAdmitted) -> None:
         metrics.on_admitted(msg)
@@ -136,6 +151,8 @@ async def collect(bus: Bus, metrics: RunMetrics, watch: AllocationWatch, run: st
     await bus.subscribe(S.POD_EVICT, evict, durable=f"evict-{run}")
     await bus.subscribe(S.QUOTA_STATUS, quota, durable=f"quota-{run}")
     await bus.subscribe(S.WORKLOAD_REJECTED, workload_rejected, durable=f"workload-rejected-{run}")
+    await bus.subscribe(S.NODE_METRIC, node_metric, durable=f"metric-{run}")
+    await bus.subscribe(S.NODE_SLO, node_slo, durable=f"slo-{run}")
 
 
 def _write_nodes(path: Path, nodes: list[NodeSpec]) -> None:
@@ -173,6 +190,10 @@ async def run_once(scenario: Scenario, run: str, nats_url: str, redis_url: str, 
     env = service_env(scenario, run, nats_url, redis_url, work_dir, extra_env)
     # GPU figures from the bindings (colo.sim.gpu_metrics), against the scenario's own GPU pod shapes
     metrics = RunMetrics(name=run, gpus=GpuUsage.of(scenario.nodes, scenario.gpu_pods()))
+    metrics.ceiling = CeilingTracker(scenario.nodes, colocation=env.get("COLO_SLO_MANAGER_COLOCATION_ENABLED") != "0")
+    cpu_f, mem_f = (scenario.description.get(k) for k in ("batch_offered_cpu_fraction", "batch_offered_memory_fraction"))
+    if isinstance(cpu_f, (int, float)) and isinstance(mem_f, (int, float)) and mem_f > 0:
+        metrics.batch_cpu_per_memory = float(cpu_f) / float(mem_f)
     watch = AllocationWatch()
     # the coordinator's links: as given, else the credentials and TLS of the environment (docs/security.md)
     link = settings or load_runtime_settings({**os.environ, **env})

@@ -7,9 +7,14 @@ isolation, a curve over ``be_fraction`` (BE cores used / node CPUs): the rows' p
 (be_fraction 0: inflation 0; signals the ``ls.signals`` of the table when it has them), and interpolates
 linearly between points, clamped at the ends. Isolation: ``none`` rows make the ``none`` curve; ``sched_idle``,
 ``qos`` and ``adaptive`` rows make the ``sched_idle`` curve (``qos``/``adaptive`` are SCHED_IDLE plus suppress,
-and suppress shows only as fewer BE cores, i.e. a smaller measured be_fraction). A measured inflation below 0
-(noise: −9 % under SCHED_IDLE in docs/node-agent.md "Interference") is read as 0. A signal is modelled only
-when every point of its curve knows it (a negative value is unknown); otherwise it is −1.
+and suppress shows only as fewer BE cores, i.e. a smaller measured be_fraction). Inflation is fitted, not
+taken point by point: harm does not fall as BE load grows, but one window's p99 moves by tens of percent from
+noise alone (the bench's ``ls_alone`` windows: 7.5–16.3 ms p99 on a shared machine), so each inflation curve is
+the least-squares non-decreasing fit of the rows' values over be_fraction (isotonic regression by
+pool-adjacent-violators, each be_fraction weighted by its row count; Barlow et al., "Statistical Inference under
+Order Restrictions", 1972), then floored at 0 (a negative measured inflation is noise: −9 % under SCHED_IDLE in
+docs/node-agent.md "Interference"). A signal is modelled only when every point of its curve knows it (a
+negative value is unknown); otherwise it is −1.
 """
 
 from __future__ import annotations
@@ -180,6 +185,19 @@ def calibration_problems(doc: object) -> list[str]:
     return problems
 
 
+def isotonic(values: list[float], weights: list[float]) -> F64:
+    """The weighted least-squares non-decreasing fit of ``values`` (in order; shape ``(k,)``) with positive
+    ``weights``: pool-adjacent-violators, O(k). ``[3, 1, 2]`` with weights 1 → ``[2, 2, 2]``."""
+    blocks: list[list[float]] = []  # [weighted mean, weight, count]
+    for v, w in zip(values, weights):
+        blocks.append([v, w, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, n2 = blocks.pop()
+            m1, w1, n1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    return np.array([m for m, _, n in blocks for _ in range(int(n))], dtype=np.float64)
+
+
 def _curve(rows: list[dict[str, Any]], alone_p50_ms: float, alone: dict[str, float]) -> Curve:
     """The curve of ``rows`` (one kind × model isolation): rows at the same be_fraction averaged, rows at
     be_fraction 0 left to the BE-free point."""
@@ -192,8 +210,9 @@ def _curve(rows: list[dict[str, Any]], alone_p50_ms: float, alone: dict[str, flo
     def col(get: Any) -> list[float]:
         return [float(np.mean([get(r) for r in points[x]])) for x in xs]
 
-    p99 = col(lambda r: max(float(r["p99_inflation_percent"]), 0.0))
-    p50 = col(lambda r: max(float(r["p50_ms"]) / alone_p50_ms - 1.0, 0.0) * 100.0)
+    weights = [float(len(points[x])) for x in xs]
+    p99 = np.maximum(isotonic(col(lambda r: float(r["p99_inflation_percent"])), weights), 0.0)
+    p50 = np.maximum(isotonic(col(lambda r: (float(r["p50_ms"]) / alone_p50_ms - 1.0) * 100.0), weights), 0.0)
     signals: dict[str, F64] = {}
     for name in SIGNALS:
         values = [float(r["signals"][name]) for x in xs for r in points[x]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from colo_scheduler.framework.registry import ProfileConfig, Registry
+from colo_scheduler.plugins.batchbalance import BatchResourcesBalancedAllocation
 from colo_scheduler.plugins.bememorypressure import BEMemoryPressure
 from colo_scheduler.plugins.coscheduling import Coscheduling
 from colo_scheduler.plugins.deviceshare.plugin import DeviceShare, DeviceShareArgs
@@ -53,6 +54,8 @@ def new_in_tree_registry() -> Registry:
     r.register(NodeResourcesLeastAllocated.name, lambda a, s: NodeResourcesLeastAllocated(a), ResourcesArgs)
     r.register(NodeResourcesBalancedAllocation.name, lambda a, s: NodeResourcesBalancedAllocation(a),
                ResourcesArgs)
+    r.register(BatchResourcesBalancedAllocation.name, lambda a, s: BatchResourcesBalancedAllocation(a),
+               ResourcesArgs)
     r.register(NodeSelector.name, lambda a, s: NodeSelector())
     r.register(TaintToleration.name, lambda a, s: TaintToleration())
     r.register(MaxInstancePerNode.name, lambda a, s: MaxInstancePerNode())
@@ -82,10 +85,13 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
     LoadAware (``load_aware_weight``, 1), NodeResourcesLeastAllocated (``least_allocated_weight``, 1),
     NodeAffinity (:data:`NODE_AFFINITY_WEIGHT`, 2), SelectorSpread (:data:`SELECTOR_SPREAD_WEIGHT`, 2),
     NodeNUMAResource (:data:`NODE_NUMA_RESOURCE_WEIGHT`, 1; docs/topology.md), DeviceShare
-    (:data:`DEVICE_SHARE_WEIGHT`, 3; docs/gpu.md). PreFilter also NodeNUMAResource
+    (:data:`DEVICE_SHARE_WEIGHT`, 3; docs/gpu.md), BatchResourcesBalancedAllocation (``batch_balanced_weight``, 1;
+    batch pods only, left out at 0). PreFilter also NodeNUMAResource
     (a malformed resource-spec annotation).
     PostFilter: DefaultPreemption (as the Kubernetes default profile), then Coscheduling (a Strict gang sent back).
     """
+    balanced = ({BatchResourcesBalancedAllocation.name: settings.batch_balanced_weight}
+                if settings.batch_balanced_weight > 0 else {})
     return ProfileConfig(
         queue_sort=Coscheduling.name,
         pre_filter=(QoSAdmission.name, NodeAffinity.name, Coscheduling.name, ElasticQuota.name, NodeNUMAResource.name),
@@ -98,7 +104,7 @@ def default_profile_config(settings: SchedulerSettings) -> ProfileConfig:
                NodeAffinity.name: NODE_AFFINITY_WEIGHT,
                SelectorSpread.name: SELECTOR_SPREAD_WEIGHT,
                NodeNUMAResource.name: NODE_NUMA_RESOURCE_WEIGHT,
-               DeviceShare.name: DEVICE_SHARE_WEIGHT},
+               DeviceShare.name: DEVICE_SHARE_WEIGHT, **balanced},
         reserve=(NodeResourcesFit.name, NodeNUMAResource.name, DeviceShare.name, LoadAware.name, MaxInstancePerNode.name, SelectorSpread.name,
                  ElasticQuota.name, Coscheduling.name),
         permit=(Coscheduling.name,),
