@@ -16,9 +16,11 @@ ceiling M = max(``max_percent``, F):
   wait one).
 * **fallback** — the signal is missing (negative, NaN or infinite: −1, no LS pod reports it), stale (older than ``stale_after_s``,
   :data:`STALE_AFTER_S` 30 s) or the baseline not yet trusted: threshold = F.
-* **cut** — s > L: threshold = F + ⌊(threshold − F)/2⌋ (half the excess over the floor, Heracles' fast
-  decrease without disabling BE outright), straight to F when the rise s − b is over :data:`SEVERE_FACTOR` (2)
-  × the allowed rise L − b; the hold starts (``cut_at`` = now). A violation cuts again in every loop.
+* **cut** — s > L while BE pods use at least :data:`BE_FREE_PERCENT` of capacity (in a BE-free loop a rise is
+  noise BE cannot have caused: it teaches the baseline and holds, it neither cuts nor starts a hold): threshold
+  = F + ⌊(threshold − F)/2⌋ (half the excess over the floor, Heracles' fast decrease without disabling BE
+  outright), straight to F when the rise s − b is over :data:`SEVERE_FACTOR` (2) × the allowed rise L − b; the
+  hold starts (``cut_at`` = now). A violation cuts again in every loop.
 * **hold** — within ``hold_s`` of the last cut; or in the guard band, s − b > :data:`GUARD_FRACTION` (½) ×
   (L − b): close to the limit, keep what works; or no BE work to judge by (BE used < 5 % of capacity, or
   unknown: NaN or negative): threshold unchanged.
@@ -160,7 +162,7 @@ def step_many(prev: BudgetArrays, signal: F64, signal_at: F64, be_used: F64, cap
     allowed, rise = limit - baseline, signal - baseline
     ceiling = np.maximum(max_percent, floor_percent)
     excess = np.maximum(prev.threshold - floor_percent, 0.0)
-    violated = known & (signal > limit)
+    violated = known & ~be_free & (signal > limit)  # without BE work a spike is noise, not BE's harm
     cap = np.where((prev.cut_from >= 0) & (now - cut_at < PROBE_HOLDS * hold_s),
                    np.minimum(ceiling, prev.cut_from - step_percent), ceiling)
     held = known & ~violated & ((now - cut_at < hold_s) | (rise > GUARD_FRACTION * allowed) | be_free
