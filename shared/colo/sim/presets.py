@@ -35,7 +35,7 @@ PRESETS: dict[str, Preset] = {
     "saturated": Preset(
         "saturated", "batch demand well above what fits (20 nodes, 2 h, 4x batch): baseline, colo (static "
                      "thresholds), colo-adaptive (SLO-driven BE budget), with the utilization ceilings",
-        params={"nodes": 20, "hours": 2.0, "batch_scale": 4.0},
+        params={"nodes": 20, "hours": 2.0, "batch_scale": 4.0, "be_cpu_pods_fraction": 1.0},
         runs=("baseline", "colo", "colo-adaptive")),
 }
 """Every preset by name."""
