@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"target share of cluster CPU requested by LS pods (default {d.ls_cpu_fraction})")
     parser.add_argument("--batch-scale", type=float, default=None,
                         help=f"multiplier on the nodes/1313 batch scaling (default {d.batch_scale})")
+    parser.add_argument("--be-cpu-pods-fraction", type=float, default=None,
+                        help="CPU-heavy batch: gpu-v2023's CPU-only BE pods up to this share of the cluster's "
+                             f"CPU-time (default {d.be_cpu_pods_fraction:g} = none; docs/scenario.md)")
     parser.add_argument("--jobs", action=argparse.BooleanOptionalAction, default=None,
                         help="batch tasks enter as Jobs (gangs) of teams with elastic quotas, a few at high "
                              "priority; --no-jobs submits them as bare pods (default: jobs)")
@@ -45,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario-only", action="store_true", help="print the scenario description and exit")
 
 
-_OPTION_FIELDS = ("nodes", "hours", "seed", "ls_cpu_fraction", "batch_scale", "jobs", "teams")
+_OPTION_FIELDS = ("nodes", "hours", "seed", "ls_cpu_fraction", "batch_scale", "be_cpu_pods_fraction", "jobs",
+                  "teams")
 """The options that set :class:`ScenarioParams` fields of the same name."""
 
 
@@ -80,7 +84,8 @@ def run_demo(args: argparse.Namespace, console: Console | None = None) -> int:
             else f"{d['ls_pods']} LS pods ({d['ls_cpu_requested_fraction']:.0%} of CPU requested)")
     console.print(f"scenario: {d['nodes']} nodes, {pods}, "
                   f"{d['batch_pods']} batch pods over {params.hours:g} h"
-                  + (f" as {d['jobs']} jobs ({d['gangs']} gangs) of {params.teams} teams" if params.jobs else ""))
+                  + (f" as {d['jobs']} jobs ({d['gangs']} gangs) of {params.teams} teams" if params.jobs else "")
+                  + (f", {d['be_cpu_pods']} CPU-heavy BE pods (gpu-v2023)" if "be_cpu_pods" in d else ""))
     runs = (tuple(r.strip() for r in args.runs.split(",") if r.strip()) if args.runs is not None
             else chosen.runs)
     args.out.mkdir(parents=True, exist_ok=True)

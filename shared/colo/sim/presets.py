@@ -33,9 +33,10 @@ PRESETS: dict[str, Preset] = {
     "gpu": Preset("gpu", "gpu-v2023 GPU nodes with the trace's LS/BE GPU pods plus batch CPU tasks, baseline vs colo",
                   params={"nodes": 40, "hours": 2.0}, build=build_gpu_scenario),
     "saturated": Preset(
-        "saturated", "batch demand well above what fits (20 nodes, 2 h, 4x batch): baseline, colo (static "
-                     "thresholds), colo-adaptive (SLO-driven BE budget), with the utilization ceilings",
-        params={"nodes": 20, "hours": 2.0, "batch_scale": 4.0},
+        "saturated", "batch demand well above what fits (20 nodes, 2 h, v2017 batch x0.25 plus gpu-v2023 CPU-only "
+                     "BE pods at 2x the cluster's CPU-time): baseline, colo (static thresholds), colo-adaptive "
+                     "(SLO-driven BE budget), with the utilization ceilings",
+        params={"nodes": 20, "hours": 2.0, "batch_scale": 0.25, "be_cpu_pods_fraction": 2.0},
         runs=("baseline", "colo", "colo-adaptive")),
 }
 """Every preset by name."""

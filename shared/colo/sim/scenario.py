@@ -26,6 +26,8 @@ from colo.messages import (
 )
 from colo.sim import jobs as jb
 from colo.sim import traces as tr
+from colo.sim.be_cpu_pods import be_cpu_pods
+from colo.sim.gpu_traces import GPU_POD_LIST
 from colo.sim.node_topology import default_topology, trace_gpus
 
 V2017_MACHINES = 1313
@@ -63,6 +65,10 @@ class ScenarioParams:
     teams, each with an elastic quota of min = an equal share of ``quota_min_fraction`` of the batch capacity
     the run offers and max = ``quota_max_factor`` × min; ``high_priority_fraction`` of the tasks arriving after
     ``high_priority_after_fraction`` of the run are high-priority jobs, koord-batch at 5900 (at least one when > 0).
+
+    CPU-heavy batch (docs/scenario.md "CPU-heavy batch pods", :mod:`colo.sim.be_cpu_pods`):
+    ``be_cpu_pods_fraction`` > 0 adds alibaba-gpu-v2023's CPU-only BE pods as bare batch pods until their
+    CPU-time reaches that share of the cluster's over the run (0 = none, the default).
     """
 
     nodes: int = 100
@@ -83,6 +89,7 @@ class ScenarioParams:
     high_priority_after_fraction: float = 0.25
     quota_min_fraction: float = 0.8
     quota_max_factor: float = 1.5
+    be_cpu_pods_fraction: float = 0.0
 
     def problems(self) -> list[str]:
         """Every invalid parameter (empty when valid)."""
@@ -118,6 +125,8 @@ class ScenarioParams:
             out.append(f"quota_min_fraction must be within (0, 1], got {self.quota_min_fraction}")
         if self.quota_max_factor < 1:
             out.append(f"quota_max_factor must be ≥ 1 (max below min), got {self.quota_max_factor}")
+        if not 0 <= self.be_cpu_pods_fraction <= 10:
+            out.append(f"be_cpu_pods_fraction must be within 0..10, got {self.be_cpu_pods_fraction}")
         return out
 
     def job_params(self) -> jb.JobParams:
@@ -171,7 +180,8 @@ class Scenario:
         return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "ls"]
 
     def batch_pods(self) -> list[PodSpec]:
-        """The batch pods submitted bare (none with ``params.jobs``: see :meth:`jobs`)."""
+        """The batch pods submitted bare (with ``params.jobs`` only the CPU-heavy ones of
+        ``params.be_cpu_pods_fraction``: see :meth:`jobs`)."""
         return [a.pod for a in self.arrivals if a.pod.labels.get("colo.sim/kind") == "batch"]
 
     def gpu_pods(self) -> list[PodSpec]:
@@ -417,16 +427,21 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
         batch = []
     else:
         batch = [Arrival(t.at, pod) for t in tasks for pod in t.pods]
+    cpu_heavy, cpu_heavy_desc = be_cpu_pods(params.be_cpu_pods_fraction, params.seed, params.hours,
+                                            params.batch_warmup_s, nodes, root)
+    batch += [Arrival(at, pod) for at, pod in cpu_heavy]
     arrivals = sorted(ls + batch, key=lambda a: (a.at, a.pod.uid))
+    traces = [tr.NODE_LIST, tr.DLRM_TRACE, tr.BITBRAINS_DIR, tr.BATCH_TASK, tr.SERVER_EVENT]
     desc: dict[str, object] = {
         "params": asdict(params),
         "traces_dir": str(root or tr.traces_dir()),
-        "traces": [tr.NODE_LIST, tr.DLRM_TRACE, tr.BITBRAINS_DIR, tr.BATCH_TASK, tr.SERVER_EVENT],
+        "traces": traces + ([GPU_POD_LIST] if cpu_heavy else []),
         "nodes": len(nodes),
         "cluster_cpu_milli": sum(n.allocatable.cpu for n in nodes),
         "cluster_memory_bytes": sum(n.allocatable.memory for n in nodes),
         **ls_desc,
         **batch_desc,
+        **cpu_heavy_desc,
         **job_desc,
     }
     return Scenario(params=params, nodes=nodes, arrivals=arrivals, description=desc, workloads=workloads,

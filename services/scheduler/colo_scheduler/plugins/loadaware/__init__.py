@@ -19,6 +19,9 @@ kept by the table); the incoming pod's estimate p comes from
     plain thresholds.
   - otherwise ``usage_thresholds`` on the node usage.
 
+  - **BE pods** (``follow_be_budget``, a Colo extension): the CPU threshold of the check above is
+    raised to the node's SLO-driven BE budget threshold (``NodeMetric.be_budget``) where higher.
+
   A node may override the thresholds with the annotation
   ``scheduling.koordinator.sh/custom-usage-thresholds`` (:func:`parse_custom_thresholds`;
   Koordinator CustomUsageThresholds JSON); an unreadable annotation falls back to the args.
@@ -69,12 +72,12 @@ from colo_scheduler.plugins.loadaware.thresholds import (
     parse_custom_thresholds,
     parse_duration_s,
 )
-from colo_scheduler.plugins.loadaware.usage import aggregated_usage, prod_usage
+from colo_scheduler.plugins.loadaware.usage import aggregated_usage, be_budget_percent, prod_usage
 
 __all__ = [
     "AGGREGATED", "AGGREGATED_TOO_HIGH", "AGGREGATION_TYPES", "CUSTOM_THRESHOLDS_ANNOTATION", "EXPIRED",
     "EXPIRED_CODE", "LOAD_LABELS", "LOAD_RESOURCES", "LOAD_TOO_HIGH", "PROD", "PROD_TOO_HIGH", "REGULAR",
     "AggregatedArgs", "LoadAware", "LoadAwareArgs", "LoadCycle", "LoadRows", "NodeThresholds", "Pair",
-    "aggregated_usage", "args_thresholds", "default_args", "parse_custom_thresholds", "parse_duration_s",
+    "aggregated_usage", "args_thresholds", "be_budget_percent", "default_args", "parse_custom_thresholds", "parse_duration_s",
     "prod_usage",
 ]

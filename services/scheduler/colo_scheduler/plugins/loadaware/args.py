@@ -75,6 +75,11 @@ class LoadAwareArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     score_according_prod_usage: bool = False
     estimated_scaling_factors: dict[str, int] = msgspec.field(default_factory=lambda: {"cpu": 85, "memory": 70})
     aggregated: AggregatedArgs = msgspec.field(default_factory=AggregatedArgs)
+    follow_be_budget: bool = True
+    """BE pods' CPU threshold (plain or aggregated) is raised to the node's SLO-driven BE budget threshold
+    (``NodeMetric.be_budget.threshold_percent``, floored) where that is higher: the node agent lets BE work
+    run up to it, so rejecting BE pods below it would cap CPU under what the budget allows. A Colo extension,
+    not in Koordinator; nodes without a budget keep the plain thresholds."""
 
     def problems(self) -> list[str]:
         """Every problem of the arguments."""

@@ -108,7 +108,9 @@ class LoadAware:
     # ------------------------------------------------------------------ filter
 
     def _slack(self, c: LoadCycle, pod: PodInfo) -> IntArray:
-        return c.slack_prod if pod.priority_class == "prod" else c.slack_all
+        if pod.priority_class == "prod":
+            return c.slack_prod
+        return c.slack_be if pod.spec.qos_class == "BE" else c.slack_all
 
     def filter(self, state: CycleState, pod: PodInfo) -> BoolArray | None:
         """(n,) True where estimated usage stays within the thresholds; None for DaemonSet pods."""
@@ -163,9 +165,11 @@ class LoadAware:
             self._ensure_estimate(p)
         est200 = np.stack([p.estimate200 for p in pods])
         prod = np.array([p.priority_class == "prod" for p in pods], np.bool_)
+        be = np.array([p.spec.qos_class == "BE" and p.priority_class != "prod" for p in pods], np.bool_)
         ok_all = (c.slack_all[rows][None, :, :] > est200[:, None, :]).all(axis=2)
         ok_prod = (c.slack_prod[rows][None, :, :] > est200[:, None, :]).all(axis=2)
-        ok: BoolArray = np.where(prod[:, None], ok_prod, ok_all)
+        ok_be = (c.slack_be[rows][None, :, :] > est200[:, None, :]).all(axis=2)
+        ok: BoolArray = np.where(prod[:, None], ok_prod, np.where(be[:, None], ok_be, ok_all))
         ok |= np.array([p.spec.daemonset for p in pods], np.bool_)[:, None]
         return ok
 

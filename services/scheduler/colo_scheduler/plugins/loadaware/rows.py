@@ -17,7 +17,7 @@ from colo_scheduler.plugins.loadaware.thresholds import (
     args_thresholds,
     parse_custom_thresholds,
 )
-from colo_scheduler.plugins.loadaware.usage import aggregated_usage, prod_usage
+from colo_scheduler.plugins.loadaware.usage import aggregated_usage, be_budget_percent, prod_usage
 from colo_scheduler.podinfo import IntArray
 from colo_scheduler.table import FLOAT_EXACT_BELOW, BoolArray, FloatArray, NodeTable
 
@@ -27,6 +27,15 @@ _BIG = np.int64(2**61)
 def _cap2(t: IntArray, alloc: IntArray) -> IntArray:
     # a resource without threshold, or that the node has none of, is not checked (Koordinator)
     out: IntArray = np.where((t > 0) & (alloc > 0), (2 * t + 1) * alloc, _BIG)
+    return out
+
+
+def _cap_be(cap_all: IntArray, be_t: IntArray, alloc: IntArray) -> IntArray:
+    """(n, 2) the caps for BE pods: the CPU cap raised to the node's BE budget threshold ``be_t`` (n,)
+    percent where that is higher (0 = no budget: the plain cap), memory as ``cap_all``."""
+    out = cap_all.copy()
+    raised = (2 * be_t + 1) * alloc[:, 0]
+    out[:, 0] = np.where((be_t > 0) & (alloc[:, 0] > 0), np.maximum(cap_all[:, 0], raised), cap_all[:, 0])
     return out
 
 
@@ -53,6 +62,8 @@ class LoadCycle:
     slack_prod: IntArray  # (n, 2) the same for prod pods
     room_all: IntArray  # (n, 2) a − E on fresh rows, −_BIG elsewhere (score 0)
     room_prod: IntArray  # (n, 2) the same for prod pods
+    cap_be: IntArray  # (n, 2) cap_all with the CPU cap raised to the node's BE budget (follow_be_budget)
+    slack_be: IntArray  # (n, 2) the filter's slack for BE pods
     fdiv: tuple[FloatArray, FloatArray] | None = None  # divisor columns as float64, None = not exact (_weighted)
 
 
@@ -69,6 +80,7 @@ class LoadRows:
         self.score_prod = a.score_according_prod_usage
         self.score_stat = a.aggregated.score_aggregation_type
         self.score_duration_s = a.aggregated.score_aggregated_duration_s
+        self.follow_be_budget = a.follow_be_budget
         self._parsed: dict[str, NodeThresholds] = {}
         self.annotation_errors: dict[str, str] = {}
         """Node name → why its threshold annotation was ignored."""
@@ -162,6 +174,7 @@ class LoadRows:
                 p is base for p in profiles):  # plain thresholds everywhere: arrays only, no per-row statistics
             c.agg_rows[idx] = False
             c.cap_all[idx] = _cap2(np.array(base.usage, np.int64).reshape(1, 2), alloc)
+            c.cap_be[idx] = _cap_be(c.cap_all[idx], self._be_thresholds(t, rows), alloc)
             c.prod_rows[idx] = False
             c.cap_prod[idx] = _BIG
             c.has_basis[idx] = True
@@ -172,6 +185,7 @@ class LoadRows:
         usage_t = np.array([p.usage for p in profiles], np.int64).reshape(m, 2)
         c.agg_rows[idx] = agg_rows
         c.cap_all[idx] = np.where(agg_rows[:, None], _cap2(agg_t, alloc), _cap2(usage_t, alloc))
+        c.cap_be[idx] = _cap_be(c.cap_all[idx], self._be_thresholds(t, rows), alloc)
         c.prod_rows[idx] = np.array([p.prod is not None for p in profiles], np.bool_)
         c.cap_prod[idx] = _cap2(np.array([p.prod or (0, 0) for p in profiles], np.int64).reshape(m, 2), alloc)
         c.has_basis[idx] = True
@@ -231,7 +245,8 @@ class LoadRows:
         cap_all = np.where(agg_rows[:, None], _cap2(agg_t, alloc), _cap2(usage_t, alloc))
         c = LoadCycle(fresh, expired, unchecked, alloc, np.maximum(alloc, 1), cap_all, agg_rows, agg_base, has_basis,
                    score_base, prod_rows, _cap2(prod_t, alloc), prod_est,
-                   np.empty_like(alloc), np.empty_like(alloc), np.empty_like(alloc), np.empty_like(alloc))
+                   np.empty_like(alloc), np.empty_like(alloc), np.empty_like(alloc), np.empty_like(alloc),
+                   _cap_be(cap_all, self._be_thresholds(t, range(n)), alloc), np.empty_like(alloc))
         if not n or int(alloc.max()) < FLOAT_EXACT_BELOW:
             c.fdiv = (c.divisor[:, 0].astype(np.float64), c.divisor[:, 1].astype(np.float64))
         if not self._prod_active:  # prod pods see the same arrays
@@ -239,6 +254,12 @@ class LoadRows:
         self._cycle = c
         self._refresh(t, slice(None))
         state.data[self.name] = c
+
+    def _be_thresholds(self, t: NodeTable, rows: range | list[int]) -> IntArray:
+        """(len(rows),) the BE budget threshold of each row's last metric, percent (0 = none or not followed)."""
+        if not self.follow_be_budget:
+            return np.zeros(len(rows), np.int64)
+        return np.array([be_budget_percent(t.metrics[i]) for i in rows], np.int64)
 
     def _refresh(self, table: NodeTable, rows: slice | npt.NDArray[np.intp]) -> None:
         c = self._cycle
@@ -250,6 +271,7 @@ class LoadRows:
         passing = np.where(c.unchecked[rows, None] | (fresh & ~c.has_basis[rows, None]), _BIG, -_BIG)
         est = np.where(c.agg_rows[rows, None], c.agg_base[rows] + pending, table.estimated_usage[rows])
         c.slack_all[rows] = np.where(checked, c.cap_all[rows] - 200 * est, passing)
+        c.slack_be[rows] = np.where(checked, c.cap_be[rows] - 200 * est, passing)
         score_est = table.estimated_usage[rows] if c.score_base is None else c.score_base[rows] + pending
         c.room_all[rows] = np.where(fresh, c.alloc[rows] - score_est, -_BIG)
         if self._prod_active:
@@ -278,6 +300,9 @@ class LoadRows:
         slack = c.slack_all[i]
         slack[0] = k_cpu - 200 * e_cpu
         slack[1] = k_mem - 200 * e_mem
+        be = c.slack_be[i]
+        be[0] = c.cap_be.item(i, 0) - 200 * e_cpu
+        be[1] = k_mem - 200 * e_mem
         room = c.room_all[i]
         room[0] = a_cpu - e_cpu
         room[1] = a_mem - e_mem

@@ -62,3 +62,12 @@ def prod_usage(table: NodeTable, i: int) -> tuple[int, int]:
         cpu += gc
         memory += gm
     return cpu, memory
+
+
+def be_budget_percent(metric: NodeMetric | None) -> int:
+    """The SLO-driven BE budget's suppress threshold in ``metric.be_budget`` (percent of capacity, floored to
+    a whole percent so that the filter never admits beyond it), 0 when the metric or the budget is absent
+    (docs/scheduler.md "LoadAware and the BE budget")."""
+    if metric is None or metric.be_budget is None:
+        return 0
+    return max(0, math.floor(metric.be_budget.threshold_percent))
