@@ -54,5 +54,7 @@ async def test_a_node_registration_with_an_unusable_name_is_refused_and_ticks_go
     await bus.settle()
     await client.settle()
     assert [s.node for s in seen["slo"]] == ["ok"]
-    assert [d.subject for d in seen["dlq"]] == [subjects.NODE_REGISTERED.format(node=subject_node)]
-    assert "invalid node" in seen["dlq"][0].reason
+    # one dead letter (the bus publishes it once per delivery, de-duplicated by msg id); the test's own consumer
+    # may see it twice when its ack is late on a loaded machine (at-least-once delivery): compare as a set
+    assert {d.subject for d in seen["dlq"]} == {subjects.NODE_REGISTERED.format(node=subject_node)}
+    assert all("invalid node" in d.reason for d in seen["dlq"])
