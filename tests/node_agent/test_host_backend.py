@@ -264,6 +264,21 @@ def test_be_budget_follows_the_ls_signals_of_real_pods(host: Callable[..., Host]
     assert budget is not None and (budget.phase, budget.threshold_percent) == ("fallback", 65)
 
 
+
+def test_debug_state_shows_the_budget_with_every_field(host: Callable[..., Host]) -> None:
+    """``/debug/state`` of the host backend carries the node's budget as NodeMetric.be_budget has it, phase
+    ``fallback`` included (the field's default, left out of the wire encoding), None with the budget off."""
+    slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
+    h = host(slo=slo, interference_signals=False)
+    h.step()
+    budget = h.b.node_metrics(time.time())[0].be_budget
+    shown = msgspec.json.decode(msgspec.json.encode(h.b.debug()))[NODE]["be_budget"]
+    assert budget is not None and shown == msgspec.structs.asdict(budget) and shown["phase"] == "fallback"
+    h.slo = NodeSLO(node=NODE)
+    assert h.b.set_slo(h.slo)
+    h.step()
+    assert h.b.debug()[NODE]["be_budget"] is None  # type: ignore[index]
+
 def test_be_budget_learns_from_the_interference_readers_each_loop(host: Callable[..., Host]) -> None:
     slo = msgspec.structs.replace(NodeSLO(node=NODE), be_budget=BEBudgetStrategy(enabled=True))
     h = host(slo=slo)

@@ -145,3 +145,17 @@ def test_a_new_signal_kind_learns_its_own_baseline() -> None:
     state = b.node_metrics(110.0)[0].be_budget
     assert state is not None and (state.phase, state.threshold_percent) == ("fallback", 65)
     assert (state.baseline, state.baseline_samples) == (-1.0, 0)
+
+
+def test_debug_state_shows_each_nodes_budget_with_every_field() -> None:
+    """``/debug/state`` (``SimBackend.debug``, under ``nodes`` of the service's state) carries each node's budget
+    as NodeMetric.be_budget has it, None while the budget is off; encoded as the HTTP route does, a field at its
+    default (phase ``fallback``, the signal −1 of a node without an LS pod) is not left out."""
+    b = SimBackend([node("on"), node("off")], SimConfig(sub_step_s=10.0), slo_of)
+    assert b.start_pod(be("be-on"), "on")  # no LS pod: nothing reports the signal
+    b.advance(40.0)
+    on, _ = b.node_metrics(40.0)
+    state = msgspec.json.decode(msgspec.json.encode(b.debug()))
+    assert on.be_budget is not None and state["on"]["be_budget"] == msgspec.structs.asdict(on.be_budget)
+    assert state["on"]["be_budget"]["phase"] == "fallback" and state["on"]["be_budget"]["signal"] == -1.0
+    assert state["off"]["be_budget"] is None

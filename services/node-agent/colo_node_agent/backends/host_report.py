@@ -7,9 +7,10 @@ return). Usage in milli-cores and bytes, times in wall-clock seconds.
 from __future__ import annotations
 
 from colo.classes import priority_class_of
-from colo.messages import MemoryPressure, NodeMetric, PodMetric, Usage
+from colo.messages import BEBudgetState, MemoryPressure, NodeMetric, PodMetric, Usage
 from colo_node_agent.backends.host_node import LS, HostNode
 from colo_node_agent.cgroups.layout import BESTEFFORT
+from colo_node_agent.strategies.be_budget import budget_debug
 from colo_node_agent.strategies.memory_pressure import condition
 from colo_node_agent.windows import aggregated
 
@@ -49,7 +50,12 @@ def node_metrics(node: HostNode, at: float) -> list[NodeMetric]:
         pods=pods, aggregated=aggregated(node.node_cpu, node.node_mem, node.config.loop_s)[0],
         be_cpu_allowed=node.be_allowed, ls_cpu_demand=ls, ls_cpu_served=ls,
         pressure=dict(node.pressure), memory_pressure=memory_pressure(node),
-        be_budget=node.memory.be_budget if node.slo.be_budget.enabled else None)]
+        be_budget=be_budget(node))]
+
+
+def be_budget(node: HostNode) -> BEBudgetState | None:
+    """The node's BE budget after the last loop (what its NodeMetric carries); None while it is off."""
+    return node.memory.be_budget if node.slo.be_budget.enabled else None
 
 
 def memory_pressure(node: HostNode) -> MemoryPressure | None:
@@ -59,7 +65,8 @@ def memory_pressure(node: HostNode) -> MemoryPressure | None:
 
 
 def debug_state(node: HostNode) -> dict[str, object]:
-    """A summary for /debug/state."""
+    """A summary for /debug/state; ``be_budget`` every field of the node's BE budget
+    (:func:`~colo_node_agent.strategies.be_budget.budget_debug`), None while it is off."""
     quota = node.ex.read(BESTEFFORT, "cpu.cfs_quota_us")
     cpus = node.ex.read(BESTEFFORT, "cpuset.cpus")
     idle = node.ex.read(BESTEFFORT, "cpu.idle")
@@ -69,6 +76,7 @@ def debug_state(node: HostNode) -> dict[str, object]:
         "memory_capacity_bytes": node.cap.memory_bytes, "pods": len(node.pods),
         "terminating": len(node.terminating), "pids": {u: p.state.pid for u, p in node.pods.items()},
         "be_cpu_allowed": node.be_allowed, "be_cpus": cpus, "be_quota_us": quota, "be_idle": idle == 1,
+        "be_budget": budget_debug(be_budget(node)),
         "cgroup_writes": node.ex.written, "cgroup_failures": node.ex.failed, "pressure": node.pressure,
         "interference": None if node.interference is None else {
             "pods": len(node.interference.pods), "perf": node.interference.perf_problem or "counting"},

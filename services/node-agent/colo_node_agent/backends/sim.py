@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from colo.messages import NodeMetric, NodeSLO, PodMetric, PodSpec, QoSEvent, Usage
+from colo.messages import BEBudgetState, NodeMetric, NodeSLO, PodMetric, PodSpec, QoSEvent, Usage
 from colo_node_agent.backends.sharing import water_fill
 from colo_node_agent.backends.sim_interference import STAT_KEYS as HARM_KEYS
 from colo_node_agent.backends.sim_strategies import BUDGET_FIELDS, SimStrategies
@@ -32,7 +32,7 @@ from colo_node_agent.cgroups.executor import CgroupWrite
 from colo_node_agent.cgroups.fs import default_files
 from colo_node_agent.cgroups.layout import BESTEFFORT, pod_dir
 from colo_node_agent.cgroups.resources import cpuset_format
-from colo_node_agent.strategies.be_budget import BudgetArrays
+from colo_node_agent.strategies.be_budget import BudgetArrays, budget_debug
 from colo_node_agent.strategies.blkio import blkio_writes
 from colo_node_agent.strategies.cgroup_settings import pod_settings
 from colo_node_agent.strategies.memory_evict import memory_evict
@@ -338,13 +338,18 @@ class SimBackend(SimStrategies):
                 ls_cpu_demand=int(lsd[i]), ls_cpu_served=int(lss[i]),
                 memory_pressure=condition(self.pressure[i], int(mem_now[i]), int(self.cap_mem[i]),
                                           self.slos[i].memory_evict),
-                be_budget=self.budget.state(i) if self.slos[i].be_budget.enabled else None))
+                be_budget=self.be_budget_of(i)))
         return out
 
+    def be_budget_of(self, i: int) -> BEBudgetState | None:
+        """Node ``i``'s BE budget after the last sub-step (what its NodeMetric carries); None while it is off."""
+        return self.budget.state(i) if self.slos[i].be_budget.enabled else None
+
     def debug(self) -> dict[str, object]:
-        """A summary per node for /debug/state."""
+        """A summary per node for /debug/state; ``be_budget`` every field of the node's BE budget
+        (:func:`~colo_node_agent.strategies.be_budget.budget_debug`), None while it is off."""
         return {name: {"pods": len(self.pods_on(name)), "be_cpu_allowed": self.be_allowed[i],
                        "be_cpus": len(self.be_cpus[i]), "be_quota_us": self.be_quota_us[i],
-                       "be_idle": bool(self.be_idle[i]), "cgroup_writes": self.ex[i].written,
-                       "cgroup_failures": self.ex[i].failed}
+                       "be_idle": bool(self.be_idle[i]), "be_budget": budget_debug(self.be_budget_of(i)),
+                       "cgroup_writes": self.ex[i].written, "cgroup_failures": self.ex[i].failed}
                 for i, name in enumerate(self.names)}

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -187,6 +188,14 @@ def budget_detail(state: BEBudgetState | None) -> dict[str, float | int | str]:
         return {}
     return {"be_budget_threshold_percent": state.threshold_percent, "be_budget_phase": state.phase,
             "be_budget_signal": state.signal, "be_budget_baseline": state.baseline}
+
+
+def budget_debug(state: BEBudgetState | None) -> dict[str, object] | None:
+    """``state`` for ``/debug/state``: every field of :class:`BEBudgetState` (``threshold_percent`` percent of
+    capacity, ``phase``, ``signal``/``baseline`` in the signal's units, times in seconds, ...), those at their
+    default too — the wire encoding leaves them out, so a node in ``fallback`` would show no phase at all; None
+    while the budget is off."""
+    return None if state is None else msgspec.structs.asdict(state)
 
 
 def _arrays(state: BEBudgetState) -> BudgetArrays:
