@@ -55,5 +55,21 @@ def decode(data: bytes | str, type_: type[T]) -> T:
 
 
 def to_builtins(msg: Any) -> Any:
-    """A message as plain dicts/lists (for reports and the CLI)."""
+    """A message as plain dicts/lists (for reports and the CLI); fields at their default are left out, as on
+    the wire."""
+    return msgspec.to_builtins(msg)
+
+
+def to_builtins_full(msg: Any) -> Any:
+    """A message as plain dicts/lists with every field of every struct in it, those at their default too (the
+    wire encoding and :func:`to_builtins` leave them out: a ``BEBudgetState`` in ``fallback`` has no ``phase``
+    there), keys in field order under their encoded names; for people reading messages (``colo sub``).
+    Decoding the result gives the message back."""
+    if isinstance(msg, msgspec.Struct):
+        return {name: to_builtins_full(getattr(msg, field))
+                for field, name in zip(msg.__struct_fields__, msg.__struct_encode_fields__)}
+    if isinstance(msg, dict):
+        return {k: to_builtins_full(v) for k, v in msg.items()}
+    if isinstance(msg, (list, tuple, set, frozenset)):
+        return [to_builtins_full(v) for v in msg]
     return msgspec.to_builtins(msg)

@@ -12,7 +12,7 @@ import yaml
 from colo.cli.connection import Connection
 from colo.cli.describe import _load
 from colo.cli.get import _get, dump, records
-from colo.cli.natsops import kv_get, kv_put, subscribe_raw
+from colo.cli.natsops import kv_get, kv_put, subscribe
 from colo.messages import NodeResource, NodeSpec, PodRecord, PodSpec, Resources
 from colo.podref import RefError
 from colo.settings import load_runtime_settings
@@ -87,7 +87,7 @@ async def test_kv_put_get_and_sub_without_the_nats_cli(nats_url: str, clean_stre
     import nats
 
     lines: list[str] = []
-    task = asyncio.create_task(subscribe_raw(nats_url, "colo.v1.test.>", 2, lines.append))
+    task = asyncio.create_task(subscribe(nats_url, "colo.v1.test.>", 2, lines.append))
     nc = await nats.connect(nats_url)
     try:
         for _ in range(100):  # until the subscription is in place

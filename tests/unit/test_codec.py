@@ -67,3 +67,19 @@ def test_decode_error_names_the_field(payload: bytes, type_: type, must_mention:
 def test_to_builtins_gives_plain_data() -> None:
     out = codec.to_builtins(Tick(seq=1, now=2.0, step_s=3.0))
     assert out == {"seq": 1, "now": 2.0, "step_s": 3.0}
+
+
+def test_to_builtins_full_keeps_the_fields_at_their_default() -> None:
+    """The wire (and ``to_builtins``) leaves defaults out, so a budget in ``fallback`` shows no phase; the full
+    form gives every field of every nested struct, in field order."""
+    from colo.messages import BEBudgetState
+
+    msg = NodeMetric(node="n1", at=60.0, pods=[PodMetric(uid="u1")], be_budget=BEBudgetState(threshold_percent=65.0))
+    assert "phase" not in codec.to_builtins(msg)["be_budget"]
+    out = codec.to_builtins_full(msg)
+    assert list(out) == list(NodeMetric.__struct_fields__)
+    assert out["be_budget"] == {"threshold_percent": 65.0, "phase": "fallback", "signal": -1.0, "baseline": -1.0,
+                                "since": 0.0, "baseline_samples": 0, "cut_at": None, "cut_from_percent": -1.0}
+    assert out["pods"][0]["cpu"] == 0 and out["pods"][0]["interference"] is None
+    assert out["node_usage"] == {"cpu": 0, "memory": 0}
+    assert codec.decode(codec.encode(out), NodeMetric) == msg

@@ -5,8 +5,10 @@
   slo-manager's policy: ``colo kv put colo-config slo-manager -f policy.yaml``. The bucket is created (16 values
   of history per key, as the services create theirs) when missing.
 * ``colo kv get BUCKET KEY`` — the value, as stored, on stdout (exit 1 when the key does not exist).
-* ``colo sub SUBJECT [--count N]`` — ``nats sub SUBJECT``: every message's subject and raw payload, one per line
-  (``colo events`` decodes and summarizes the same messages instead).
+* ``colo sub SUBJECT [--count N] [--raw]`` — ``nats sub SUBJECT``: every message's subject and payload, one per
+  line. A message on a registered subject is decoded with its type and printed as JSON with every field, those at
+  their default too (the wire leaves them out, :func:`colo.codec.to_builtins_full`); other subjects, undecodable
+  payloads and everything with ``--raw`` as they arrived (``colo events`` summarizes the same messages instead).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from rich.markup import escape
 from colo.cli.connection import CONNECT_ATTEMPTS, connection
 from colo.cli.follow import follow_subject
 from colo.cli.output import err_console
+from colo.codec import DecodeError, decode, encode, to_builtins_full
 from colo.settings import RuntimeSettings
+from colo.subjects import by_subject
 
 
 async def kv_put(nats_url: str, bucket: str, key: str, value: bytes, settings: RuntimeSettings | None = None) -> int:
@@ -55,13 +59,25 @@ async def kv_get(nats_url: str, bucket: str, key: str, settings: RuntimeSettings
         await bus.close()
 
 
-async def subscribe_raw(nats_url: str, subject: str, count: int, write: Any,
-                        settings: RuntimeSettings | None = None) -> int:
-    """Write ``[#n] subject: payload`` for each message on ``subject`` until ``count`` (0 = until SIGINT/SIGTERM);
-    returns the number written."""
-    return await follow_subject(nats_url, subject, count,
-                                lambda msg, n: f"[#{n}] {msg.subject}: {msg.data.decode(errors='replace')}", write,
-                                settings=settings)
+def sub_line(subject: str, data: bytes, n: int, raw: bool = False) -> str:
+    """``[#n] subject: payload`` for the ``n``-th message: on a registered subject (:func:`colo.subjects.by_subject`)
+    the payload decoded with its type and encoded again with every field (:func:`colo.codec.to_builtins_full`), one
+    line of JSON; on any other subject, when it does not decode, or with ``raw``, the bytes as they arrived."""
+    reg = None if raw else by_subject(subject)
+    if reg is not None:
+        try:
+            return f"[#{n}] {subject}: {encode(to_builtins_full(decode(data, reg.type))).decode()}"
+        except DecodeError:
+            pass
+    return f"[#{n}] {subject}: {data.decode(errors='replace')}"
+
+
+async def subscribe(nats_url: str, subject: str, count: int, write: Any, settings: RuntimeSettings | None = None,
+                    raw: bool = False) -> int:
+    """Write :func:`sub_line` for each message on ``subject`` until ``count`` (0 = until SIGINT/SIGTERM); returns
+    the number written."""
+    return await follow_subject(nats_url, subject, count, lambda msg, n: sub_line(msg.subject, msg.data, n, raw),
+                                write, settings=settings)
 
 
 def _value(args: argparse.Namespace) -> bytes:
@@ -103,8 +119,8 @@ def cmd_sub(args: argparse.Namespace) -> int:
     """Run ``colo sub``."""
     settings = connection("nats").settings
     try:
-        asyncio.run(subscribe_raw(settings.nats_url, args.subject, args.count, lambda line: print(line, flush=True),
-                                  settings))
+        asyncio.run(subscribe(settings.nats_url, args.subject, args.count, lambda line: print(line, flush=True),
+                              settings, raw=args.raw))
     except Exception as exc:
         err_console.print(f"[red]cannot subscribe: {escape(str(exc))}[/]", highlight=False)
         return 1
@@ -125,7 +141,9 @@ def add_nats_parsers(sub: Any) -> None:
     get.add_argument("bucket")
     get.add_argument("key")
     get.set_defaults(func=cmd_kv)
-    p = sub.add_parser("sub", help="print every message on a subject raw, like `nats sub` (wildcards * and >)")
+    p = sub.add_parser("sub", help="print every message on a subject, like `nats sub` (wildcards * and >): "
+                                   "Colo's messages decoded with every field, defaults included")
     p.add_argument("subject")
     p.add_argument("--count", type=int, default=0, help="stop after N messages (0 = follow)")
+    p.add_argument("--raw", action="store_true", help="print every payload as it arrived (defaults left out)")
     p.set_defaults(func=cmd_sub)
