@@ -10,6 +10,7 @@ from rich.console import Console
 from colo.messages import TickAck
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 from colo.sim.report import METRIC_NOTES, better, write_report
+from colo.sim.report_format import GPU_METRICS, table_metrics
 from colo.sim.run import make_progress
 
 
@@ -27,13 +28,15 @@ def test_every_metric_row_says_which_way_is_better(tmp_path: Path) -> None:
     console = Console(record=True, width=200)
     summary = write_report(tmp_path, _runs(), {"nodes": 2}, console)
     text = console.export_text()
-    for metric in METRIC_NAMES:
+    rows = table_metrics(summary)
+    assert rows == [m for m in METRIC_NAMES if m not in GPU_METRICS]  # no GPU pods: no GPU rows
+    for metric in rows:
         row = next(line for line in text.splitlines() if f" {metric} " in line)
         assert ("↑ higher" if HIGHER_IS_BETTER[metric] else "↓ lower") in row
     assert better("cpu_util_avg") == "↑ higher" and better("be_evictions") == "↓ lower"
     assert summary["higher_is_better"] == {m: HIGHER_IS_BETTER[m] for m in METRIC_NAMES}
     page = (tmp_path / "report.html").read_text()
-    assert page.count("↑ higher") + page.count("↓ lower") == len(METRIC_NAMES)
+    assert page.count("↑ higher") + page.count("↓ lower") == len(rows)
 
 
 def test_notes_explain_evictions_suppress_and_pending_in_one_line_each(tmp_path: Path) -> None:

@@ -169,3 +169,36 @@ def test_chart_steps_are_round(span: float, target: int, step: float) -> None:
     from colo.sim.report_svg import nice_step
 
     assert nice_step(span, target) == pytest.approx(step)
+
+
+GPU_ROWS = ("gpu_alloc_avg", "gpu_frag_avg", "gpu_pods_bound")
+
+
+@pytest.mark.parametrize("description", [
+    pytest.param({"nodes": 2}, id="no GPU pods in any run: no GPU rows"),
+    pytest.param({"nodes": 2, "gpu_pods": 3}, id="a GPU scenario: the GPU rows, 0 or not"),
+])
+def test_gpu_rows_only_where_a_run_has_gpu_pods(description: dict[str, object]) -> None:
+    """The saturated preset's three-run table printed gpu_alloc_avg, gpu_frag_avg and gpu_pods_bound as 0 for a
+    scenario without GPU pods (its headline already left the GPU sentences out); summary.json keeps the figures."""
+    import io
+
+    from rich.console import Console
+
+    from colo.sim.report import print_table
+
+    runs = []
+    for name in ("baseline", "colo", "colo-adaptive"):
+        m = RunMetrics(name)
+        m.on_ticks(60, [_agent(cpu_capacity_milli=1000, cpu_used_milli=300, mem_capacity_bytes=1, mem_used_bytes=0)])
+        runs.append(m)
+    summary = summary_dict(runs, description)
+    out = io.StringIO()
+    print_table(summary, Console(file=out, width=300))
+    page = render_html(summary, runs)
+    shown = "gpu_pods" in description
+    for row in GPU_ROWS:
+        assert (row in out.getvalue()) is shown and (f"<th>{row}</th>" in page) is shown
+        assert summary["runs"]["colo-adaptive"][row] == 0.0
+    assert "cpu_util_avg" in out.getvalue() and "<th>cpu_util_avg</th>" in page
+    assert any(s.startswith("GPU") for s in summary["headline"]) is shown

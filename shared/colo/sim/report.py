@@ -17,7 +17,15 @@ from rich.console import Console
 from rich.table import Table
 
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
-from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, ceiling_line, fmt, ratio
+from colo.sim.report_format import (
+    METRIC_NOTES,
+    QUOTA_COLUMNS,
+    better,
+    ceiling_line,
+    fmt,
+    ratio,
+    table_metrics,
+)
 from colo.sim.report_headline import headline, verdict
 from colo.sim.report_page import render_html
 
@@ -57,8 +65,8 @@ def summary_dict(runs: Sequence[RunMetrics], description: dict[str, object]) -> 
 
 
 def print_table(summary: dict[str, Any], console: Console | None = None) -> None:
-    """Print the table of every run (with each run's ratio over baseline) and one line per run of its
-    utilization ceilings (:func:`ceiling_line`) to the terminal."""
+    """Print the table of every run (with each run's ratio over baseline; the rows of :func:`table_metrics`) and
+    one line per run of its utilization ceilings (:func:`ceiling_line`) to the terminal."""
     console = console or Console()
     runs: dict[str, dict[str, float]] = summary["runs"]
     table = Table(title=f"Colo demo: {' vs '.join(runs)} (same scenario)")
@@ -69,7 +77,7 @@ def print_table(summary: dict[str, Any], console: Console | None = None) -> None
     all_ratios: dict[str, dict[str, float | None]] = summary.get("ratios_over_baseline") or {}
     for name in all_ratios:
         table.add_column(f"{name} / baseline", justify="right")
-    for metric in METRIC_NAMES:
+    for metric in table_metrics(summary):
         row = [metric, better(metric)] + [fmt(metric, runs[n][metric]) for n in runs]
         for ratios in all_ratios.values():
             r = ratios[metric]

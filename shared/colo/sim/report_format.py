@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from colo.sim.metrics import HIGHER_IS_BETTER
+from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES
 
 METRIC_NOTES: dict[str, str] = {
     "be_evictions": "BE memory eviction (node memory ≥ 70 %) runs in both; baseline may pack BE by native requests past it",
@@ -23,6 +23,21 @@ QUOTA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("used_max_gib", "used max GiB"), ("runtime_avg_gib", "runtime avg GiB"), ("borrowed_ticks", "ticks > min"),
 )
 """The per-team quota table's columns: (key of :meth:`JobMetrics.quota_table`, heading)."""
+
+
+GPU_METRICS: tuple[str, ...] = ("gpu_alloc_avg", "gpu_frag_avg", "gpu_pods_bound")
+"""The table rows that only a scenario with GPU pods fills (:mod:`colo.sim.gpu_metrics`)."""
+
+
+def table_metrics(summary: dict[str, Any]) -> list[str]:
+    """The metric rows of the report's table (terminal and page), in :data:`METRIC_NAMES` order: every metric,
+    but the :data:`GPU_METRICS` only when the scenario has GPU pods (``scenario.gpu_pods``) or a run has a GPU
+    figure other than 0. Without GPU pods they are 0 in every run and say nothing, as the GPU charts and headline
+    sentences left out then (docs/scenario.md "GPU scenario"); ``summary.json`` keeps them."""
+    runs: dict[str, dict[str, float]] = summary.get("runs") or {}
+    gpu = bool((summary.get("scenario") or {}).get("gpu_pods")) or any(
+        r.get(m, 0.0) != 0 for r in runs.values() for m in GPU_METRICS)
+    return [m for m in METRIC_NAMES if gpu or m not in GPU_METRICS]
 
 
 def better(metric: str) -> str:

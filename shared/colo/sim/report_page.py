@@ -13,7 +13,7 @@ from typing import Any
 
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
 from colo.sim.report_charts import charts
-from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt
+from colo.sim.report_format import METRIC_NOTES, QUOTA_COLUMNS, better, fmt, table_metrics
 from colo.sim.report_headline import headline, verdict
 from colo.sim.report_reasons import reasons_html
 from colo.sim.report_scenario import scenario_html
@@ -31,7 +31,7 @@ def _metric_table(summary: dict[str, Any]) -> str:
         {"colo": summary["ratio_colo_over_baseline"]} if summary.get("ratio_colo_over_baseline") else {})
     names = list(summary["runs"])
     rows = []
-    for metric in METRIC_NAMES:
+    for metric in table_metrics(summary):
         cells = "".join(f"<td>{fmt(metric, summary['runs'][n][metric])}</td>" for n in names)
         for ratios in all_ratios.values():
             r = ratios.get(metric)
