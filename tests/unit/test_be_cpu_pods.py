@@ -64,15 +64,29 @@ def test_same_seed_same_pods_and_zero_adds_none(scenario: Scenario) -> None:
     assert off.jobs() == scenario.jobs()
 
 
+def test_arrival_fraction_gives_the_same_pods_earlier(scenario: Scenario) -> None:
+    early = build_scenario(ScenarioParams(**{**PARAMS.__dict__, "be_cpu_pods_arrival_fraction": 0.25}))
+    ats = [at for at, _ in _cpu_heavy(early)]
+    end = PARAMS.batch_warmup_s + 0.25 * (PARAMS.hours * 3600 - PARAMS.batch_warmup_s)
+    assert ats and min(ats) >= PARAMS.batch_warmup_s and max(ats) < end
+    assert max(at for at, _ in _cpu_heavy(scenario)) > end  # spread over the whole window by default
+    # the same draw: the same pods, only their arrival moves
+    assert sorted(p.uid for _, p in _cpu_heavy(early)) == sorted(p.uid for _, p in _cpu_heavy(scenario))  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("params", "messages"), [
     pytest.param(ScenarioParams(be_cpu_pods_fraction=-0.1), ["be_cpu_pods_fraction must be within 0..10"],
                  id="negative"),
     pytest.param(ScenarioParams(be_cpu_pods_fraction=11), ["be_cpu_pods_fraction must be within 0..10"],
                  id="too-large"),
+    pytest.param(ScenarioParams(be_cpu_pods_arrival_fraction=0), ["be_cpu_pods_arrival_fraction must be within (0, 1]"],
+                 id="arrival-zero"),
+    pytest.param(ScenarioParams(be_cpu_pods_arrival_fraction=1.5),
+                 ["be_cpu_pods_arrival_fraction must be within (0, 1]"], id="arrival-above-one"),
     pytest.param(ScenarioParams(be_cpu_pods_fraction=-1, nodes=0),
                  ["nodes must be ≥ 1", "be_cpu_pods_fraction must be within 0..10"], id="listed-with-others"),
 ])
 def test_bad_fraction_is_listed(params: ScenarioParams, messages: list[str]) -> None:
     assert all(any(m in p for p in params.problems()) for m in messages)
-    with pytest.raises(ValueError, match="be_cpu_pods_fraction"):
+    with pytest.raises(ValueError, match="be_cpu_pods_"):
         build_scenario(params)

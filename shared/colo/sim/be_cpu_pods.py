@@ -11,8 +11,10 @@ Rules (deterministic from ``params.seed``):
 * **Draw**: rows drawn with replacement with ``Random(f"{seed}-be-cpu")`` until their CPU-time
   Σ ``cpu_milli`` × run lifetime reaches ``be_cpu_pods_fraction`` × cluster CPU × run length: a share of
   the cluster's CPU-time, as ``batch_offered_cpu_fraction`` measures the v2017 pods.
-* **Arrival**: uniform in [warm-up, run) from the same generator (the trace's creation times span 149 days;
-  compressed into 2 h they would arrive in a few bursts), sorted by time then draw.
+* **Arrival**: uniform in [warm-up, warm-up + ``arrival_fraction`` × (run − warm-up)) from the same generator
+  (the trace's creation times span 149 days; compressed into 2 h they would arrive in a few bursts), sorted by
+  time then draw. ``arrival_fraction`` 1 spreads them over the whole batch window; a smaller one gives a
+  backlog early (the ``saturated`` preset: 0.25).
 * **Lifetime**: the trace's deletion − creation in trace seconds (not compressed: they are already minutes
   to hours, median 181 s, p90 5.5 h), capped at the run's length, at least :data:`MIN_LIFETIME_S`.
 * **Pod**: requests = limits = ``cpu_milli`` milli-cores and ``memory_mib`` × 2^20 bytes; QoS ``BE``, class
@@ -57,10 +59,11 @@ def be_cpu_pod(row: gt.TraceGpuPod, draw: int, at: float, lifetime_s: float) -> 
 
 
 def be_cpu_pods(fraction: float, seed: int, hours: float, warmup_s: float, nodes: list[NodeSpec],
-                root: Path | None = None) -> tuple[list[tuple[float, PodSpec]], dict[str, object]]:
+                root: Path | None = None, arrival_fraction: float = 1.0,
+                ) -> tuple[list[tuple[float, PodSpec]], dict[str, object]]:
     """(arrival seconds, pod) pairs sorted by time then uid, and their description for the report, for a
     CPU-time share ``fraction`` (≥ 0; 0 gives none) of ``nodes`` over a run of ``hours`` whose batch
-    window starts at ``warmup_s`` (module doc). Raises TraceError when the pod list is missing and
+    window starts at ``warmup_s``, arriving over its first ``arrival_fraction`` (0–1] (module doc). Raises TraceError when the pod list is missing and
     ValueError when it has no CPU-only BE row."""
     if fraction <= 0:
         return [], {}
@@ -68,7 +71,7 @@ def be_cpu_pods(fraction: float, seed: int, hours: float, warmup_s: float, nodes
     if not rows:
         raise ValueError(f"{gt.GPU_POD_LIST}: no row with num_gpu 0 and qos BE")
     run_s = hours * 3600.0
-    window_s = run_s - warmup_s
+    window_s = (run_s - warmup_s) * arrival_fraction
     cluster_cpu = sum(n.allocatable.cpu for n in nodes)
     cluster_mem = sum(n.allocatable.memory for n in nodes)
     target = fraction * cluster_cpu * run_s

@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--be-cpu-pods-fraction", type=float, default=None,
                         help="CPU-heavy batch: gpu-v2023's CPU-only BE pods up to this share of the cluster's "
                              f"CPU-time (default {d.be_cpu_pods_fraction:g} = none; docs/scenario.md)")
+    parser.add_argument("--be-cpu-pods-arrival-fraction", type=float, default=None,
+                        help="the CPU-heavy batch pods arrive over this first share of the batch window "
+                             f"(default {d.be_cpu_pods_arrival_fraction:g}; the saturated preset 0.25)")
     parser.add_argument("--jobs", action=argparse.BooleanOptionalAction, default=None,
                         help="batch tasks enter as Jobs (gangs) of teams with elastic quotas, a few at high "
                              "priority; --no-jobs submits them as bare pods (default: jobs)")
@@ -48,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario-only", action="store_true", help="print the scenario description and exit")
 
 
-_OPTION_FIELDS = ("nodes", "hours", "seed", "ls_cpu_fraction", "batch_scale", "be_cpu_pods_fraction", "jobs",
-                  "teams")
+_OPTION_FIELDS = ("nodes", "hours", "seed", "ls_cpu_fraction", "batch_scale", "be_cpu_pods_fraction",
+                  "be_cpu_pods_arrival_fraction", "jobs", "teams")
 """The options that set :class:`ScenarioParams` fields of the same name."""
 
 

@@ -34,10 +34,12 @@ PRESETS: dict[str, Preset] = {
                   params={"nodes": 40, "hours": 2.0}, build=build_gpu_scenario),
     "saturated": Preset(
         "saturated", "batch demand well above what fits (20 nodes, 2 h, v2017 batch x0.25 plus gpu-v2023 CPU-only "
-                     "BE pods at 2x the cluster's CPU-time): baseline, colo (static thresholds), colo-adaptive "
-                     "(SLO-driven BE budget), with the utilization ceilings",
-        params={"nodes": 20, "hours": 2.0, "batch_scale": 0.25, "be_cpu_pods_fraction": 2.0},
-        runs=("baseline", "colo", "colo-adaptive")),
+                     "BE pods at 2x the cluster's CPU-time, arriving over the first quarter of the batch window): "
+                     "baseline, colo (static thresholds), colo-adaptive (SLO-driven BE budget), colo-adaptive-mem "
+                     "(the budget with batch memory reclaimed up to 80 %), with the utilization ceilings",
+        params={"nodes": 20, "hours": 2.0, "batch_scale": 0.25, "be_cpu_pods_fraction": 2.0,
+                "be_cpu_pods_arrival_fraction": 0.25},
+        runs=("baseline", "colo", "colo-adaptive", "colo-adaptive-mem")),
 }
 """Every preset by name."""
 

@@ -33,9 +33,10 @@ RUN_STYLES: dict[str, LineStyle] = {
     "baseline": LineStyle("#7f7f7f", DASHED, "circle"),
     "colo": LineStyle("#1f77b4", "", "square"),
     "colo-adaptive": LineStyle("#2ca02c", "6,2,1,2", "diamond"),
+    "colo-adaptive-mem": LineStyle("#ff7f0e", "1,2", "triangle"),
 }
 """Every chart draws baseline grey and dashed with circles, colo blue and solid with squares, colo-adaptive
-green dash-dotted with diamonds."""
+green dash-dotted with diamonds, colo-adaptive-mem orange dotted with triangles."""
 
 FALLBACK = LineStyle("#d62728", "2,2", "triangle")
 """The style of a series with none given (a run of another name)."""

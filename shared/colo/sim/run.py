@@ -64,11 +64,18 @@ RUN_ENV: dict[str, dict[str, str]] = {
     "colo": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1"},
     "colo-adaptive": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1",
                       "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1"},
+    "colo-adaptive-mem": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1",
+                          "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1",
+                          "COLO_SLO_MANAGER_BATCH__MEMORY_RECLAIM_THRESHOLD_PERCENT": "80",
+                          "COLO_SLO_MANAGER_NODE_SLO__MEMORY_EVICT__THRESHOLD_PERCENT": "85"},
 }
 """Service settings per run: baseline = no co-location (no batch resources, no descheduler); colo = the static
 thresholds (suppress 65 %, batch reclaim 60 % CPU / 65 % memory); colo-adaptive = colo with the SLO-driven BE
 budget (NodeSLO ``be_budget``, docs/node-agent.md "BE budget"): the node agent grows the suppress threshold while
-the LS interference signals allow and slo-manager offers batch allocatable up to it."""
+the LS interference signals allow and slo-manager offers batch allocatable up to it; colo-adaptive-mem = colo-adaptive
+with more memory room: batch memory reclaimed up to 80 % of capacity (65 % by default) and BE memory eviction at 85 %
+(70 %), the reference's 5-point gap kept (docs/scenario.md "The saturated scenario": where memory binds, how much CPU
+the BE budget then reaches)."""
 
 SIM_ENV: dict[str, str] = {"COLO_PROFILER_COLD_START_S": "3600"}
 """Service settings common to every run. The profiler counts a pod at its full request for its first

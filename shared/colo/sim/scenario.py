@@ -68,7 +68,9 @@ class ScenarioParams:
 
     CPU-heavy batch (docs/scenario.md "CPU-heavy batch pods", :mod:`colo.sim.be_cpu_pods`):
     ``be_cpu_pods_fraction`` > 0 adds alibaba-gpu-v2023's CPU-only BE pods as bare batch pods until their
-    CPU-time reaches that share of the cluster's over the run (0 = none, the default).
+    CPU-time reaches that share of the cluster's over the run (0 = none, the default); they arrive over the first
+    ``be_cpu_pods_arrival_fraction`` of the batch window (1 = all of it, the default; the ``saturated`` preset
+    takes 0.25 so that the demand exceeds what fits from early on, not only after the cluster has filled up).
     """
 
     nodes: int = 100
@@ -90,6 +92,7 @@ class ScenarioParams:
     quota_min_fraction: float = 0.8
     quota_max_factor: float = 1.5
     be_cpu_pods_fraction: float = 0.0
+    be_cpu_pods_arrival_fraction: float = 1.0
 
     def problems(self) -> list[str]:
         """Every invalid parameter (empty when valid)."""
@@ -127,6 +130,8 @@ class ScenarioParams:
             out.append(f"quota_max_factor must be ≥ 1 (max below min), got {self.quota_max_factor}")
         if not 0 <= self.be_cpu_pods_fraction <= 10:
             out.append(f"be_cpu_pods_fraction must be within 0..10, got {self.be_cpu_pods_fraction}")
+        if not 0 < self.be_cpu_pods_arrival_fraction <= 1:
+            out.append(f"be_cpu_pods_arrival_fraction must be within (0, 1], got {self.be_cpu_pods_arrival_fraction}")
         return out
 
     def job_params(self) -> jb.JobParams:
@@ -428,7 +433,8 @@ def build_scenario(params: ScenarioParams | None = None, root: Path | None = Non
     else:
         batch = [Arrival(t.at, pod) for t in tasks for pod in t.pods]
     cpu_heavy, cpu_heavy_desc = be_cpu_pods(params.be_cpu_pods_fraction, params.seed, params.hours,
-                                            params.batch_warmup_s, nodes, root)
+                                            params.batch_warmup_s, nodes, root,
+                                            arrival_fraction=params.be_cpu_pods_arrival_fraction)
     batch += [Arrival(at, pod) for at, pod in cpu_heavy]
     arrivals = sorted(ls + batch, key=lambda a: (a.at, a.pod.uid))
     traces = [tr.NODE_LIST, tr.DLRM_TRACE, tr.BITBRAINS_DIR, tr.BATCH_TASK, tr.SERVER_EVENT]
