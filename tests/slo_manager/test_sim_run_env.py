@@ -22,6 +22,8 @@ def test_every_run_loads(run: str) -> None:
 def test_colo_adaptive_mem_is_colo_adaptive_with_more_memory_room() -> None:
     adaptive, mem = _settings("colo-adaptive"), _settings("colo-adaptive-mem")
     assert adaptive.be_budget_enabled and mem.be_budget_enabled
+    # judged by what the sim models (docs/node-agent.md "BE budget": the packaged table's run-queue wait is not)
+    assert adaptive.node_slo.be_budget.signal == mem.node_slo.be_budget.signal == "latency_inflation"
     assert (adaptive.batch.memory_reclaim_threshold_percent, adaptive.node_slo.memory_evict.threshold_percent) == (65, 70)
     assert (mem.batch.memory_reclaim_threshold_percent, mem.node_slo.memory_evict.threshold_percent) == (80, 85)
     # everything else is the same policy

@@ -63,16 +63,20 @@ RUN_ENV: dict[str, dict[str, str]] = {
     "baseline": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "0", "COLO_DESCHEDULER_ENABLED": "0"},
     "colo": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1"},
     "colo-adaptive": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1",
-                      "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1"},
+                      "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1",
+                      "COLO_SLO_MANAGER_NODE_SLO__BE_BUDGET__SIGNAL": "latency_inflation"},
     "colo-adaptive-mem": {"COLO_SLO_MANAGER_COLOCATION_ENABLED": "1", "COLO_DESCHEDULER_ENABLED": "1",
                           "COLO_SLO_MANAGER_BE_BUDGET_ENABLED": "1",
+                          "COLO_SLO_MANAGER_NODE_SLO__BE_BUDGET__SIGNAL": "latency_inflation",
                           "COLO_SLO_MANAGER_BATCH__MEMORY_RECLAIM_THRESHOLD_PERCENT": "80",
                           "COLO_SLO_MANAGER_NODE_SLO__MEMORY_EVICT__THRESHOLD_PERCENT": "85"},
 }
 """Service settings per run: baseline = no co-location (no batch resources, no descheduler); colo = the static
 thresholds (suppress 65 %, batch reclaim 60 % CPU / 65 % memory); colo-adaptive = colo with the SLO-driven BE
 budget (NodeSLO ``be_budget``, docs/node-agent.md "BE budget"): the node agent grows the suppress threshold while
-the LS interference signals allow and slo-manager offers batch allocatable up to it; colo-adaptive-mem = colo-adaptive
+the LS pods' modelled p99 inflation (signal ``latency_inflation``, the one the sim models from its calibration;
+docs/node-agent.md "BE budget" on why not ``runq_wait`` there) allows and slo-manager offers batch allocatable up
+to it; colo-adaptive-mem = colo-adaptive
 with more memory room: batch memory reclaimed up to 80 % of capacity (65 % by default) and BE memory eviction at 85 %
 (70 %), the reference's 5-point gap kept (docs/scenario.md "The saturated scenario": where memory binds, how much CPU
 the BE budget then reaches)."""
