@@ -99,6 +99,7 @@ async def test_delete_nodes_through_the_api(scheduler: SchedulerService, api: An
     assert await asyncio.wait_for(wait_gone(store, "idle", 10.0), 20)
     assert await _node_names(api) == ["busy"]
     assert scheduler.core.table.index["idle"] in scheduler.core.table.retired
+    assert (scheduler.debug()["nodes"], scheduler.debug()["retired_nodes"]) == (1, 1)
 
     status, out = await _delete(api, "/v1/nodes/busy")
     assert status == 409 and out["problems"] == ["shop/web"] and "shop/web" in out["error"]
