@@ -3,9 +3,9 @@
 Consumes ``pod.admitted`` in batches (each batch persisted as Pending PodRecords in one
 pipeline before the messages are acked, so a crash never loses a pod), ``node.registered``,
 ``node.resource``, ``node.metric``, ``pod.status`` (Succeeded/Failed → release; reason
-Evicted/Descheduled → requeue) and, when other processes bind too (replicas, leader
-election), ``pod.bound``, ``node.deleted`` (:mod:`colo_scheduler.node_deletion`) and ``reservation.submitted`` (placed at the start of the leader's cycles:
-:mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
+Evicted/Descheduled → requeue), ``node.deleted`` (:mod:`colo_scheduler.node_deletion`) and, when other
+processes bind too (replicas, leader election), ``pod.bound``, and ``reservation.submitted`` (placed at the
+start of the leader's cycles: :mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
 placements with one pipelined :meth:`colo.store.Store.bind_many` and publishes the PodBound
 events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock, also
 ``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.

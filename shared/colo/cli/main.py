@@ -1,7 +1,7 @@
 """The ``colo`` command: up, submit, delete, reserve, get, describe, explain, events, kv, sub, traces fetch, sim
 (docs/cli.md). One module per command group: :mod:`.connection` (where commands connect), :mod:`.submit`,
-:mod:`.get` / :mod:`.describe` / :mod:`.delete` / :mod:`.delete_node` (pods and nodes), :mod:`.events`, :mod:`.natsops` (``kv``,
-``sub``), :mod:`.up`; this module only parses arguments.
+:mod:`.get` / :mod:`.describe` / :mod:`.delete` / :mod:`.delete_node` (pods and nodes), :mod:`.events`,
+:mod:`.natsops` (``kv``, ``sub``), :mod:`.up`; this module only parses arguments.
 """
 
 from __future__ import annotations
