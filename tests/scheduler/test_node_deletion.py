@@ -147,3 +147,25 @@ async def test_colo_delete_node_waits_for_the_store(scheduler: SchedulerService,
     assert rec is not None and (rec.phase, rec.reason) == ("Failed", "Deleted: node n1 deleted by colo delete")
     with pytest.raises(NodeNotFound):
         await delete_node(conn, "n1", False, 1.0)
+
+
+async def test_colo_delete_node_exit_codes(scheduler: SchedulerService, bus_factory: Any, store: Any, nats_url: str,
+                                           redis_url: str, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The command itself (its own event loop, in a thread): 1 refused naming the pod, 0 forced, 1 unknown."""
+    from colo.cli import main as cli
+
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p1", 1000, MI), at=10.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(10.0))["pods_bound"] == 1
+    for key, value in (("COLO_NATS_URL", nats_url), ("COLO_REDIS_URL", redis_url),
+                       ("COLO_STORE_PREFIX", store.keys.prefix)):
+        monkeypatch.setenv(key, value)
+    assert await asyncio.to_thread(cli.main, ["delete", "node", "n1"]) == 1
+    assert "node n1 still has 1 pod(s) bound: default/p1" in " ".join(capsys.readouterr().err.split())
+    assert await asyncio.to_thread(cli.main, ["delete", "node", "n1", "--force", "--wait-s", "20"]) == 0
+    assert "node/n1 deleted; its pods end: default/p1" in " ".join(capsys.readouterr().out.split())
+    assert await asyncio.to_thread(cli.main, ["delete", "node", "n1"]) == 1
+    assert await asyncio.to_thread(cli.main, ["delete", "pod", "p1", "--force"]) == 1
