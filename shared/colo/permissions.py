@@ -75,8 +75,8 @@ KV_CONFIG_BUCKET = "colo-config"
 GRANTS: dict[str, BusGrant] = {
     "scheduler": BusGrant(
         publishes=(S.POD_BOUND, S.POD_UNSCHEDULABLE, S.POD_EVICT, S.QUOTA_STATUS),
-        consumes=(S.POD_ADMITTED, S.POD_BOUND, S.POD_STATUS, S.POD_DELETED, S.NODE_REGISTERED, S.NODE_RESOURCE,
-                  S.NODE_METRIC, S.MIGRATION, S.QUOTA_SPEC, S.RESERVATION_SUBMITTED),
+        consumes=(S.POD_ADMITTED, S.POD_BOUND, S.POD_STATUS, S.POD_DELETED, S.NODE_REGISTERED, S.NODE_DELETED,
+                  S.NODE_RESOURCE, S.NODE_METRIC, S.MIGRATION, S.QUOTA_SPEC, S.RESERVATION_SUBMITTED),
         durables=None, updates_streams=True),
     "descheduler": BusGrant(
         publishes=(S.MIGRATION, S.POD_EVICT),
@@ -98,7 +98,7 @@ GRANTS: dict[str, BusGrant] = {
         consumes=(S.NODE_METRIC, S.NODE_REGISTERED, S.POD_BOUND, S.POD_STATUS),
         durables=("nodes", "pod-bound", "pod-status", "metrics")),
     "api": BusGrant(
-        publishes=(S.POD_DELETED, *SUBMISSIONS),
+        publishes=(S.POD_DELETED, S.NODE_DELETED, *SUBMISSIONS),
         consumes=(),
         listens_everything=True,  # the event stream (SSE) and the answers a submission waits for
         reads_streams=tuple(s.name for s in S.STREAMS)),

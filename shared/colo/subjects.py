@@ -5,7 +5,7 @@ Nothing else in Colo writes subject strings. An integrator can subscribe to
 decode with. Routing keys (``{node}``, ``{service}``…) are subject tokens.
 
 Streams (JetStream) hold what must not be lost: pod lifecycle, bindings,
-evictions, node registrations, batch resources, NodeSLOs and dead letters; node
+evictions, node registrations and deletions, batch resources, NodeSLOs and dead letters; node
 metrics, QoS events and profiles go to streams with short retention so that a
 restarted service catches up. Simulation ticks use core NATS request/reply.
 """
@@ -94,6 +94,8 @@ POD_EVICT = _s("pod.evict.{node}", m.EvictionCommand, PODS, "eviction orders to 
 POD_DELETED = _s("pod.deleted", m.PodDeleted, PODS, "pod deletions (colo delete): the scheduler drops or evicts")
 
 NODE_REGISTERED = _s("node.registered.{node}", m.NodeSpec, NODES, "node registrations")
+NODE_DELETED = _s("node.deleted.{node}", m.NodeDeleted, NODES,
+                  "node deletions (colo delete node): the scheduler removes the node (and with force its pods)")
 NODE_RESOURCE = _s("node.resource.{node}", m.NodeResource, NODES, "batch/mid allocatable")
 NODE_SLO = _s("node.slo.{node}", m.NodeSLO, NODES, "per-node QoS policy")
 NODE_METRIC = _s("node.metric.{node}", m.NodeMetric, METRICS, "node metric reports")
@@ -133,7 +135,7 @@ SIM_TICK = _s("sim.tick.{service}", m.Tick, None, "virtual-time tick (request/re
 STREAMS: tuple[Stream, ...] = (
     Stream(PODS, (f"{PREFIX}.pod.>",), max_age_s=7 * 86400),
     Stream(NODES, (f"{PREFIX}.node.registered.>", f"{PREFIX}.node.resource.>",
-                   f"{PREFIX}.node.slo.>"), max_msgs_per_subject=16),
+                   f"{PREFIX}.node.slo.>", f"{PREFIX}.node.deleted.>"), max_msgs_per_subject=16),
     Stream(METRICS, (f"{PREFIX}.node.metric.>",), max_age_s=3600),
     Stream(EVENTS, (f"{PREFIX}.node.qos.>",), max_age_s=86400),
     Stream(PROFILES, (f"{PREFIX}.profile.>",), max_msgs_per_subject=4),

@@ -115,6 +115,8 @@ CASES: dict[str, Case] = {c.subject.pattern: c for c in (
     _case(subjects.POD_DELETED, lambda r: m.PodDeleted(uid=_uid(r), at=1000.0, by="fuzz")),
     _case(subjects.NODE_REGISTERED, lambda r: m.NodeSpec(name=_node(r), capacity=CAP, allocatable=CAP, cpus=8),
           lambda r, msg: {"node": msg.name if r.random() < 0.8 else r.choice(NODE_TOKENS)}),
+    _case(subjects.NODE_DELETED, lambda r: m.NodeDeleted(node=r.choice(NODE_TOKENS), at=1000.0, by="fuzz",
+                                                         force=r.random() < 0.5), _node_key),
     _case(subjects.NODE_RESOURCE, lambda r: m.NodeResource(node=_node(r), at=1000.0, batch_cpu=r.randrange(8000),
                                                            batch_memory=r.randrange(8) * G), _node_key),
     _case(subjects.NODE_SLO, lambda r: m.NodeSLO(node=_node(r), at=1000.0), _node_key),

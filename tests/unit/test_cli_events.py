@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from colo import subjects as S
-from colo.cli.main import describe, follow_events
+from colo.cli.main import describe, follow_events, key_fields
 from colo.codec import encode
 from colo.messages import (
     ConfigApplied,
     ConfigRejected,
+    NodeDeleted,
     NodeMetric,
     NodeResource,
     PodBound,
@@ -135,3 +136,9 @@ def test_says_on_stderr_what_it_waits_for(nats_url: str) -> None:
         out, _ = proc.communicate(timeout=20)
     assert "waiting for events on colo.v1.nothing.> (Ctrl-C stops)\n" in err.decode(), err
     assert out == b""
+
+
+def test_node_deletion_line() -> None:
+    """``colo events`` shows who deleted which node and whether it was forced."""
+    assert key_fields(NodeDeleted(node="n3", at=1.0, by="api", force=True)) == "node=n3 force by=api"
+    assert key_fields(NodeDeleted(node="n3", at=1.0)) == "node=n3"

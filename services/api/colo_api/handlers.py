@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from colo import subjects as S
 from colo.bus import Bus
+from colo.cli.delete_node import NodeBusy, NodeNotFound, pod_names, send_deletion
 from colo.cli.explain import ExplainError, fetch_decision
 from colo.cli.get import MAX_DECISION_LOOKUPS, unschedulable_messages, waiting_pods
 from colo.manifests import ManifestError, parse_manifest
@@ -37,6 +38,7 @@ from colo_api.settings import ApiSettings
 from colo_api.views import (
     ErrorBody,
     EventList,
+    NodeDeletion,
     NodeList,
     PodList,
     QuotaList,
@@ -217,6 +219,24 @@ class Handlers:
         """``GET /v1/nodes``: every registered node with allocation, offer and usage."""
         return json_response(NodeList(items=await reads.node_views(self.store, self.bus)))
 
+    async def delete_node(self, request: web.Request) -> web.Response:
+        """``DELETE /v1/nodes/{name}?force=``: forget a node as ``colo delete node`` does
+        (:func:`colo.cli.delete_node.send_deletion`: a :class:`~colo.messages.NodeDeleted` on
+        ``node.deleted.<name>``); the scheduler removes it from the store and its candidates. 202 with the pods
+        that were bound to it (ended when forced); 409 naming them when pods are bound and ``force`` is not
+        ``true``; 404 for an unknown node; 400 for a ``force`` other than ``true``/``false``."""
+        name = request.match_info["name"]
+        force_text = request.query.get("force", "false")
+        if force_text not in ("true", "false"):
+            return error(400, f"force must be true or false, got {force_text[:40]!r}")
+        try:
+            pods = await send_deletion(self.store, self.bus, name, force_text == "true", "api")
+        except NodeNotFound:
+            return error(404, f"node {name} not found")
+        except NodeBusy as exc:
+            return error(409, str(exc), pod_names(exc.pods))
+        return json_response(NodeDeletion(node=name, force=force_text == "true", pods=pod_names(pods)), 202)
+
     async def get_node(self, request: web.Request) -> web.Response:
         """``GET /v1/nodes/{name}``: one node; 404 when it is not registered."""
         name = request.match_info["name"]
@@ -298,6 +318,7 @@ ROUTES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("DELETE", "/v1/pods/{namespace}/{name}", "delete_pod", ()),
     ("GET", "/v1/nodes", "list_nodes", ()),
     ("GET", "/v1/nodes/{name}", "get_node", ()),
+    ("DELETE", "/v1/nodes/{name}", "delete_node", ("force",)),
     ("GET", "/v1/explain/{namespace}/{name}", "explain", ("live",)),
     ("GET", "/v1/events", "events", ("subject", "limit")),
     ("GET", "/v1/quotas", "list_quotas", ()),

@@ -21,6 +21,7 @@ from colo_api.views import (
     ErrorBody,
     Event,
     EventList,
+    NodeDeletion,
     NodeList,
     NodeView,
     PodList,
@@ -30,7 +31,7 @@ from colo_api.views import (
 )
 
 REF = "#/components/schemas/{name}"
-_TYPES = (ErrorBody, SubmitResult, PodList, PodView, NodeList, NodeView, QuotaList, Event, EventList)
+_TYPES = (ErrorBody, SubmitResult, PodList, PodView, NodeDeletion, NodeList, NodeView, QuotaList, Event, EventList)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -43,6 +44,7 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "invalid or unknown query parameters, each named", 401: "missing or invalid bearer token", 404: "not found",
+            409: "pods are still bound to the node: each named in problems",
             413: "manifest too large", 422: "invalid manifest: every problem with its field path",
             502: "the scheduler could not be reached", 503: "a dependency is not available"}
     return {str(c): _json(_ref("ErrorBody"), text[c]) for c in codes}
@@ -77,6 +79,7 @@ def paths() -> dict[str, Any]:
     """The ``paths`` object: one entry per route of :data:`colo_api.handlers.ROUTES`."""
     ns = _path_param("namespace", "the pod's namespace", "shop")
     pod_name = _path_param("name", "the pod's name", "web-0")
+    node_name = _path_param("name", "the node's name", "n1")
     return {
         "/v1/submit": {"post": {
             "operationId": "submit", "summary": "Validate a manifest and publish every object",
@@ -115,10 +118,19 @@ def paths() -> dict[str, Any]:
         "/v1/nodes": {"get": {
             "operationId": "listNodes", "summary": "List nodes with allocation, batch/mid offer and LS/BE usage",
             "responses": {"200": _json(_ref("NodeList"), "the nodes"), **_errors(400, 401)}}},
-        "/v1/nodes/{name}": {"get": {
-            "operationId": "getNode", "summary": "One node",
-            "parameters": [_path_param("name", "the node's name", "n1")],
-            "responses": {"200": _json(_ref("NodeView"), "the node"), **_errors(400, 401, 404)}}},
+        "/v1/nodes/{name}": {
+            "get": {"operationId": "getNode", "summary": "One node", "parameters": [node_name],
+                    "responses": {"200": _json(_ref("NodeView"), "the node"), **_errors(400, 401, 404)}},
+            "delete": {"operationId": "deleteNode", "summary": "Delete a node (as colo delete node)",
+                       "description": "The scheduler removes the node from the store and its candidates. Refused "
+                                      "(409, the pods named) while pods are bound to it, unless `force=true`: "
+                                      "they are then ended (Failed, reason `Deleted: node <name> deleted by "
+                                      "api`). A node agent still running registers it again.",
+                       "parameters": [node_name, _query("force", "`true`: delete even with pods bound (they "
+                                                                 "are ended)", {"type": "string",
+                                                                                "enum": ["true", "false"]})],
+                       "responses": {"202": _json(_ref("NodeDeletion"), "deletion sent; the pods ended with it"),
+                                     **_errors(400, 401, 404, 409, 503)}}},
         "/v1/explain/{namespace}/{name}": {"get": {
             "operationId": "explainPod", "summary": "The scheduler's decision for a pod",
             "parameters": [ns, pod_name, _query("live", "`1`: a dry run now instead of the recorded attempt",

@@ -35,6 +35,16 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
     problems: list[str] = []
 
 
+class NodeDeletion(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to ``DELETE /v1/nodes/{name}``: the deletion was sent for ``node``; ``pods`` lists
+    ``namespace/name`` of the pods that were bound to it, which the scheduler ends (``Failed``, reason
+    ``Deleted: node <node> deleted by api``) since the deletion was forced (empty when none were)."""
+
+    node: str
+    force: bool
+    pods: list[str] = []
+
+
 class SubmittedObject(msgspec.Struct, frozen=True, kw_only=True):
     """One object ``POST /v1/submit`` published: its ``kind``, ``namespace`` ("" for cluster-scoped quotas),
     ``name``, ``uid`` ("" for kinds without one), the ``subject`` it went to and the ``pods`` it creates at

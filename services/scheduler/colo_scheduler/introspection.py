@@ -34,9 +34,9 @@ class SchedulerIntrospection:
     _now: Callable[[], float]
 
     def debug(self) -> dict[str, object]:
-        """Queue sizes, node count, totals, the reasons of up to 50 unschedulable pods, this
-        replica (``index``, ``replicas``, ``instance``), ``leader``: whether it schedules, and
-        with leader election the lease, holder, fencing token, transitions and election time,
+        """Queue sizes, node count (``retired_nodes``: rows of deleted nodes, not counted), totals, the reasons
+        of up to 50 unschedulable pods, this replica (``index``, ``replicas``, ``instance``), ``leader``: whether
+        it schedules, and with leader election the lease, holder, fencing token, transitions and election time,
         ``heap``: :meth:`colo_scheduler.heap.HeapFreezer.stats`, and ``reservations``:
         :meth:`colo_scheduler.reservations_intake.ReservationIntake.status`."""
         unsched = list(self.core.queue.unschedulable.values())[:50]
@@ -44,7 +44,8 @@ class SchedulerIntrospection:
                                      else {**self.elector.status(), "election": True})
         return {
             "queue": self.core.queue.lengths(),
-            "nodes": self.core.table.n,
+            "nodes": self.core.table.n - len(self.core.table.retired),
+            "retired_nodes": len(self.core.table.retired),
             "placed": len(self.core.framework.placed),
             "totals": dict(self.totals),
             "unschedulable": {u.pod.uid: u.reasons for u in unsched},

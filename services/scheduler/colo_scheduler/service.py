@@ -3,9 +3,9 @@
 Consumes ``pod.admitted`` in batches (each batch persisted as Pending PodRecords in one
 pipeline before the messages are acked, so a crash never loses a pod), ``node.registered``,
 ``node.resource``, ``node.metric``, ``pod.status`` (Succeeded/Failed → release; reason
-Evicted/Descheduled → requeue) and, when other processes bind too (replicas, leader
-election), ``pod.bound``, and ``reservation.submitted`` (placed at the start of the leader's cycles:
-:mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
+Evicted/Descheduled → requeue), ``node.deleted`` (:mod:`colo_scheduler.node_deletion`) and, when other
+processes bind too (replicas, leader election), ``pod.bound``, and ``reservation.submitted`` (placed at the
+start of the leader's cycles: :mod:`colo_scheduler.reservations_intake`). A cycle of :class:`colo_scheduler.core.Scheduler` binds its
 placements with one pipelined :meth:`colo.store.Store.bind_many` and publishes the PodBound
 events in one batch. Cycles run at every ``tick(now)`` and, under the wall clock, also
 ``batch_window_s`` after pods arrive (prompt cycles); a lock keeps them one at a time.
@@ -49,6 +49,7 @@ from colo_scheduler.heap import HeapFreezer
 from colo_scheduler.introspection import LIVE_VALUES, SchedulerIntrospection
 from colo_scheduler.lease import LeaderElector
 from colo_scheduler.metrics import observe_cycle, watch_queue
+from colo_scheduler.node_deletion import NodeDeletion
 from colo_scheduler.publishing import SchedulerEventPublisher
 from colo_scheduler.quota_events import QuotaEvents
 from colo_scheduler.rebuild import pending_from_streams
@@ -116,6 +117,7 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
         self._quota_max_sent: dict[str, dict[str, int]] = {}
         self.reservation_intake = ReservationIntake(self.core, settings, lambda: self.reservation_store)
         self.deletion = PodDeletion(self.core)
+        self.node_deletion = NodeDeletion(self.core)
         self.epoch = EpochWatch(settings.store_epoch_check_s)
 
     # ------------------------------------------------------------------ lifecycle
@@ -150,6 +152,8 @@ class SchedulerService(SchedulerBinding, SchedulerIntrospection, SchedulerEventH
                       durable=durable("reservations"))
         self.deletion.attach(ctx, self.replica, self._wake)
         bus.subscribe(subjects.POD_DELETED, self.deletion.on_deleted, durable=durable("deleted"))
+        self.node_deletion.attach(ctx, self.replica)
+        bus.subscribe(subjects.NODE_DELETED, self.node_deletion.on_deleted, durable=durable("node-deleted"))
         ctx.add_route("GET", "/debug/pods/{uid}/decision", self._decision_route)
         s = self.settings
         if s.leader_election:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -112,6 +113,9 @@ class NodeTable:
         row changed). Grows with the table: :data:`LOG_ROWS_PER_NODE` × n."""
         self._mask_cache: dict[tuple[str, object], BoolArray | None] = {}
         self._cache_version = -1
+        self.retired: set[int] = set()
+        """Rows of deleted nodes (:meth:`retire`): kept, cordoned and with nothing allocatable, until the node
+        registers again."""
 
     # ------------------------------------------------------------------ views
 
@@ -235,9 +239,14 @@ class NodeTable:
             self.app_counts[app] = grown
 
     def upsert_node(self, spec: NodeSpec) -> bool:
-        """Add or update a node from its spec; returns True when anything scheduling-relevant changed."""
+        """Add or update a node from its spec (a retired row comes back to life); returns True when anything
+        scheduling-relevant changed."""
         i = self.index.get(spec.name)
-        if i is None:
+        if i is not None and i in self.retired:
+            self.retired.discard(i)
+            self.specs[i] = spec
+            self.version += 1
+        elif i is None:
             if self.n == self._cap:
                 self._grow()
             i = self.n
@@ -265,11 +274,30 @@ class NodeTable:
         self._refresh_free(i)
         return True
 
+    def retire(self, name: str) -> bool:
+        """Take deleted node ``name`` out of scheduling; False when unknown or already retired.
+
+        The row stays (placements, waiting pods, caches and plugin state hold row numbers) but offers
+        nothing: allocatable all 0, pods included, so no pod fits it (every pod asks for one pod slot), and
+        cordoned. Its pods must have left it first. :meth:`upsert_node` of the name brings it back."""
+        i = self.index.get(name)
+        if i is None or i in self.retired:
+            return False
+        self.retired.add(i)
+        self.specs[i] = msgspec.structs.replace(self.specs[i], allocatable=Resources(), unschedulable=True)
+        self._alloc[i] = 0
+        self._memory_pressure[i] = False
+        self.version += 1
+        self.alloc_version += 1
+        self._node_touch(i)
+        self._refresh_free(i)
+        return True
+
     def set_node_resource(self, nr: NodeResource) -> bool:
-        """Apply batch/mid allocatable and BE memory pressure of a known node; False when the node is unknown
-        or nothing changed."""
+        """Apply batch/mid allocatable and BE memory pressure of a known node; False when the node is unknown,
+        retired or nothing changed."""
         i = self.index.get(nr.node)
-        if i is None:
+        if i is None or i in self.retired:
             return False
         cols = [COL["batch_cpu"], COL["batch_memory"], COL["mid_cpu"], COL["mid_memory"]]
         vals = (0, 0, 0, 0) if nr.reset else (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)

@@ -78,6 +78,14 @@ class ClusterEvents:
             self.node_changed(self.table.index[spec.name], NODE_ADD)
         return changed
 
+    def remove_node(self, name: str) -> bool:
+        """Take deleted node ``name`` out of the candidates (:meth:`NodeTable.retire`); False when unknown or
+        already removed. Its pods must have been released first."""
+        changed = self.table.retire(name)
+        if changed:
+            self.node_changed(self.table.index[name], NODE_RESOURCE)
+        return changed
+
     def on_node_resource(self, nr: NodeResource, now: float) -> bool:
         """Apply batch/mid allocatable; moves pods waiting for it. True when changed."""
         changed = self.table.set_node_resource(nr)

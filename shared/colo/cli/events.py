@@ -20,6 +20,7 @@ from colo.messages import (
     ConfigRejected,
     DeadLetter,
     EvictionCommand,
+    NodeDeleted,
     NodeMetric,
     NodeProfile,
     NodeResource,
@@ -68,6 +69,8 @@ def key_fields(msg: object) -> str:
         return f"uid={msg.uid} name={msg.name}{ns} reason={msg.reason}"
     if isinstance(msg, PodDeleted):
         return f"uid={msg.uid}" + (f" by={msg.by}" if msg.by else "")
+    if isinstance(msg, NodeDeleted):
+        return f"node={msg.node}" + (" force" if msg.force else "") + (f" by={msg.by}" if msg.by else "")
     if isinstance(msg, PodBound):
         return f"{msg.spec.namespace}/{msg.spec.name} uid={msg.spec.uid} node={msg.node} attempt={msg.attempt_ms:.2f}ms"
     if isinstance(msg, PodUnschedulable):

@@ -1,7 +1,7 @@
 """The ``colo`` command: up, submit, delete, reserve, get, describe, explain, events, kv, sub, traces fetch, sim
 (docs/cli.md). One module per command group: :mod:`.connection` (where commands connect), :mod:`.submit`,
-:mod:`.get` / :mod:`.describe` / :mod:`.delete` (pods and nodes), :mod:`.events`, :mod:`.natsops` (``kv``,
-``sub``), :mod:`.up`; this module only parses arguments.
+:mod:`.get` / :mod:`.describe` / :mod:`.delete` / :mod:`.delete_node` (pods and nodes), :mod:`.events`,
+:mod:`.natsops` (``kv``, ``sub``), :mod:`.up`; this module only parses arguments.
 """
 
 from __future__ import annotations
@@ -71,10 +71,18 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    """``colo delete pod NAME``: end a pod through the bus (:mod:`colo.cli.delete`); ``colo delete reservation
-    NAME``: end a reservation in the store (:func:`colo.cli.reserve.cmd_delete_reservation`)."""
+    """``colo delete pod NAME``: end a pod through the bus (:mod:`colo.cli.delete`); ``colo delete node NAME``:
+    forget a node (:mod:`colo.cli.delete_node`); ``colo delete reservation NAME``: end a reservation in the store
+    (:func:`colo.cli.reserve.cmd_delete_reservation`)."""
     from colo.cli.delete import cmd_delete as run
 
+    if args.force and args.what not in ("node", "nodes"):
+        err_console.print("[red]--force applies to nodes only[/]", highlight=False)
+        return 1
+    if args.what in ("node", "nodes"):
+        from colo.cli.delete_node import cmd_delete_node
+
+        return cmd_delete_node(args, connection("nats", "redis"))
     if args.what in ("reservation", "reservations"):
         from colo.cli.reserve import cmd_delete_reservation
 
@@ -146,13 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid; node name")
     _namespace_args(p, all_namespaces=False)
     p.set_defaults(func=cmd_describe)
-    p = sub.add_parser("delete", help="delete a pod (a pending one leaves the queue, a bound one is stopped) or "
-                       "a reservation (Aborted: its held room returns to the node)")
-    p.add_argument("what", choices=("pod", "pods", "reservation", "reservations"))
-    p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid; reservation name")
+    p = sub.add_parser("delete", help="delete a pod (a pending one leaves the queue, a bound one is stopped), "
+                       "a node (gone from the store and the scheduler's candidates) or a reservation (Aborted: "
+                       "its held room returns to the node)")
+    p.add_argument("what", choices=("pod", "pods", "node", "nodes", "reservation", "reservations"))
+    p.add_argument("name", help="pod NAME (with -n) or NAMESPACE/NAME or uid; node name; reservation name")
     _namespace_args(p, all_namespaces=False)
-    p.add_argument("--no-wait", action="store_true", help="do not wait until the store shows the pod ended")
-    p.add_argument("--wait-s", type=float, default=10.0, help="seconds to wait for the pod to end")
+    p.add_argument("--force", action="store_true",
+                   help="node: delete it even with pods bound to it (they are ended, reason Deleted)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="do not wait until the store shows the pod ended (the node gone)")
+    p.add_argument("--wait-s", type=float, default=10.0, help="seconds to wait for the pod to end (the node to go)")
     p.set_defaults(func=cmd_delete)
     add_reserve_parser(sub)
     p = sub.add_parser("explain", help="why the scheduler placed a pod where it did (or nowhere)")

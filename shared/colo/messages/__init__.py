@@ -48,6 +48,7 @@ from colo.messages.migrations import (
 )
 from colo.messages.nodes import (
     HOSTNAME_LABEL,
+    NodeDeleted,
     NodeResource,
     NodeSpec,
     Taint,
@@ -165,6 +166,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "NodeSpec",
+    "NodeDeleted",
     "OOMStrategy",
     "NodeResource",
     "PodMetric",

@@ -56,6 +56,20 @@ class NodeSpec(Message, frozen=True):
     """The node's GPUs (index, model, memory bytes); empty = none."""
 
 
+class NodeDeleted(Message, frozen=True):
+    """An order to delete node ``node`` (subject ``node.deleted.<node>``; ``colo delete node``,
+    ``DELETE /v1/nodes/{name}``, docs/cli.md "Deleting a node"). The scheduler removes it from the store and
+    from its node table, so that it is no longer a candidate. Pods still bound to it are refused (nothing
+    happens) unless ``force``: then each is ended as a deleted pod is (``Failed`` with reason
+    ``Deleted: node <node> deleted by <by>``, an eviction order to its node agent in case it still runs).
+    ``at`` clock seconds; ``by`` who asked (``api``, ``colo delete``)."""
+
+    node: str
+    at: float
+    by: str = ""
+    force: bool = False
+
+
 class NodeResource(Message, frozen=True):
     """Batch and mid allocatable of one node computed by slo-manager (REFERENCE.md §3).
 
