@@ -41,6 +41,7 @@ from colo.messages import (
 )
 from colo.slo import strategies_of, strategy_problems
 from colo_node_agent.backends.interference_model import be_kind_problems
+from colo_node_agent.gpu_discovery import gpu_setting_problems
 
 ENV_PREFIX = "COLO_NODE_AGENT"
 """Environment variable prefix of :class:`NodeAgentSettings`."""
@@ -79,6 +80,7 @@ def host_setting_problems(s: NodeAgentSettings) -> list[str]:
         out.append(f"termination_grace_s must be >= 0, got {s.termination_grace_s}")
     if s.cpu_capacity_milli < 0 or s.memory_capacity_bytes < 0:
         out.append("cpu_capacity_milli and memory_capacity_bytes must be >= 0 (0 = measured)")
+    out += gpu_setting_problems(s.gpus)
     return out
 
 
@@ -146,6 +148,11 @@ class NodeAgentSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """host: node CPU capacity in milli-cores (0 = measured, see node_scope)."""
     memory_capacity_bytes: int = 0
     """host: node memory capacity in bytes (0 = measured, see node_scope)."""
+    gpus: str = "auto"
+    """host: the GPUs the node registers (``NodeSpec.gpus``; docs/gpu.md "On the node"): ``auto`` = discovered
+    from the NVIDIA driver's procfs and ``nvidia-smi`` (:mod:`colo_node_agent.gpu_discovery`), ``off`` = none,
+    else a JSON list of ``{index, model, memory_bytes}`` registered as given, e.g.
+    ``'[{"index": 0, "model": "V100M16", "memory_bytes": 17179869184}]'`` (every problem is listed)."""
     interference_signals: bool = True
     """host: measure every LS pod's interference signals (run-queue wait from ``/proc/<tid>/schedstat``, PSI
     ``cpu.some``, CPI where perf events exist) into ``PodMetric.interference`` (docs/node-agent.md
