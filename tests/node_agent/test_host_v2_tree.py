@@ -8,12 +8,13 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 
-from colo.messages import CPUSuppressStrategy, NodeSLO, PodSpec, Resources
+from colo.messages import CPUSuppressStrategy, GPUInfo, NodeSLO, PodSpec, Resources
 from colo_node_agent.backends.host import HostBackend, HostConfig
 from colo_node_agent.backends.host_cgroups import CgroupTree
 from colo_node_agent.cgroups.fs import default_files
@@ -207,3 +208,26 @@ def test_interference_signals_from_v2_files(backend: HostBackend, tree: FakeV2Tr
     assert sig is not None and sig.cpu_pressure_some == 7.5 and sig.cpi == -1.0
     assert sig.runq_wait_ratio == -1.0 or sig.runq_wait_ratio >= 0  # a sleeping wrapper may not run at all
     assert pods["be-1"].interference is None
+
+
+def test_the_host_registers_the_gpus_it_finds(tree: FakeV2Tree, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = tmp_path / "proc-nvidia-gpus"
+    for bus, minor in (("0000:3b:00.0", 1), ("0000:af:00.0", 0)):  # as the driver writes the file
+        (gpus / bus).mkdir(parents=True)
+        (gpus / bus / "information").write_text(
+            f"Model: \t\t Tesla V100-PCIE-16GB\nIRQ:   \t\t 80\nBus Type: \t PCIe\nBus Location: \t {bus}\n"
+            f"Device Minor: \t {minor}\nBlacklisted:\t No\n")
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no nvidia-smi: memory unknown
+    base = HostConfig(node_name=NODE, cgroup_root=str(tree.root), cgroup_parent=PARENT,
+                      state_dir=str(tmp_path / "state"), node_scope="parent", gpu_proc_root=str(gpus))
+    b = HostBackend(base, lambda n: NodeSLO(node=n), start=1000.0, tree=tree, clock=lambda: 1000.0)
+    assert b.spec.gpus == [GPUInfo(index=0, model="Tesla V100-PCIE-16GB"),
+                           GPUInfo(index=1, model="Tesla V100-PCIE-16GB")]
+    assert b.spec.topology is not None and b.spec.topology.cpus, "the CPU topology is registered as before"
+    given = '[{"index": 0, "model": "V100M16", "memory_bytes": 17179869184}]'
+    for setting, want in (("off", []), (given, [GPUInfo(index=0, model="V100M16", memory_bytes=16 << 30)])):
+        again = HostBackend(replace(base, gpus=setting), lambda n: NodeSLO(node=n), start=1000.0, tree=tree,
+                            clock=lambda: 1000.0)
+        assert again.spec.gpus == want, setting

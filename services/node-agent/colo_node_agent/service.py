@@ -104,7 +104,7 @@ def host_config(settings: NodeAgentSettings) -> HostConfig:
                       cgroup_parent=s.cgroup_parent, state_dir=s.state_dir, loop_s=s.loop_s, window_s=s.window_s,
                       node_scope=s.node_scope, termination_grace_s=s.termination_grace_s,
                       cpu_capacity_milli=s.cpu_capacity_milli, memory_capacity_bytes=s.memory_capacity_bytes,
-                      interference_signals=s.interference_signals)
+                      interference_signals=s.interference_signals, gpus=s.gpus)
 
 
 MIN_SIM_STEP_S = 0.001

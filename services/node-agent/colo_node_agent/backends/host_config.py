@@ -9,6 +9,7 @@ from pathlib import Path
 from colo_node_agent.backends.host_cgroups import V1_REQUIRED, V2_REQUIRED, v1_mounted
 from colo_node_agent.backends.host_metrics import NodeScope
 from colo_node_agent.cgroups.fs import HostFS, detect_version
+from colo_node_agent.gpu_discovery import PROC_ROOT
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,8 @@ class HostConfig:
     ``loop_s`` seconds between samples and strategy rounds; ``window_s`` NodeMetric averaging window;
     ``termination_grace_s`` SIGTERM → SIGKILL delay for eviction orders (QoS evictions kill at once);
     ``*_capacity_*`` overrides (0 = measured); ``interference_signals`` read run-queue wait, CPU pressure and
-    CPI of LS pods (:mod:`.host_interference`).
+    CPI of LS pods (:mod:`.host_interference`); ``gpus`` the GPU setting (``auto``, ``off`` or a JSON list,
+    :func:`~colo_node_agent.gpu_discovery.host_gpus`), discovered under ``gpu_proc_root``.
     """
 
     node_name: str
@@ -32,6 +34,8 @@ class HostConfig:
     cpu_capacity_milli: int = 0
     memory_capacity_bytes: int = 0
     interference_signals: bool = True
+    gpus: str = "auto"
+    gpu_proc_root: str = PROC_ROOT
 
 
 class HostConfigError(ValueError):

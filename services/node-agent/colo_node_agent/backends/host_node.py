@@ -28,6 +28,7 @@ from colo_node_agent.backends.sim import PodEnd
 from colo_node_agent.cgroups.executor import Executor, WriteRecord
 from colo_node_agent.cgroups.fs import HostFS, detect_version
 from colo_node_agent.cgroups.layout import QOS_DIRS
+from colo_node_agent.gpu_discovery import host_gpus
 from colo_node_agent.strategies.cgroup_settings import be_qos_settings
 from colo_node_agent.strategies.node import StrategyMemory
 from colo_node_agent.windows import Ring
@@ -75,7 +76,9 @@ class HostNode:
         self.features = kernel_features(tree)
         self.topology = node_topology(self.cap.cpus)
         # registered with the node: the scheduler's NodeNUMAResource chooses LSE/LSR cpusets from it
-        self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message())
+        # and its GPUs, for DeviceShare (docs/gpu.md "On the node"); read once, at start
+        self.spec = msgspec.structs.replace(self.spec, topology=self.topology.message(),
+                                            gpus=host_gpus(config.gpus, config.gpu_proc_root))
         self.memory = StrategyMemory()
         self._blkio_devices: tuple[str, ...] = ()
         self.oom = OOMScores()
