@@ -23,6 +23,7 @@ from colo_node_agent.gpu_discovery import (
     query_smi,
     read_procfs,
 )
+from colo_node_agent.service import host_config
 from colo_node_agent.settings import ENV_PREFIX, NodeAgentSettings
 
 # as the driver writes them (tabs after the colon; "Blacklisted" before "GPU Excluded" in older drivers)
@@ -193,7 +194,8 @@ def test_the_setting_overrides_or_disables_discovery(tmp_path: Path, no_smi: Non
     assert host_gpus(given, root) == [GPUInfo(index=0, model="V100M16"),
                                       GPUInfo(index=1, model="V100M32", memory_bytes=32 << 30)]
     env = {f"{ENV_PREFIX}_BACKEND": "host", f"{ENV_PREFIX}_GPUS": given}
-    assert load_settings(NodeAgentSettings, ENV_PREFIX, env=env).gpus == given
+    settings = load_settings(NodeAgentSettings, ENV_PREFIX, env=env)
+    assert settings.gpus == given and host_config(settings).gpus == given, "reaches the host backend"
     assert NodeAgentSettings().gpus == "auto"
 
 
