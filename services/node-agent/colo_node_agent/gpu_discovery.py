@@ -4,7 +4,7 @@ Two sources, both NVIDIA's:
 
 * the driver's procfs, ``/proc/driver/nvidia/gpus/<pci-bus-id>/information`` (no tool needed), one file per GPU
   of ``Key: <tabs/spaces> value`` lines such as ``Model: \\t\\t NVIDIA A10G``, ``Bus Location: \\t 0000:00:1e.0``,
-  ``Device Minor: \\t 3``, ``GPU Excluded: \\t No`` (``Blacklisted:`` in drivers before ~450). The index is the
+  ``Device Minor: \\t 3``, ``GPU Excluded: \\t No`` (``Blacklisted:`` in older drivers). The index is the
   Device Minor (``/dev/nvidia<minor>``); the file gives no memory size.
 * ``nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total --format=csv,noheader,nounits`` when it is on
   ``PATH`` (memory in MiB), run with a timeout. Its memory wins; its GPUs are matched to the procfs ones by PCI
