@@ -164,7 +164,9 @@ async def cluster(nats_url: str, redis_url: str, bus_factory: BusFactory) -> Asy
             await client.subscribe(subject, _collector(c.seen.setdefault(key, [])), durable=key)
         specs = [NodeSpec(name=n, capacity=CAP, allocatable=CAP, cpus=8) for n in nodes]
         slo = SloManagerSettings(config_reload=ConfigReloadSettings(kv_bucket=prefix))  # KV buckets outlive tests
-        built: dict[str, Service] = {"node-agent": NodeAgentService(NodeAgentSettings(), nodes=specs),
+        # no interference model: LS pods are served all they ask, so the metrics compare with exact demands
+        agent = NodeAgentSettings(interference_calibration="off")
+        built: dict[str, Service] = {"node-agent": NodeAgentService(agent, nodes=specs),
                                      "slo-manager": SloManagerService(slo, env={}), "profiler": ProfilerService()}
         for name in ("node-agent", *services):  # the agent first: it registers the nodes the others load
             runner = ServiceRunner(built[name], runtime)
