@@ -19,7 +19,7 @@ from colo import subjects
 from colo.cli.connection import Connection
 from colo.cli.delete_node import NodeBusy, NodeNotFound, delete_node, wait_gone
 from colo.clock import VirtualClock
-from colo.messages import EvictionCommand, PodAdmitted
+from colo.messages import EvictionCommand, NodeDeleted, PodAdmitted
 from colo.runtime import ServiceRunner
 from colo.settings import RuntimeSettings, load_runtime_settings
 from colo.testing.fixtures import service_context
@@ -169,3 +169,35 @@ async def test_colo_delete_node_exit_codes(scheduler: SchedulerService, bus_fact
     assert "node/n1 deleted; its pods end: default/p1" in " ".join(capsys.readouterr().out.split())
     assert await asyncio.to_thread(cli.main, ["delete", "node", "n1"]) == 1
     assert await asyncio.to_thread(cli.main, ["delete", "pod", "p1", "--force"]) == 1
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["refused", "forced"])
+async def test_a_pod_bound_during_the_deletion_is_not_left_on_a_gone_node(
+        scheduler: SchedulerService, bus_factory: Any, store: Any, monkeypatch: pytest.MonkeyPatch,
+        force: bool) -> None:
+    """A scheduling cycle binds a pending pod to the node while the deletion runs (the same event loop runs
+    both: here just before the node leaves the store). Not forced, the node must stay with the pod on it;
+    forced, the pod must be ended too: never bound to a node the store no longer holds."""
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p1", 1000, MI), at=10.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    real_delete, cycles = store.delete_node, []
+
+    async def cycle_then_delete(*args: Any, **kwargs: Any) -> Any:
+        if not cycles:  # the first removal only
+            cycles.append((await scheduler.tick(10.0))["pods_bound"])
+        return await real_delete(*args, **kwargs)
+
+    monkeypatch.setattr(store, "delete_node", cycle_then_delete)
+    await tester.publish(subjects.NODE_DELETED, NodeDeleted(node="n1", at=11.0, by="test", force=force), node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    rec = await store.get_pod("p1")
+    assert cycles == [1] and rec is not None
+    if force:
+        assert await store.get_node("n1") is None
+        assert (rec.phase, await store.bound_node("p1")) == ("Failed", None)
+    else:
+        assert await store.get_node("n1") is not None
+        assert await store.bound_node("p1") == "n1"
+        assert scheduler.core.table.index["n1"] not in scheduler.core.table.retired

@@ -6,8 +6,11 @@ scheduler forgets a node whose machine is gone (Kubernetes ``kubectl delete node
 * with ``force``: each pod of this replica bound to it is ended as a deleted pod is: ``Failed`` with reason
   ``Deleted: node <node> deleted by <by>`` in the store (its room freed), taken out of the node table, and an
   eviction with reason :data:`colo.messages.DELETE_EVICTION_REASON` goes to its node agent in case it still runs;
-* then the node leaves the store (:meth:`colo.store.Store.delete_node`) and the node table
-  (:meth:`colo_scheduler.table.NodeTable.retire`): it is no longer a candidate;
+* then the node leaves the store (:meth:`colo.store.Store.delete_node` with ``if_idle``: only once no pod is bound
+  to it, checked in the same atomic step as the removal, since a cycle may bind a pod to it meanwhile: forced,
+  such a pod is ended too and the removal tried again) and the node table
+  (:meth:`colo_scheduler.table.NodeTable.retire`): it is no longer a candidate. Pods left that other replicas
+  own do not hold the node: those replicas end them when they apply the same order;
 * unknown: the store entry is deleted all the same (a redelivery is harmless).
 
 A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too).
@@ -58,20 +61,36 @@ class NodeDeletion:
             await self.ctx.bus.reject(info, msg, problem)
             return
         store, now = self.ctx.store, self.ctx.clock.now()
-        bound = await store.pods_on(msg.node)
-        if bound and not msg.force:
+        # checking for bound pods and removing the node are one atomic step: a cycle of this event loop may bind
+        # to the node while this handler waits on the store
+        refused = await store.delete_node(msg.node, if_idle=True)
+        if refused and not msg.force:
             self.totals["node_deletions_refused"] += 1
             log.warning("node %s not deleted: pods still bound to it (%s); delete it with force",
-                        msg.node, ", ".join(f"{r.spec.namespace}/{r.spec.name}" for r in bound))
+                        msg.node, ", ".join(refused))
             return
-        reason = deleted_pod_reason(msg.node, msg.by)
-        for rec in bound:
-            if self.replica.owns_pod(rec.spec):
-                await self._end(rec.spec.uid, msg, reason, now)
-        await store.delete_node(msg.node)
+        ended = 0
+        while refused:
+            own = await self._own_pods(msg.node)
+            if not own:  # the rest is other replicas' to end (they get this order too)
+                await store.delete_node(msg.node)
+                ended += await self._end_all(await self._own_pods(msg.node), msg, now)  # bound meanwhile
+                break
+            ended += await self._end_all(own, msg, now)
+            refused = await store.delete_node(msg.node, if_idle=True)
         self.core.remove_node(msg.node)
         self.totals["nodes_deleted"] += 1
-        log.info("node %s deleted by %s (%d pods ended)", msg.node, msg.by or "colo delete", len(bound))
+        log.info("node %s deleted by %s (%d pods ended)", msg.node, msg.by or "colo delete", ended)
+
+    async def _own_pods(self, node: str) -> list[str]:
+        assert self.ctx is not None and self.replica is not None
+        return [r.spec.uid for r in await self.ctx.store.pods_on(node) if self.replica.owns_pod(r.spec)]
+
+    async def _end_all(self, uids: list[str], msg: NodeDeleted, now: float) -> int:
+        reason = deleted_pod_reason(msg.node, msg.by)
+        for uid in uids:
+            await self._end(uid, msg, reason, now)
+        return len(uids)
 
     async def _end(self, uid: str, msg: NodeDeleted, reason: str, now: float) -> None:
         assert self.ctx is not None
