@@ -13,7 +13,7 @@ import aiohttp
 import msgspec
 import pytest
 import pytest_asyncio
-from sched_helpers import GI, MI, node, pod
+from sched_helpers import GI, MI, node, node_resource, pod
 
 from colo import subjects
 from colo.cli.connection import Connection
@@ -201,3 +201,26 @@ async def test_a_pod_bound_during_the_deletion_is_not_left_on_a_gone_node(
         assert await store.get_node("n1") is not None
         assert await store.bound_node("p1") == "n1"
         assert scheduler.core.table.index["n1"] not in scheduler.core.table.retired
+
+
+async def test_batch_resources_that_arrive_before_the_node_registers_again_are_kept(
+        scheduler: SchedulerService, bus_factory: Any, store: Any) -> None:
+    """Deleted, then registered again by its node agent: slo-manager's NodeResource (another consumer) may be
+    handled before the registration; it must be applied when the node registers, as for a new node, not dropped
+    with the retired row's (then batch pods wait for the next NodeResource, up to 5 min)."""
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    await tester.publish(subjects.NODE_DELETED, NodeDeleted(node="n1", at=11.0, by="test"), node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert await store.get_node("n1") is None
+    offer = node_resource("n1", batch_cpu=2000, batch_memory=GI)
+    await store.put_node_resource(offer)
+    await tester.publish(subjects.NODE_RESOURCE, offer, node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("b1", batch_cpu=1000, batch_memory=MI),
+                                                            at=12.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(12.0))["pods_bound"] == 1
+    assert await store.bound_node("b1") == "n1"

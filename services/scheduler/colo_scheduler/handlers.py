@@ -117,8 +117,9 @@ class SchedulerEventHandlers:
         if nr.node not in self.core.table.index and (problem := _node_problem(nr.node)):
             await self._dead_letter(nr, info, f"NodeResource of an {problem}")  # it would never register
             return
-        if nr.node not in self.core.table.index:
-            self._early_resources[nr.node] = nr  # applied when the node registers
+        table = self.core.table
+        if nr.node not in table.index or table.index[nr.node] in table.retired:  # unknown or deleted
+            self._early_resources[nr.node] = nr  # applied when the node registers (again)
             return
         self.core.on_node_resource(nr, self._now())
 
