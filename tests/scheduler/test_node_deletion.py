@@ -19,7 +19,18 @@ from colo import subjects
 from colo.cli.connection import Connection
 from colo.cli.delete_node import NodeBusy, NodeNotFound, delete_node, wait_gone
 from colo.clock import VirtualClock
-from colo.messages import EvictionCommand, NodeDeleted, PodAdmitted
+from colo.messages import (
+    CPUInfo,
+    EvictionCommand,
+    GPUInfo,
+    GPURequest,
+    NodeDeleted,
+    NodeSpec,
+    NodeTopology,
+    PodAdmitted,
+    PodSpec,
+    Resources,
+)
 from colo.runtime import ServiceRunner
 from colo.settings import RuntimeSettings, load_runtime_settings
 from colo.testing.fixtures import service_context
@@ -224,3 +235,37 @@ async def test_batch_resources_that_arrive_before_the_node_registers_again_are_k
     await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
     assert (await scheduler.tick(12.0))["pods_bound"] == 1
     assert await store.bound_node("b1") == "n1"
+
+
+async def test_a_forced_deletion_frees_gpus_and_cpusets_for_the_node_registered_again(
+        scheduler: SchedulerService, bus_factory: Any, store: Any) -> None:
+    """A pod holding both GPUs and an exclusive cpuset is ended with its node; registered again, the node gives
+    the same devices and CPUs to the next pod (nothing of the ended pod's stays booked in the store or the table)."""
+    tester = await bus_factory("tester")
+    r = Resources(cpu=8000, memory=8 * GI, pods=110)
+    spec = NodeSpec(name="g1", capacity=r, allocatable=r, cpus=8,
+                    topology=NodeTopology(cpus=[CPUInfo(cpu=c, core=c) for c in range(8)]),
+                    gpus=[GPUInfo(index=i, model="V100M16", memory_bytes=16 * GI) for i in range(2)])
+
+    def gpu_pod(uid: str) -> PodSpec:
+        return PodSpec(uid=uid, name=uid, priority=9500, qos_class="LSR", priority_class="prod", requests=Resources(cpu=4000, memory=GI),
+                       limits=Resources(cpu=4000, memory=GI), gpu=GPURequest(count=2, milli=1000))
+
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="g1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=gpu_pod("first"), at=10.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(10.0))["pods_bound"] == 1
+    first = await store.get_pod("first")
+    assert first is not None and first.devices and first.cpuset
+    await tester.publish(subjects.NODE_DELETED, NodeDeleted(node="g1", at=11.0, by="test", force=True), node="g1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert await store.get_node("g1") is None
+    await store.put_node(spec)
+    await tester.publish(subjects.NODE_REGISTERED, spec, node="g1")
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=gpu_pod("second"), at=12.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(12.0))["pods_bound"] == 1
+    second = await store.get_pod("second")
+    assert second is not None and (second.node, second.devices, second.cpuset) == ("g1", first.devices,
+                                                                                   first.cpuset)
