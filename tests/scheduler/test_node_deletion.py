@@ -269,3 +269,27 @@ async def test_a_forced_deletion_frees_gpus_and_cpusets_for_the_node_registered_
     second = await store.get_pod("second")
     assert second is not None and (second.node, second.devices, second.cpuset) == ("g1", first.devices,
                                                                                    first.cpuset)
+
+
+async def test_an_order_older_than_the_nodes_registration_is_not_applied(
+        scheduler: SchedulerService, bus_factory: Any, store: Any) -> None:
+    """COLO_NODES keeps node.deleted for good (16 a node) and a new durable consumer reads the stream from the start:
+    a replica added later (here the second of two), or a scheduler whose consumer was lost, must not delete again
+    a node that registered after the order."""
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.NODE_DELETED, NodeDeleted(node="n1", at=11.0, by="test"), node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert await store.get_node("n1") is None
+    await _register(tester, store, "n1", 4000)  # its node agent, still running
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+
+    clock = VirtualClock(20.0)
+    bus = await bus_factory("scheduler-r1", clock, autostart=False)
+    second = SchedulerService(SchedulerSettings(seed=1, replicas=2, replica_index=1))
+    await second.start(service_context(bus, store, clock))
+    await bus.start_consumers()
+    await bus.settle()
+    assert second.node_deletion.totals["nodes_deleted"] == 0
+    assert await store.get_node("n1") is not None
+    assert second.core.table.index["n1"] not in second.core.table.retired

@@ -11,7 +11,10 @@ scheduler forgets a node whose machine is gone (Kubernetes ``kubectl delete node
   such a pod is ended too and the removal tried again) and the node table
   (:meth:`colo_scheduler.table.NodeTable.retire`): it is no longer a candidate. Pods left that other replicas
   own do not hold the node: those replicas end them when they apply the same order;
-* unknown: the store entry is deleted all the same (a redelivery is harmless).
+* unknown: the store entry is deleted all the same (a redelivery is harmless);
+* older than the node's last ``node.registered`` (the same stream, COLO_NODES, orders the two): not applied. The
+  stream keeps the orders (16 a node) and a new durable consumer (a replica added, a consumer lost) reads it from
+  the start: an old order must not delete a node that registered again since.
 
 A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too).
 A message naming no valid node is dead-lettered.
@@ -44,7 +47,8 @@ class NodeDeletion:
         self.core = core
         self.ctx: ServiceContext | None = None
         self.replica: Replica | None = None
-        self.totals = {"nodes_deleted": 0, "node_deletions_refused": 0, "pods_deleted_with_node": 0}
+        self.totals = {"nodes_deleted": 0, "node_deletions_refused": 0, "node_deletions_superseded": 0,
+                       "pods_deleted_with_node": 0}
 
     def attach(self, ctx: ServiceContext, replica: Replica) -> None:
         """Use ``ctx`` (bus, store, clock) for ``replica``'s pods."""
@@ -59,6 +63,12 @@ class NodeDeletion:
             problem = f"node deletion of {msg.node!r} on subject {info.subject}"
         if problem:
             await self.ctx.bus.reject(info, msg, problem)
+            return
+        registered = await self.ctx.bus.last_seq(subjects.NODE_REGISTERED, node=msg.node)
+        if registered > info.stream_seq:  # one stream, COLO_NODES: its sequence orders the two
+            self.totals["node_deletions_superseded"] += 1
+            log.info("node %s not deleted: it registered again after the order (%s, stream sequence %d > %d)",
+                     msg.node, msg.by or "colo delete", registered, info.stream_seq)
             return
         store, now = self.ctx.store, self.ctx.clock.now()
         # checking for bound pods and removing the node are one atomic step: a cycle of this event loop may bind
