@@ -64,43 +64,57 @@ class NodeDeletion:
         if problem:
             await self.ctx.bus.reject(info, msg, problem)
             return
-        registered = await self.ctx.bus.last_seq(subjects.NODE_REGISTERED, node=msg.node)
-        if registered > info.stream_seq:  # one stream, COLO_NODES: its sequence orders the two
-            self.totals["node_deletions_superseded"] += 1
-            log.info("node %s not deleted: it registered again after the order (%s, stream sequence %d > %d)",
-                     msg.node, msg.by or "colo delete", registered, info.stream_seq)
+        if await self._superseded(msg, info):
             return
-        store, now = self.ctx.store, self.ctx.clock.now()
         # checking for bound pods and removing the node are one atomic step: a cycle of this event loop may bind
         # to the node while this handler waits on the store
-        refused = await store.delete_node(msg.node, if_idle=True)
+        refused = await self.ctx.store.delete_node(msg.node, if_idle=True)
         if refused and not msg.force:
             self.totals["node_deletions_refused"] += 1
             log.warning("node %s not deleted: pods still bound to it (%s); delete it with force",
                         msg.node, ", ".join(refused))
             return
-        ended = 0
-        while refused:
-            own = await self._own_pods(msg.node)
-            if not own:  # the rest is other replicas' to end (they get this order too)
-                await store.delete_node(msg.node)
-                ended += await self._end_all(await self._own_pods(msg.node), msg, now)  # bound meanwhile
-                break
-            ended += await self._end_all(own, msg, now)
-            refused = await store.delete_node(msg.node, if_idle=True)
+        ended = await self._end_pods_and_delete(msg) if refused else set()
         self.core.remove_node(msg.node)
         self.totals["nodes_deleted"] += 1
-        log.info("node %s deleted by %s (%d pods ended)", msg.node, msg.by or "colo delete", ended)
+        log.info("node %s deleted by %s (%d pods ended)", msg.node, msg.by or "colo delete", len(ended))
+
+    async def _superseded(self, msg: NodeDeleted, info: MessageInfo) -> bool:
+        """Whether node ``msg.node`` registered after the order was published (module doc)."""
+        assert self.ctx is not None
+        registered = await self.ctx.bus.last_seq(subjects.NODE_REGISTERED, node=msg.node)
+        if registered <= info.stream_seq:  # one stream, COLO_NODES: its sequence orders the two
+            return False
+        self.totals["node_deletions_superseded"] += 1
+        log.info("node %s not deleted: it registered again after the order (%s, stream sequence %d > %d)",
+                 msg.node, msg.by or "colo delete", registered, info.stream_seq)
+        return True
+
+    async def _end_pods_and_delete(self, msg: NodeDeleted) -> set[str]:
+        """End this replica's pods on node ``msg.node`` until it is removed from the store; their uids."""
+        assert self.ctx is not None
+        store, now = self.ctx.store, self.ctx.clock.now()
+        ended: set[str] = set()
+        while True:
+            own = [uid for uid in await self._own_pods(msg.node) if uid not in ended]
+            if not own:  # the rest is other replicas' to end (they get this order too), or will not leave
+                await store.delete_node(msg.node)
+                own = [uid for uid in await self._own_pods(msg.node) if uid not in ended]  # bound meanwhile
+                await self._end_all(own, msg, now)
+                return ended | set(own)
+            await self._end_all(own, msg, now)
+            ended.update(own)
+            if not await store.delete_node(msg.node, if_idle=True):
+                return ended
 
     async def _own_pods(self, node: str) -> list[str]:
         assert self.ctx is not None and self.replica is not None
         return [r.spec.uid for r in await self.ctx.store.pods_on(node) if self.replica.owns_pod(r.spec)]
 
-    async def _end_all(self, uids: list[str], msg: NodeDeleted, now: float) -> int:
+    async def _end_all(self, uids: list[str], msg: NodeDeleted, now: float) -> None:
         reason = deleted_pod_reason(msg.node, msg.by)
         for uid in uids:
             await self._end(uid, msg, reason, now)
-        return len(uids)
 
     async def _end(self, uid: str, msg: NodeDeleted, reason: str, now: float) -> None:
         assert self.ctx is not None
