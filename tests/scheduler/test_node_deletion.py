@@ -16,6 +16,7 @@ import pytest_asyncio
 from sched_helpers import GI, MI, node, node_resource, pod
 
 from colo import subjects
+from colo.bus import MessageInfo
 from colo.cli.connection import Connection
 from colo.cli.delete_node import NodeBusy, NodeNotFound, delete_node, wait_gone
 from colo.clock import VirtualClock
@@ -293,3 +294,24 @@ async def test_an_order_older_than_the_nodes_registration_is_not_applied(
     assert second.node_deletion.totals["nodes_deleted"] == 0
     assert await store.get_node("n1") is not None
     assert second.core.table.index["n1"] not in second.core.table.retired
+
+
+async def test_a_registration_older_than_the_deletion_does_not_bring_the_node_back(
+        scheduler: SchedulerService, bus_factory: Any, store: Any) -> None:
+    """node.registered and node.deleted have separate consumers: a registration published before the order may be
+    handled after it (redelivered when its ack was lost, or its consumer behind). The node must stay out of the
+    candidates: the store no longer holds it, every bind there would be refused ``unknown node``."""
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    seq = await tester.last_seq(subjects.NODE_REGISTERED, node="n1")
+    await tester.publish(subjects.NODE_DELETED, NodeDeleted(node="n1", at=11.0, by="test"), node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert await store.get_node("n1") is None
+    info = MessageInfo(subject=subjects.NODE_REGISTERED.format(node="n1"), headers={}, stream_seq=seq,
+                       num_delivered=2)
+    await scheduler._on_node(node("n1", cpu=4000, memory=8 * GI), info)
+    assert scheduler.core.table.index["n1"] in scheduler.core.table.retired
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("p1", 1000, MI), at=12.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(12.0))["pods_bound"] == 0
