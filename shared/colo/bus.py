@@ -228,6 +228,16 @@ class Bus:
             except nats.js.errors.NotFoundError:
                 pass
 
+    async def last_seq(self, subject: Subject[Any], **keys: str) -> int:
+        """Stream sequence of the newest message on ``subject`` (concrete with ``keys``) its stream holds; 0 when it
+        holds none. Needs ``STREAM.MSG.GET`` on the stream (:attr:`colo.permissions.BusGrant.reads_streams`)."""
+        assert subject.stream is not None
+        try:
+            raw = await self.js.get_last_msg(subject.stream, subject.format(**keys))
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(raw.seq or 0)
+
     async def delete_streams(self) -> None:
         """Delete every ``COLO_*`` stream and its consumers (tests, resets)."""
         for info in await self.js.streams_info():

@@ -77,6 +77,7 @@ GRANTS: dict[str, BusGrant] = {
         publishes=(S.POD_BOUND, S.POD_UNSCHEDULABLE, S.POD_EVICT, S.QUOTA_STATUS),
         consumes=(S.POD_ADMITTED, S.POD_BOUND, S.POD_STATUS, S.POD_DELETED, S.NODE_REGISTERED, S.NODE_DELETED,
                   S.NODE_RESOURCE, S.NODE_METRIC, S.MIGRATION, S.QUOTA_SPEC, S.RESERVATION_SUBMITTED),
+        reads_streams=(S.NODES,),  # the last node.registered of a node to delete (colo_scheduler.node_deletion)
         durables=None, updates_streams=True),
     "descheduler": BusGrant(
         publishes=(S.MIGRATION, S.POD_EVICT),

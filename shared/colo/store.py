@@ -59,6 +59,7 @@ from colo.store_lua import (
     ADMIT_LUA,
     ALLOCATED_LUA,
     BIND_LUA,
+    DELETE_NODE_LUA,
     DELETE_QUOTA_LUA,
     DROP_LEASE_LUA,
     RELEASE_LUA,
@@ -111,6 +112,7 @@ class Store(LeaseOps, QuotaOps, WorkloadOps, RejectionOps, RestoreOps, Checkpoin
         self._drop_lease = client.register_script(DROP_LEASE_LUA)
         self._allocated = client.register_script(ALLOCATED_LUA)
         self._delete_quota = client.register_script(DELETE_QUOTA_LUA)
+        self._delete_node = client.register_script(DELETE_NODE_LUA)
         self._stems = self._stems_for("")
 
     def _stems_for(self, lease: str) -> str:
@@ -187,13 +189,14 @@ class Store(LeaseOps, QuotaOps, WorkloadOps, RejectionOps, RestoreOps, Checkpoin
         raws = await self.redis.mget([self.keys.node(n) for n in names])
         return [codec.decode(r, NodeSpec) for r in raws if r is not None]
 
-    async def delete_node(self, name: str) -> None:
-        """Forget a node: spec, resources, limits (allocations and bindings stay until released)."""
+    async def delete_node(self, name: str, *, if_idle: bool = False) -> list[str]:
+        """Forget a node: spec, resources, limits (allocations and bindings stay until released); from then on
+        no pod binds to it. With ``if_idle`` only when no pod is bound to it, checked atomically with the
+        binds: else nothing changes and the bound uids are returned (sorted). Returns [] when deleted."""
         k = self.keys
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.srem(k.nodes, name)
-        pipe.delete(k.node(name), k.node_resource(name), k.limits(name))
-        await pipe.execute()
+        keys = [k.nodes, k.node(name), k.node_resource(name), k.limits(name), k.node_pods(name)]
+        bound = await self._delete_node(keys=keys, args=[name, "0" if if_idle else "1"])
+        return sorted(_s(u) for u in bound)
 
     async def put_node_resource(self, res: NodeResource) -> None:
         """Store a node's batch/mid allocatable; its values become bind limits for batch-*/mid-*."""

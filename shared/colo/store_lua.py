@@ -263,3 +263,16 @@ return 1
 """
 """Drops quota ARGV[2]'s max; its usage too (and its name from ``{p}:quotas``) unless pods still charge it.
 Returns 1 when the quota is gone, 0 when usage remains."""
+
+DELETE_NODE_LUA = """#!lua flags=no-cluster
+if ARGV[2] ~= '1' then
+  local bound = redis.call('SMEMBERS', KEYS[5])
+  if #bound > 0 then return bound end
+end
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+return {}
+"""
+"""Forgets node ARGV[1]: drops it from set KEYS[1], deletes its spec KEYS[2], resources KEYS[3] and limits KEYS[4];
+with ARGV[2] ``0`` only while no pod is bound to it (set KEYS[5]): else returns those uids and changes nothing.
+Atomic against the bind script, which refuses a node without a spec."""

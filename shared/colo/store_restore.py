@@ -4,7 +4,8 @@ After a store loss (an empty Redis) or a rollback (an AOF cut back by ``appendfs
 on a node with no binding in the store: the bind script would then place a second copy elsewhere, and the node
 would look emptier than it is. :meth:`RestoreOps.restore_binding` writes the binding back from the node
 agent's truth, in one script (atomic): the binding (node, time, requests), the node's allocation and pod set,
-the pod's record (spec, phase ``Running``). It never checks fit: the pod already runs there, so the store must
+the pod's record (spec, phase ``Running``) — unless the record says the pod ended (it was released: the agent is
+to stop it, not the store to bring it back). It never checks fit: the pod already runs there, so the store must
 count it even when the node is then over-committed (the scheduler sees it and binds nothing more there).
 Quota usage is not charged again: the agent does not know the pod's quota chain, and a binding without a
 ``quotas`` field gives nothing back at release, so usage stays consistent (it under-counts until the pod ends).
@@ -23,6 +24,8 @@ from colo.messages import PodSpec
 RESTORE_BINDING_LUA = """#!lua flags=no-cluster
 local bound = redis.call('HGET', KEYS[1], 'node')
 if bound then return bound end
+local phase = redis.call('HGET', KEYS[5], 'phase')
+if phase == 'Succeeded' or phase == 'Failed' then return ARGV[12] .. phase end
 local names = {'cpu', 'memory', 'batch_cpu', 'batch_memory', 'mid_cpu', 'mid_memory'}
 for r = 1, 6 do
   if tonumber(ARGV[4 + r]) > 0 then redis.call('HINCRBY', KEYS[2], names[r], ARGV[4 + r]) end
@@ -38,7 +41,13 @@ redis.call('SADD', KEYS[6], ARGV[4])
 return ''
 """
 """KEYS: binding, node allocation, node pod set, pod spec, pod state, pods set; ARGV: node, bound at, now, uid,
-the six requests (decimal strings), spec JSON. Returns '' when restored, else the node the pod is bound to."""
+the six requests (decimal strings), spec JSON, :data:`ENDED`. Returns '' when restored, else the node the pod is
+bound to, or :data:`ENDED` and the phase of a pod that ended (its binding released: nothing is written)."""
+
+ENDED = "ended:"
+"""What :meth:`RestoreOps.restore_binding` returns, followed by the phase, for a pod the store records as ended
+(``Succeeded``/``Failed``: released, e.g. ended by a forced deletion of it or its node before its node agent
+stopped it). Not a node name: ``:`` is no subject token character."""
 
 
 class RestoreOps:
@@ -49,8 +58,9 @@ class RestoreOps:
 
     async def restore_binding(self, spec: PodSpec, node: str, bound_at: float, at: float) -> str:
         """Record that ``spec`` runs on ``node`` (bound at clock ``bound_at``, seen at ``at``; seconds) unless the
-        pod has a binding. Returns '' when the binding was restored, else the node it is bound to (the same
-        node: nothing to do; another: a double bind). Raises RedisError on I/O failure."""
+        pod has a binding or has ended. Returns '' when the binding was restored, else the node it is bound to (the
+        same node: nothing to do; another: a double bind), or :data:`ENDED` and the phase when the store records the
+        pod as ended (to stop here: it must not run again). Raises RedisError on I/O failure."""
         k = self.keys
         uid = spec.uid
         r = spec.requests
@@ -58,7 +68,7 @@ class RestoreOps:
         script = self.redis.register_script(RESTORE_BINDING_LUA)
         out = await script(keys=[k.binding(uid), k.allocated(node), k.node_pods(node), k.pod(uid), k.pod_state(uid),
                                  k.pods],
-                           args=[node, repr(float(bound_at)), repr(float(at)), uid, *req, codec.encode(spec)])
+                           args=[node, repr(float(bound_at)), repr(float(at)), uid, *req, codec.encode(spec), ENDED])
         return out.decode() if isinstance(out, bytes) else str(out)
 
     async def loaded_marker(self, name: str) -> bool:

@@ -430,3 +430,32 @@ async def test_quotas_reservations_and_releases_under_the_acls(secured: SecuredS
     refused = await acl_log(secured)
     assert refused == [], f"a Redis user was refused: {[(e['username'], e['reason'], e['object']) for e in refused]}"
     assert violations(secured)[provoked:] == []
+
+
+async def test_a_node_deletion_under_the_acls(secured: SecuredServers, cluster: Cluster) -> None:
+    """``DELETE /v1/nodes/{name}?force=true`` as the API's user, applied by the scheduler as its own (it reads the
+    node's last ``node.registered`` from COLO_NODES and removes the node with a store script): no ACL LOG entry,
+    no permission violation; the node agent's reconciliation registers the node again, and it is a candidate again.
+Last in the module."""
+    admin = secured.runtime_settings("admin")
+    r = aioredis.from_url(secured.redis_url, **{k: v for k, v in redis_options(admin).items() if k != "ssl"})
+    await r.acl_log_reset()
+    await r.aclose()
+    provoked = len(violations(secured))
+    token = (secured.dir / "http-token").read_text().strip()
+    api = f"http://127.0.0.1:{cluster.runners['api'].http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with http.delete(f"{api}/v1/nodes/{NODES[1]}?force=true") as resp:
+            assert resp.status == 202, await resp.text()
+    scheduler = cluster.runners["scheduler"].service
+    assert isinstance(scheduler, SchedulerService)
+    for _ in range(100):
+        if scheduler.node_deletion.totals["nodes_deleted"]:
+            break
+        await asyncio.sleep(0.1)
+    assert scheduler.node_deletion.totals["nodes_deleted"] == 1
+    await cluster.step(2)  # the node agent's reconciliation registers it again: a candidate again
+    assert scheduler.core.table.index[NODES[1]] not in scheduler.core.table.retired
+    refused = await acl_log(secured)
+    assert refused == [], f"a Redis user was refused: {[(e['username'], e['reason'], e['object']) for e in refused]}"
+    assert violations(secured)[provoked:] == []

@@ -244,3 +244,23 @@ async def test_an_agent_restarted_on_an_empty_store_reports_the_pods_it_lost(bus
     lost = [(s.uid, s.node, s.phase, s.reason) for s in c.statuses if s.message.startswith("lost:")]
     assert lost == [("ls-1", "n1", "Failed", "Evicted"), ("ls-2", "n2", "Failed", "Evicted")]
     assert agent.counters["lost"] == 2
+
+
+async def test_a_pod_ended_in_the_store_is_stopped_not_restored(bus_factory: BusFactory, store: Store) -> None:
+    """``colo delete node n1 --force`` while n1's agent still runs: the scheduler ends the pod (``Failed``, its
+    binding released) and removes the node; the eviction order has not reached the agent (slow, partitioned)
+    when its reconciliation re-registers the node. The pod runs here without a binding, but it ended: it must be
+    stopped, not bound again and flipped back to ``Running`` (a controller may have replaced it already)."""
+    c = await start(bus_factory, store, [["n1"]])
+    await c.bind(ls_pod("ls-1"), "n1")
+    assert await store.release("ls-1", "Failed", "Deleted: node n1 deleted by test", T0 + 1, node="n1")
+    await store.delete_node("n1")
+    await c.tick(T0 + 10)  # the next reconciliation
+    assert await store.get_node("n1") is not None  # registered again, as documented
+    rec = await store.get_pod("ls-1")
+    assert rec is not None and (rec.phase, rec.reason) == ("Failed", "Deleted: node n1 deleted by test")
+    assert await store.bound_node("ls-1") is None and (await store.allocated("n1")).pods == 0
+    backend = c.agents[0].backend
+    assert backend is not None and not backend.has_pod("ls-1")
+    assert c.agents[0].reconcile_fixes == {"node_registered": 1, "ended_stopped": 1}
+    assert [(s.uid, s.phase) for s in c.statuses] == [("ls-1", "Running")]  # the end is the store's, not re-sent

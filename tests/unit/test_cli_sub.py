@@ -9,7 +9,7 @@ import pytest
 
 from colo.cli.natsops import sub_line
 from colo.codec import encode
-from colo.messages import BEBudgetState, NodeMetric, Tick
+from colo.messages import BEBudgetState, NodeMetric, NodeResource, Tick
 
 METRIC = NodeMetric(node="n1", at=60.0, be_budget=BEBudgetState(threshold_percent=65.0))
 
@@ -30,6 +30,11 @@ def test_a_registered_subject_is_printed_with_every_field() -> None:
     pytest.param("colo.v1.node.metric.n1", b'{"node":', False, id="undecodable payload: raw"),
     pytest.param("colo.v1.node.metric.n1", encode(METRIC), True, id="--raw: the payload as sent"),
     pytest.param("colo.v1.sim.tick.scheduler", b"raw", False, id="a tick that is not JSON: raw"),
+    # decoding as the subject's type would drop batch_cpu and add by/force: the line would show another message
+    pytest.param("colo.v1.node.deleted.n1", encode(NodeResource(node="n1", batch_cpu=1000, at=1.0)), False,
+                 id="a payload of another type: raw"),
+    pytest.param("colo.v1.pod.admitted", b'{"spec":{"uid":"p","name":"p","bogus":1},"at":1.0}', False,
+                 id="an unknown field deeper down: raw"),
 ])
 def test_anything_else_is_printed_as_it_arrived(subject: str, data: bytes, raw: bool) -> None:
     assert sub_line(subject, data, 1, raw=raw) == f"[#1] {subject}: {data.decode()}"
@@ -38,3 +43,9 @@ def test_anything_else_is_printed_as_it_arrived(subject: str, data: bytes, raw: 
 def test_a_tick_is_decoded_too() -> None:
     line = sub_line("colo.v1.sim.tick.scheduler", encode(Tick(seq=1, now=2.0, step_s=60.0)), 1)
     assert json.loads(line.split(": ", 1)[1]) == {"seq": 1, "now": 2.0, "step_s": 60.0, "settle_only": False}
+
+
+def test_fields_that_are_all_known_are_decoded_whatever_their_depth() -> None:
+    data = b'{"spec":{"uid":"p","name":"p","labels":{"any-key":"v"}},"at":1.0}'
+    shown = json.loads(sub_line("colo.v1.pod.admitted", data, 1).split(": ", 1)[1])
+    assert shown["spec"]["labels"] == {"any-key": "v"} and shown["spec"]["namespace"] == "default"

@@ -11,6 +11,9 @@ compares them, node by node, and fixes each difference, one kind each (counted i
 * ``binding_restored``: a pod runs here with no binding: the binding, the node's allocation and the pod's
   record are written back (:meth:`colo.store.Store.restore_binding`), so the pod is never bound a second time
   and the node is not seen emptier than it is;
+* ``ended_stopped``: a pod runs here with no binding but the store records it as ended (``Succeeded``/``Failed``:
+  released, e.g. by ``colo delete node --force`` before the eviction order reached this agent): it is stopped,
+  without a status event (the store has its end), never bound again;
 * ``duplicate_stopped``: a pod runs here but the store binds it to another node (it was bound again while
   running here, after a rollback): the store's binding is the one its allocation counts, so the copy here is
   stopped, without a status event (the pod lives on, elsewhere);
@@ -30,11 +33,12 @@ from typing import Any
 from colo import subjects, telemetry
 from colo.messages import NodeSpec, PodPhase, PodRecord, PodSpec, PodStatus
 from colo.store import Store
+from colo.store_restore import ENDED
 from colo_node_agent.backends.base import NodeBackend, PodEnd
 
 log = logging.getLogger("colo.node-agent")
 
-FIX_KINDS = ("node_registered", "binding_restored", "duplicate_stopped", "allocation_released")
+FIX_KINDS = ("node_registered", "binding_restored", "ended_stopped", "duplicate_stopped", "allocation_released")
 """The ``kind`` label values of ``colo_reconcile_fixes_total``."""
 
 _FIXES = telemetry.counter("colo_reconcile_fixes_total", "Differences between the store and what the nodes run, "
@@ -84,6 +88,11 @@ async def reconcile(store: Store, backend: NodeBackend, nodes: Mapping[str, Node
             spec, node, bound_at.get(uid, now), now)
         if uid not in bindings and not other:
             out.count("binding_restored", f"pod {uid} runs on {node} without a binding: restored")
+        elif other.startswith(ENDED):
+            end = backend.evict_pod(uid, "Ended", f"{other.removeprefix(ENDED)} in the store", now)
+            if end is not None:
+                out.stopped.append(end)
+                out.count("ended_stopped", f"pod {uid} runs on {node} but ended in the store: stopped here")
         elif other != node:
             end = backend.evict_pod(uid, "Duplicate", f"bound to {other}", now)
             if end is not None:

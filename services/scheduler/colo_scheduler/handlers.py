@@ -10,9 +10,11 @@ the store, then in the table; reason Evicted/Descheduled → requeue), ``pod.bou
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from typing import Any, Awaitable, Callable
 
+from colo import subjects
 from colo.bus import MessageInfo
 from colo.clock import knows_time
 from colo.messages import (
@@ -36,6 +38,8 @@ from colo_scheduler.validation import MAX_QUANTITY
 from colo_scheduler.validation import metric_problem as _metric_problem
 from colo_scheduler.validation import node_problem as _node_problem
 from colo_scheduler.validation import pod_problem as _pod_problem
+
+log = logging.getLogger("colo.scheduler")
 
 REQUEUE_REASONS = frozenset({"Evicted", "Descheduled", "Preempted"})
 """PodStatus reasons after which a released pod goes back to the queue (docs/architecture.md)."""
@@ -103,12 +107,27 @@ class SchedulerEventHandlers:
         if problem:
             await self._dead_letter(spec, info, problem)
             return
+        if await self._deleted_since(spec.name, info.stream_seq):
+            log.info("node %s: registration older than its deletion ignored (stream sequence %d)", spec.name,
+                     info.stream_seq)
+            return
         now = self._now()
         self.core.on_node(spec, now)
         early = self._early_resources.pop(spec.name, None)
         if early is not None:
             self.core.on_node_resource(early, now)
         self._dirty.add(spec.name)
+
+    async def _deleted_since(self, node: str, stream_seq: int) -> bool:
+        """Whether deleted node ``node`` (a retired row) was deleted by an order published after stream sequence
+        ``stream_seq`` of COLO_NODES: a registration from before it, handled late (node_deletion.py has its own
+        consumer), must not bring the node back. One bus request, for retired nodes only."""
+        table = self.core.table
+        i = table.index.get(node)
+        if i is None or i not in table.retired:
+            return False
+        assert self.ctx is not None
+        return await self.ctx.bus.last_seq(subjects.NODE_DELETED, node=node) > stream_seq
 
     async def _on_node_resource(self, nr: NodeResource, info: MessageInfo) -> None:
         if not all(0 <= v <= MAX_QUANTITY for v in (nr.batch_cpu, nr.batch_memory, nr.mid_cpu, nr.mid_memory)):
@@ -117,8 +136,9 @@ class SchedulerEventHandlers:
         if nr.node not in self.core.table.index and (problem := _node_problem(nr.node)):
             await self._dead_letter(nr, info, f"NodeResource of an {problem}")  # it would never register
             return
-        if nr.node not in self.core.table.index:
-            self._early_resources[nr.node] = nr  # applied when the node registers
+        table = self.core.table
+        if nr.node not in table.index or table.index[nr.node] in table.retired:  # unknown or deleted
+            self._early_resources[nr.node] = nr  # applied when the node registers (again)
             return
         self.core.on_node_resource(nr, self._now())
 

@@ -281,12 +281,18 @@ class SloManagerService:
 
     async def on_node_registered(self, node: NodeSpec, info: MessageInfo) -> None:
         """Record a node; an unusable spec (no capacity, bad CPU list, a name that is not a subject token or
-        not the subject's) is dead-lettered with the reason."""
+        not the subject's) is dead-lettered with the reason. A node whose NodeResource the store lost (the node was
+        deleted) gets one at the next tick. Raises RedisError (the message is redelivered)."""
         if not info.subject.endswith(f".{node.name}"):
             await self._reject_invalid(info, node, f"invalid node {node.name!r}: registered on subject {info.subject}")
             return
         if not await self._put_node(node):
             await self._reject_invalid(info, node, f"invalid node {node.name!r}: {self.invalid_nodes[node.name]}")
+            return
+        if node.name in self.state.published and await self.ctx.store.get_node_resource(node.name) is None:
+            # deleted meanwhile (colo delete node: its NodeResource and bind limits went with it), registered again:
+            # publish at the next tick as for a new node, not once the last publish is max_publish_age_s old
+            del self.state.published[node.name]
 
     async def on_node_metric(self, metric: NodeMetric, info: MessageInfo) -> None:
         """Keep the newest metric per node; a metric for another node than its subject is dead-lettered."""

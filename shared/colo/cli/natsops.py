@@ -8,7 +8,8 @@
 * ``colo sub SUBJECT [--count N] [--raw]`` — ``nats sub SUBJECT``: every message's subject and payload, one per
   line. A message on a registered subject is decoded with its type and printed as JSON with every field, those at
   their default too (the wire leaves them out, :func:`colo.codec.to_builtins_full`); other subjects, undecodable
-  payloads and everything with ``--raw`` as they arrived (``colo events`` summarizes the same messages instead).
+  payloads, payloads with a field the type does not have (another message type) and everything with ``--raw`` as
+  they arrived (``colo events`` summarizes the same messages instead).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.markup import escape
 
 from colo.cli.connection import CONNECT_ATTEMPTS, connection
@@ -62,14 +64,27 @@ async def kv_get(nats_url: str, bucket: str, key: str, settings: RuntimeSettings
 def sub_line(subject: str, data: bytes, n: int, raw: bool = False) -> str:
     """``[#n] subject: payload`` for the ``n``-th message: on a registered subject (:func:`colo.subjects.by_subject`)
     the payload decoded with its type and encoded again with every field (:func:`colo.codec.to_builtins_full`), one
-    line of JSON; on any other subject, when it does not decode, or with ``raw``, the bytes as they arrived."""
+    line of JSON; on any other subject, when it does not decode or carries a field its type does not have (another
+    message type), or with ``raw``, the bytes as they arrived."""
     reg = None if raw else by_subject(subject)
     if reg is not None:
         try:
-            return f"[#{n}] {subject}: {encode(to_builtins_full(decode(data, reg.type))).decode()}"
-        except DecodeError:
+            full = to_builtins_full(decode(data, reg.type))
+            if _keys_known(msgspec.json.decode(data), full):
+                return f"[#{n}] {subject}: {encode(full).decode()}"
+        except (DecodeError, msgspec.DecodeError):
             pass
     return f"[#{n}] {subject}: {data.decode(errors='replace')}"
+
+
+def _keys_known(sent: Any, full: Any) -> bool:
+    """Whether every object key of payload ``sent`` is in ``full`` (the decoded message with every field) at the
+    same place: decoding ignores unknown fields, so a payload of another type would be shown as one it is not."""
+    if isinstance(sent, dict) and isinstance(full, dict):
+        return all(k in full and _keys_known(v, full[k]) for k, v in sent.items())
+    if isinstance(sent, list) and isinstance(full, list):
+        return len(sent) == len(full) and all(_keys_known(a, b) for a, b in zip(sent, full))
+    return True
 
 
 async def subscribe(nats_url: str, subject: str, count: int, write: Any, settings: RuntimeSettings | None = None,
