@@ -103,6 +103,11 @@ class SchedulerEventHandlers:
         if problem:
             await self._dead_letter(spec, info, problem)
             return
+        offer = self.core.table.retired_offer(spec.name)
+        if offer is not None:
+            # the node's deletion took its offer out of the store, whose bind limits it is; slo-manager
+            # republishes an unchanged offer only after max_publish_age_s (the table applies it again)
+            await self._store().put_node_resource(offer)
         now = self._now()
         self.core.on_node(spec, now)
         early = self._early_resources.pop(spec.name, None)

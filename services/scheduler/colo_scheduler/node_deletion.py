@@ -10,7 +10,9 @@ scheduler forgets a node whose machine is gone (Kubernetes ``kubectl delete node
   (:meth:`colo_scheduler.table.NodeTable.retire`): it is no longer a candidate;
 * unknown: the store entry is deleted all the same (a redelivery is harmless).
 
-A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too).
+A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too); the
+node then offers again the batch/mid allocatable of its last :class:`colo.messages.NodeResource` (the scheduler
+writes it back to the store), as slo-manager republishes an unchanged offer only after ``max_publish_age_s``.
 A message naming no valid node is dead-lettered.
 """
 
