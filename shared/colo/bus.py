@@ -54,7 +54,7 @@ from colo.subscription import FETCH_BATCH, MessageInfo, Subscription, _dead
 from colo.transient import is_transient
 
 __all__ = ["DEAD_LETTER_MAX_DATA", "STORE_CREATE_FAILED", "STORE_RETRY_S", "Bus", "BusError", "BusUnavailableError",
-           "MessageInfo", "Subscription", "retry_store_creation"]
+           "JetStreamNotEnabled", "MessageInfo", "Subscription", "retry_store_creation"]
 """``MessageInfo`` and ``Subscription`` live in :mod:`colo.subscription`; handlers import them from here."""
 
 T = TypeVar("T")
@@ -80,6 +80,19 @@ STORE_RETRY_S = 10.0
 STORE_CREATE_FAILED = 10049
 """JetStream's ``err_code`` for "error creating store for stream" (JSStreamCreateErrF): among other
 causes, a stream created again while the server still deletes the previous one's files."""
+
+
+class JetStreamNotEnabled(RuntimeError):
+    """The NATS server answers but runs without JetStream, which every stream and KV bucket needs. The message
+    names the server and how to enable it; :func:`colo.runtime.main` prints it as the one line of a failed start."""
+
+
+def _server_name(nc: NATS) -> str:
+    """``scheme://host:port`` of the server ``nc`` is connected to (no credentials), or "" when none."""
+    url = nc.connected_url
+    if url is None:
+        return ""
+    return f"{url.scheme}://{url.hostname}:{url.port}" if url.port else f"{url.scheme}://{url.hostname}"
 
 
 async def retry_store_creation(create: Callable[[], Awaitable[R]], within_s: float = STORE_RETRY_S) -> R:
@@ -178,7 +191,9 @@ class Bus:
         to 0.5 s) for up to ``store_retry_s`` seconds of wall time, then raised. Raises
         nats.js.errors.APIError for any other refusal. A stream whose update this user may not send (no
         ``STREAM.UPDATE`` in its permissions, :mod:`colo.permissions`) is left as it is, with a warning.
+        Raises :class:`JetStreamNotEnabled` first when the server runs without JetStream.
         """
+        await self.require_jetstream()
         for s in subjects.STREAMS:
             cfg = StreamConfig(
                 name=s.name, subjects=list(s.subjects), storage=StorageType.FILE,
@@ -186,6 +201,17 @@ class Bus:
                 duplicate_window=s.duplicate_window_s, num_replicas=self.replicas,
             )
             await retry_store_creation(functools.partial(self._add_or_update_stream, cfg), store_retry_s)
+
+    async def require_jetstream(self) -> None:
+        """Raise :class:`JetStreamNotEnabled` when the server runs without JetStream: nothing answers its API
+        (``$JS.API.INFO``), which nats-py reports as ServiceUnavailableError (a 503 "no responders")."""
+        try:
+            await self.js.account_info()
+        except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError):
+            server = _server_name(self.nc) or "the NATS server"
+            raise JetStreamNotEnabled(
+                f"JetStream is not enabled on the NATS server {server}: start it with `nats-server -js`, "
+                "or add `jetstream {}` to its configuration file") from None
 
     async def _add_or_update_stream(self, cfg: StreamConfig) -> None:
         try:

@@ -175,10 +175,11 @@ def _spawn(name: str, args: list[str], port: int, tmp: tempfile.TemporaryDirecto
     return proc
 
 
-def start_nats(port: int = 0, store_dir: str | None = None) -> ServerHandle:
+def start_nats(port: int = 0, store_dir: str | None = None, *, jetstream: bool = True) -> ServerHandle:
     """Start ``nats-server -js`` on 127.0.0.1:``port`` (0 = a free port).
 
-    JetStream data goes to ``store_dir`` or a temp dir removed at ``stop()``.
+    JetStream data goes to ``store_dir`` or a temp dir removed at ``stop()``; ``jetstream=False`` starts it
+    without JetStream (the tests of a server misconfigured so).
     Raises EmbeddedServerError when the binary is missing or the server does not start.
     """
     binary = nats_server_binary()
@@ -188,7 +189,8 @@ def start_nats(port: int = 0, store_dir: str | None = None) -> ServerHandle:
         tmp = tempfile.TemporaryDirectory(prefix="colo-nats-")
         sd = store_dir or str(Path(tmp.name) / "js")
         try:
-            proc = _spawn("nats-server", [binary, "-js", "-sd", sd, "-a", "127.0.0.1", "-p", str(p)], p, tmp)
+            js = ["-js", "-sd", sd] if jetstream else []
+            proc = _spawn("nats-server", [binary, *js, "-a", "127.0.0.1", "-p", str(p)], p, tmp)
         except EmbeddedServerError as exc:
             last = exc
             if port:

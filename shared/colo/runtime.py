@@ -28,7 +28,7 @@ from aiohttp import web
 from opentelemetry import metrics, trace
 
 from colo import health_metrics, http_auth, readiness, telemetry
-from colo.bus import Bus
+from colo.bus import Bus, JetStreamNotEnabled
 from colo.clock import Clock, VirtualClock, WallClock
 from colo.connections import LinkError
 from colo.link_files import link_file_problems
@@ -126,7 +126,8 @@ class ServiceRunner:
     async def start(self) -> None:
         """Connect, ensure streams, ``service.start``, start consumers, HTTP and ticks.
 
-        Raises TokenFileError (before connecting) when ``http_token_file`` cannot be read, whatever
+        Raises TokenFileError (before connecting) when ``http_token_file`` cannot be read,
+        :class:`colo.bus.JetStreamNotEnabled` when the NATS server runs without JetStream, whatever
         connecting or ``service.start`` raises (after cleaning up).
         """
         s = self.settings
@@ -285,7 +286,7 @@ async def run(service: Service, runtime_settings: RuntimeSettings, *,
 def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) -> None:
     """Entry point of ``python -m colo_<name>``: settings from the environment (``COLO_*`` and
     ``<prefix>_*``), logging, run. Exits 2 printing every settings problem (or the reason of a
-    :class:`StartRefused`), 0 after a clean stop.
+    :class:`StartRefused`, or :class:`colo.bus.JetStreamNotEnabled`), 0 after a clean stop.
     """
     errors: list[str] = []
     runtime: RuntimeSettings | None = None
@@ -322,6 +323,9 @@ def main(factory: Callable[[S], Service], settings_cls: type[S], prefix: str) ->
         asyncio.run(run(service, runtime))
     except StartRefused as exc:
         print(f"{prefix}: refused to start: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except JetStreamNotEnabled as exc:
+        print(f"{prefix}: cannot start: {exc}", file=sys.stderr)
         sys.exit(2)
     except (http_auth.TokenFileError, LinkError) as exc:  # a file changed after the check above
         print(f"{prefix}: invalid settings: {exc}", file=sys.stderr)

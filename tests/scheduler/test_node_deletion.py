@@ -141,6 +141,25 @@ async def test_delete_nodes_through_the_api(scheduler: SchedulerService, api: An
     assert (await _delete(api, "/v1/nodes/idle?force=yes"))[0] == 400
 
 
+async def test_a_node_registered_again_gets_its_batch_offer_back(scheduler: SchedulerService, api: Any,
+                                                                  bus_factory: Any, store: Any) -> None:
+    """slo-manager republishes an unchanged NodeResource only after ``max_publish_age_s``: the offer it made
+    before the deletion holds again as soon as the node registers, without a new one."""
+    tester = await bus_factory("tester")
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.NODE_RESOURCE, node_resource("n1", batch_cpu=2000, batch_memory=GI), node="n1")
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    status, _ = await _delete(api, "/v1/nodes/n1")
+    assert status == 202 and await asyncio.wait_for(wait_gone(store, "n1", 10.0), 20)
+    await _register(tester, store, "n1", 4000)
+    await tester.publish(subjects.POD_ADMITTED, PodAdmitted(spec=pod("be", batch_cpu=1000, batch_memory=MI), at=11.0))
+    await scheduler.ctx.bus.settle()  # type: ignore[union-attr]
+    assert (await scheduler.tick(11.0))["pods_bound"] == 1
+    assert await store.bound_node("be") == "n1"
+    offer = await store.get_node_resource("n1")  # the bind limits hold it again
+    assert offer is not None and (offer.batch_cpu, offer.batch_memory) == (2000, GI)
+
+
 async def test_colo_delete_node_waits_for_the_store(scheduler: SchedulerService, bus_factory: Any, store: Any,
                                                     nats_url: str, redis_url: str) -> None:
     tester = await bus_factory("tester")

@@ -123,13 +123,40 @@ def test_verdict_line_before_the_sentences() -> None:
     """Issue 14 follow-up: the headline had bullets only, no one-line verdict."""
     from colo.sim.report_headline import verdict
 
-    assert verdict(_summary(True)) == ("Co-location raised CPU use 1.11× and memory 1.20× and finished 1.03× the "
-                                       "batch tasks, with LS CPU satisfaction unchanged at 100.0% and a modelled LS "
-                                       "p99 latency inflation of 4.5%.")
+    assert verdict(_summary(True)) == ("Co-location raised CPU use 1.11× and memory 1.20× and finished more batch "
+                                       "tasks (1.03×), with LS CPU satisfaction unchanged at 100.0% and a modelled "
+                                       "LS p99 latency inflation of 4.5% against 0.0% in baseline.")
     unmodelled = _summary(True)
     unmodelled["runs"]["colo"] = {**COLO, "ls_p99_inflation_avg_pct": -1.0}
     assert verdict(unmodelled).endswith("with LS CPU satisfaction unchanged at 100.0%.")
     assert verdict({"runs": {"colo": COLO}}) == ""
+
+
+def _with(baseline: dict[str, float], colo: dict[str, float]) -> dict[str, Any]:
+    base, co = {**RUN, **baseline}, {**COLO, **colo}
+    return {"runs": {"baseline": base, "colo": co},
+            "ratio_colo_over_baseline": {k: (co[k] / base[k] if base[k] else None) for k in base}}
+
+
+@pytest.mark.parametrize(("baseline", "colo", "part"), [
+    pytest.param({"batch_tasks_completed": 1000.0}, {"batch_tasks_completed": 800.0},
+                 "finished fewer batch tasks (0.80×)", id="fewer"),
+    pytest.param({"batch_tasks_completed": 1000.0}, {"batch_tasks_completed": 1070.0},
+                 "finished more batch tasks (1.07×)", id="more"),
+    pytest.param({"batch_tasks_completed": 1000.0}, {"batch_tasks_completed": 1000.0},
+                 "finished as many batch tasks (1.00×)", id="as-many"),
+    pytest.param({"batch_tasks_completed": 0.0}, {"batch_tasks_completed": 12.0},
+                 "finished more batch tasks (from 0 to 12)", id="none-in-baseline"),
+    pytest.param({"ls_p99_inflation_avg_pct": 19.0}, {"ls_p99_inflation_avg_pct": 22.8},
+                 "a modelled LS p99 latency inflation of 22.8% against 19.0% in baseline.", id="inflation-both"),
+    pytest.param({"ls_p99_inflation_avg_pct": -1.0}, {"ls_p99_inflation_avg_pct": 22.8},
+                 "a modelled LS p99 latency inflation of 22.8% (not modelled in baseline).",
+                 id="inflation-colo-only"),
+])
+def test_verdict_wording(baseline: dict[str, float], colo: dict[str, float], part: str) -> None:
+    from colo.sim.report_headline import verdict
+
+    assert part in verdict(_with(baseline, colo))
 
 
 def test_disruptions_that_rose_say_why() -> None:

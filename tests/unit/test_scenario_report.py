@@ -202,3 +202,38 @@ def test_gpu_rows_only_where_a_run_has_gpu_pods(description: dict[str, object]) 
         assert summary["runs"]["colo-adaptive"][row] == 0.0
     assert "cpu_util_avg" in out.getvalue() and "<th>cpu_util_avg</th>" in page
     assert any(s.startswith("GPU") for s in summary["headline"]) is shown
+
+
+def _intro(names: tuple[str, ...]) -> str:
+    runs = []
+    for name in names:
+        m = RunMetrics(name)
+        m.on_ticks(60, [_agent(cpu_capacity_milli=1000, cpu_used_milli=300, mem_capacity_bytes=1, mem_used_bytes=0)])
+        runs.append(m)
+    page = render_html(summary_dict(runs, {}), runs)
+    return page.split("<p>Every run replays", 1)[1].split("</p>", 1)[0]
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    pytest.param(("baseline", "colo", "colo-adaptive-mem"),
+                 "the same scenario built from real traces; <b>baseline</b> runs without co-location (no batch "
+                 "resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile and "
+                 "the static thresholds, <b>colo-adaptive-mem</b> with the BE budget and more memory room: batch "
+                 "memory reclaimed up to 80 % of capacity and BE memory eviction at 85 %.", id="without-colo-adaptive"),
+    pytest.param(("baseline", "colo", "colo-adaptive", "colo-adaptive-mem"),
+                 "the same scenario built from real traces; <b>baseline</b> runs without co-location (no batch "
+                 "resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile and "
+                 "the static thresholds, <b>colo-adaptive</b> with it and the SLO-driven BE budget, "
+                 "<b>colo-adaptive-mem</b> with the BE budget and more memory room: batch memory reclaimed up to 80 % "
+                 "of capacity and BE memory eviction at 85 %.", id="saturated"),
+])
+def test_the_intro_describes_every_run(names: tuple[str, ...], expected: str) -> None:
+    """The saturated report's intro described colo-adaptive but not colo-adaptive-mem, its fourth run."""
+    assert " ".join(_intro(names).split()) == expected
+
+
+def test_every_run_has_a_description() -> None:
+    from colo.sim.report_page import RUN_DESCRIPTIONS
+    from colo.sim.run import RUN_ENV
+
+    assert list(RUN_DESCRIPTIONS) == list(RUN_ENV)

@@ -111,6 +111,13 @@ class SchedulerEventHandlers:
             log.info("node %s: registration older than its deletion ignored (stream sequence %d)", spec.name,
                      info.stream_seq)
             return
+        offer = self.core.table.retired_offer(spec.name)
+        if offer is not None:
+            # the node's deletion took its offer out of the store, whose bind limits it is; slo-manager
+            # republishes an unchanged offer only at its next tick (the table applies it again); an offer that
+            # came while the node was deleted is the newer one
+            early_offer = self._early_resources.get(spec.name)
+            await self._store().put_node_resource(early_offer if early_offer is not None else offer)
         now = self._now()
         self.core.on_node(spec, now)
         early = self._early_resources.pop(spec.name, None)

@@ -16,7 +16,9 @@ scheduler forgets a node whose machine is gone (Kubernetes ``kubectl delete node
   stream keeps the orders (16 a node) and a new durable consumer (a replica added, a consumer lost) reads it from
   the start: an old order must not delete a node that registered again since.
 
-A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too).
+A node agent still running registers the node again at its next reconciliation (a kubelet re-registers too); the
+node then offers again the batch/mid allocatable of its last :class:`colo.messages.NodeResource` (the scheduler
+writes it back to the store), as slo-manager republishes an unchanged offer only after ``max_publish_age_s``.
 A message naming no valid node is dead-lettered.
 """
 

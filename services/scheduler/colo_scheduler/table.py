@@ -116,6 +116,10 @@ class NodeTable:
         self.retired: set[int] = set()
         """Rows of deleted nodes (:meth:`retire`): kept, cordoned and with nothing allocatable, until the node
         registers again."""
+        self._retired_offers: dict[int, NodeResource] = {}
+        """The last :class:`NodeResource` of a retired row (the one applied before :meth:`retire`, or one that
+        arrived since): slo-manager republishes an unchanged offer only after ``max_publish_age_s``, so
+        :meth:`upsert_node` applies it again when the node registers."""
 
     # ------------------------------------------------------------------ views
 
@@ -246,6 +250,9 @@ class NodeTable:
             self.retired.discard(i)
             self.specs[i] = spec
             self.version += 1
+            offer = self._retired_offers.pop(i, None)
+            if offer is not None:
+                self.set_node_resource(offer)
         elif i is None:
             if self.n == self._cap:
                 self._grow()
@@ -279,11 +286,18 @@ class NodeTable:
 
         The row stays (placements, waiting pods, caches and plugin state hold row numbers) but offers
         nothing: allocatable all 0, pods included, so no pod fits it (every pod asks for one pod slot), and
-        cordoned. Its pods must have left it first. :meth:`upsert_node` of the name brings it back."""
+        cordoned. Its pods must have left it first. :meth:`upsert_node` of the name brings it back, with the
+        batch/mid allocatable and memory pressure of its last :class:`NodeResource`."""
         i = self.index.get(name)
         if i is None or i in self.retired:
             return False
         self.retired.add(i)
+        cols = [COL["batch_cpu"], COL["batch_memory"], COL["mid_cpu"], COL["mid_memory"]]
+        batch_cpu, batch_memory, mid_cpu, mid_memory = (int(v) for v in self._alloc[i, cols])
+        if batch_cpu or batch_memory or mid_cpu or mid_memory or self._memory_pressure[i]:
+            self._retired_offers[i] = NodeResource(node=name, batch_cpu=batch_cpu, batch_memory=batch_memory,
+                                                   mid_cpu=mid_cpu, mid_memory=mid_memory,
+                                                   memory_pressure=bool(self._memory_pressure[i]))
         self.specs[i] = msgspec.structs.replace(self.specs[i], allocatable=Resources(), unschedulable=True)
         self._alloc[i] = 0
         self._memory_pressure[i] = False
@@ -293,10 +307,18 @@ class NodeTable:
         self._refresh_free(i)
         return True
 
+    def retired_offer(self, name: str) -> NodeResource | None:
+        """The :class:`NodeResource` :meth:`upsert_node` applies when retired node ``name`` registers again;
+        None when the node is not retired or offered nothing before its deletion."""
+        i = self.index.get(name)
+        return None if i is None else self._retired_offers.get(i)
+
     def set_node_resource(self, nr: NodeResource) -> bool:
         """Apply batch/mid allocatable and BE memory pressure of a known node; False when the node is unknown,
-        retired or nothing changed."""
+        retired (kept for its registration, :meth:`upsert_node`) or nothing changed."""
         i = self.index.get(nr.node)
+        if i is not None and i in self.retired:
+            self._retired_offers[i] = nr
         if i is None or i in self.retired:
             return False
         cols = [COL["batch_cpu"], COL["batch_memory"], COL["mid_cpu"], COL["mid_memory"]]

@@ -54,10 +54,10 @@ WHY: dict[str, str] = {
 
 def verdict(summary: dict[str, Any]) -> str:
     """One line before the sentences: the ratios of CPU and memory utilization and batch tasks completed, and LS
-    CPU satisfaction (``Co-location raised CPU use 1.13× and memory 1.24× and finished 1.14× the batch tasks,
-    with LS CPU satisfaction unchanged at 100.0%.``), plus the colo run's modelled LS p99 inflation when it has
-    one (``… at 100.0% and a modelled LS p99 latency inflation of 3.1%.``); "" without both runs or any of those
-    metrics."""
+    CPU satisfaction (``Co-location raised CPU use 1.13× and memory 1.24× and finished more batch tasks (1.14×),
+    with LS CPU satisfaction unchanged at 100.0%.``), plus the colo run's modelled LS p99 inflation, against
+    baseline's, when it has one (``… at 100.0% and a modelled LS p99 latency inflation of 3.1% against 0.4% in
+    baseline.``); "" without both runs or any of those metrics."""
     runs: dict[str, dict[str, float]] = summary.get("runs") or {}
     ratios: dict[str, float | None] = summary.get("ratio_colo_over_baseline") or {}
     need = ("cpu_util_avg", "mem_util_avg", "batch_tasks_completed", "ls_cpu_satisfaction")
@@ -75,14 +75,31 @@ def verdict(summary: dict[str, Any]) -> str:
     b, c = _value("ls_cpu_satisfaction", runs["baseline"]["ls_cpu_satisfaction"]), _value(
         "ls_cpu_satisfaction", runs["colo"]["ls_cpu_satisfaction"])
     ls = f"unchanged at {c}" if b == c else f"{'up' if runs['colo']['ls_cpu_satisfaction'] > runs['baseline']['ls_cpu_satisfaction'] else 'down'} from {b} to {c}"
-    inflation = runs["colo"].get("ls_p99_inflation_avg_pct", -1.0)
-    harm = f" and a modelled LS p99 latency inflation of {_value('ls_p99_inflation_avg_pct', inflation)}" \
-        if inflation >= 0 else ""
     line = (f"Co-location {moved('cpu_util_avg')} CPU use {times('cpu_util_avg')} and memory "
-            f"{times('mem_util_avg')} and finished {times('batch_tasks_completed')} the batch tasks, with LS CPU "
-            f"satisfaction {ls}{harm}.")
+            f"{times('mem_util_avg')} and finished {_batch_tasks(runs, ratios.get('batch_tasks_completed'))}, with "
+            f"LS CPU satisfaction {ls}{_harm(runs)}.")
     others = verdict_others(summary)
     return f"{line} {others}" if others else line
+
+
+def _batch_tasks(runs: dict[str, dict[str, float]], ratio: float | None) -> str:
+    """``more batch tasks (1.07×)``, ``fewer batch tasks (0.80×)``, ``as many batch tasks (1.00×)``; ``(from 0 to
+    12)`` when baseline finished none (``ratio`` None)."""
+    m = "batch_tasks_completed"
+    b, c = runs["baseline"][m], runs["colo"][m]
+    how = f"{ratio:.2f}×" if ratio is not None else f"from {_value(m, b)} to {_value(m, c)}"
+    return f"{'more' if c > b else 'fewer' if c < b else 'as many'} batch tasks ({how})"
+
+
+def _harm(runs: dict[str, dict[str, float]]) -> str:
+    """`` and a modelled LS p99 latency inflation of 22.8% against 19.0% in baseline`` (``(not modelled in
+    baseline)`` when baseline has none); "" when colo has none (−1)."""
+    m = "ls_p99_inflation_avg_pct"
+    colo, base = runs["colo"].get(m, -1.0), runs["baseline"].get(m, -1.0)
+    if colo < 0:
+        return ""
+    against = f"against {_value(m, base)} in baseline" if base >= 0 else "(not modelled in baseline)"
+    return f" and a modelled LS p99 latency inflation of {_value(m, colo)} {against}"
 
 
 def _value(metric: str, value: float) -> str:

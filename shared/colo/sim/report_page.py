@@ -8,7 +8,7 @@ utilization ceilings (:mod:`colo.sim.ceiling`), the team quotas, why pods stayed
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from colo.sim.metrics import HIGHER_IS_BETTER, METRIC_NAMES, RunMetrics
@@ -94,6 +94,23 @@ def _cold_start_s() -> float:
     return float(SIM_ENV.get("COLO_PROFILER_COLD_START_S", 24 * 3600))
 
 
+RUN_DESCRIPTIONS: dict[str, str] = {
+    "baseline": "runs without co-location (no batch resources, batch pods use native requests)",
+    "colo": "with slo-manager's colocation profile and the static thresholds",
+    "colo-adaptive": "with it and the SLO-driven BE budget",
+    "colo-adaptive-mem": "with the BE budget and more memory room: batch memory reclaimed up to 80 % of capacity and "
+                         "BE memory eviction at 85 %",
+}
+"""What each run of :data:`colo.sim.run.RUN_ENV` changes, in the page's opening paragraph."""
+
+
+def _run_descriptions(names: Iterable[str]) -> str:
+    """``<b>baseline</b> runs without co-location (…), <b>colo</b> with …`` for the runs present, in order; a run
+    without a description is named only."""
+    return ", ".join(f"<b>{html.escape(n)}</b> {RUN_DESCRIPTIONS[n]}" if n in RUN_DESCRIPTIONS
+                     else f"<b>{html.escape(n)}</b>" for n in names)
+
+
 def _headline(summary: dict[str, Any]) -> str:
     sentences = summary.get("headline") or headline(summary)
     if not sentences:
@@ -114,9 +131,7 @@ def render_html(summary: dict[str, Any], runs: Sequence[RunMetrics], scenario_te
 <html><head><meta charset="utf-8"><title>Colo demo report</title>
 <style>{STYLE}</style></head>
 <body><h1>Colo demo: {html.escape(" vs ".join(summary["runs"]))}</h1>
-<p>Every run replays the same scenario built from real traces; <b>baseline</b> runs without co-location
-(no batch resources, batch pods use native requests), <b>colo</b> with slo-manager's colocation profile and the
-static thresholds{", <b>colo-adaptive</b> with it and the SLO-driven BE budget" if "colo-adaptive" in summary["runs"] else ""}.</p>
+<p>Every run replays the same scenario built from real traces; {_run_descriptions(summary["runs"])}.</p>
 {_headline(summary)}
 <h2>Metrics</h2>
 {_metric_table(summary)}
