@@ -54,7 +54,9 @@ def test_kill_primary_loses_no_bind(scenario: Scenario, tmp_path: Path, nats_url
                 return
             times["kill"] = time.monotonic()
             group.server(first).kill()
-            while group.primary_port() == first:  # Sentinel: down after 1 s, then quorum, election, promotion
+            # Sentinel: down after 1 s, then quorum, election, promotion; every Sentinel agreeing and the promoted
+            # server answering as primary, before the old one comes back empty (else it may stay primary)
+            while not group.failover_done(first):
                 await asyncio.sleep(0.05)
             times["promoted"] = time.monotonic()
             ports["promoted"] = group.primary_port()

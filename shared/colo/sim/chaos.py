@@ -149,7 +149,9 @@ class Killer:
         server = self.redis.server(port)
         server.kill()
         deadline = time.monotonic() + 60.0
-        while await asyncio.to_thread(self.redis.primary_port) == port:  # down after 1 s, quorum, promotion
+        # down after 1 s, quorum, promotion; every Sentinel must agree and the promoted server be primary before
+        # the old one comes back empty, or Sentinel may keep it primary and the replica copy its empty data set
+        while not await asyncio.to_thread(self.redis.failover_done, port):
             if time.monotonic() > deadline:
                 server.start()
                 raise TimeoutError(f"no replica promoted within 60 s after :{port} was killed")

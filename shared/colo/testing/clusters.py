@@ -240,6 +240,21 @@ class RedisSentinelGroup(_Group):
                 return int(reply[1])
         raise EmbeddedServerError("no Sentinel answers get-master-addr-by-name")
 
+    def failover_done(self, old_port: int) -> bool:
+        """Whether a failover away from the primary on ``old_port`` is complete: every Sentinel names the same
+        other server, and that server answers as a primary. Restarting the old primary before this (empty, as
+        the soak does) can make it the primary again, and the promoted replica then copies its empty data set."""
+        named = set()
+        for s in self.sentinels:
+            reply = _ask(s.port, lambda c: c.sentinel_get_master_addr_by_name(self.master))
+            if not (isinstance(reply, (list, tuple)) and len(reply) == 2):
+                return False
+            named.add(int(reply[1]))
+        if len(named) != 1 or old_port in named:
+            return False
+        info = _ask(named.pop(), lambda c: c.info("replication"))
+        return isinstance(info, dict) and info.get("role") == "master"
+
     def _replica_synced(self, port: int) -> bool:
         info = _ask(port, lambda c: c.info("replication"))
         return isinstance(info, dict) and info.get("master_link_status") == "up"
