@@ -60,7 +60,7 @@ def test_kill_primary_loses_no_bind(scenario: Scenario, tmp_path: Path, nats_url
                 await asyncio.sleep(0.05)
             times["promoted"] = time.monotonic()
             ports["promoted"] = group.primary_port()
-            group.server(first).start()  # back empty, as a replica of the promoted server (Sentinel tells it)
+            group.restart_as_replica(first)  # back empty, as a replica of the promoted server
 
         async def main() -> tuple[RunResult, dict[str, str | None]]:
             url = f"redis://127.0.0.1:{first}/0"

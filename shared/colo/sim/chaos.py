@@ -156,6 +156,6 @@ class Killer:
                 server.start()
                 raise TimeoutError(f"no replica promoted within 60 s after :{port} was killed")
             await asyncio.sleep(0.1)
-        server.start()  # back empty; Sentinel makes it a replica of the promoted server
+        await asyncio.to_thread(self.redis.restart_as_replica, port)  # back empty, a replica of the promoted one
         await asyncio.to_thread(self.redis.wait_replica, port, 60.0)
         return f"{server.name}:{port}"

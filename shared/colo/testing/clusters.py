@@ -240,6 +240,19 @@ class RedisSentinelGroup(_Group):
                 return int(reply[1])
         raise EmbeddedServerError("no Sentinel answers get-master-addr-by-name")
 
+    def restart_as_replica(self, port: int) -> None:
+        """Start the (killed) server on ``port`` again, empty, as a replica of the primary the Sentinels name now
+        (``--replicaof``), as an operator brings a failed primary back: started as a primary it would be one, empty,
+        until Sentinel reconfigures it, and a replica could copy its empty data set meanwhile."""
+        m = self.server(port)
+        primary = self.primary_port()
+        args = list(m.args)
+        if "--replicaof" in args:
+            i = args.index("--replicaof")
+            del args[i:i + 3]
+        m.args = [*args, "--replicaof", "127.0.0.1", str(primary)]
+        m.start()
+
     def failover_done(self, old_port: int) -> bool:
         """Whether a failover away from the primary on ``old_port`` is complete: every Sentinel names the same
         other server, and that server answers as a primary. Restarting the old primary before this (empty, as
