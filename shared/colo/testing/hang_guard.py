@@ -2,7 +2,8 @@
 
 pytest-timeout (``timeout`` in ``pyproject.toml``, 600 s per test) turns a hang into one failed test instead of
 a CI run that never ends, but its stack dump of the main thread shows only the event loop's ``select``. This
-plugin starts a watchdog thread per test that fires ``DUMP_MARGIN_S`` before that timeout and writes, to the
+plugin starts a watchdog thread per test (through pytest-timeout's own timer hooks, so with the timeout it
+resolved) that fires ``DUMP_MARGIN_S`` before that timeout and writes, to the
 test's captured stderr (shown with the failure), the stack of every task of the event loop the main thread is
 running. Enable with ``pytest_plugins = ["colo.testing.hang_guard"]`` (tests/conftest.py does).
 """
@@ -13,7 +14,7 @@ import asyncio
 import io
 import sys
 import threading
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -66,29 +67,30 @@ def dump_tasks(reason: str) -> str:
     return out.getvalue()
 
 
-def _timeout_of(item: pytest.Item) -> float:
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        return float(marker.args[0])
-    try:
-        return float(item.config.getini("timeout") or 0)
-    except (ValueError, KeyError):
-        return 0.0
+_TIMER = pytest.StashKey[threading.Timer]()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    timeout = _timeout_of(item)
-    timer: threading.Timer | None = None
-    if timeout > DUMP_MARGIN_S:
-        def fire() -> None:
-            sys.stderr.write(dump_tasks(f"{item.nodeid} still running after {timeout - DUMP_MARGIN_S:.0f} s"))
-            sys.stderr.flush()
-        timer = threading.Timer(timeout - DUMP_MARGIN_S, fire)
-        timer.daemon = True
-        timer.start()
-    try:
-        return (yield)
-    finally:
-        if timer is not None:
-            timer.cancel()
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    """pytest-timeout's hook, with the timeout it resolved (ini, ``--timeout``, marker): start the watchdog,
+    then return None so that pytest-timeout's own timer is set as well."""
+    timeout = float(settings.timeout or 0)
+    if timeout <= DUMP_MARGIN_S:
+        return
+
+    def fire() -> None:
+        sys.stderr.write(dump_tasks(f"{item.nodeid} still running after {timeout - DUMP_MARGIN_S:.0f} s"))
+        sys.stderr.flush()
+
+    timer = threading.Timer(timeout - DUMP_MARGIN_S, fire)
+    timer.daemon = True
+    timer.start()
+    item.stash[_TIMER] = timer
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    timer = item.stash.get(_TIMER, None)
+    if timer is not None:
+        timer.cancel()
+        del item.stash[_TIMER]
